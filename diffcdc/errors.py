@@ -1,0 +1,123 @@
+"""One root exception for everything diffcdc raises on purpose.
+
+Every error carries what an operator needs at 2 a.m.: which table, which snapshot or file,
+what went wrong and what to do about it. ``str(err)`` is a single line; the CLI prints it and
+exits with ``err.exit_code``:
+
+* 2 — usage or configuration error (fix the command line or the config file)
+* 3 — input refused (bad snapshot, late snapshot, duplicate/NULL keys, schema change, gate)
+* 1 — anything else (publish conflict, concurrent run, storage failure, corrupt state)
+"""
+
+from __future__ import annotations
+
+
+class DiffcdcError(Exception):
+    """Root of all diffcdc errors. Nothing raised on purpose escapes this hierarchy."""
+
+    exit_code = 1
+    #: True when retrying the same command later may succeed (network, throttling, a lock).
+    transient = False
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        table: str | None = None,
+        snapshot: str | None = None,
+        path: str | None = None,
+        hint: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.table = table
+        self.snapshot = snapshot
+        self.path = path
+        self.hint = hint
+
+    def __str__(self) -> str:
+        where = []
+        if self.table:
+            where.append(f"table {self.table}")
+        if self.snapshot:
+            where.append(f"snapshot {self.snapshot}")
+        if self.path:
+            where.append(f"file {self.path}")
+        text = (", ".join(where) + ": " if where else "") + self.message
+        if self.hint:
+            text += f" — {self.hint}"
+        return " ".join(text.split())  # always one line
+
+    def to_dict(self) -> dict[str, object]:
+        """A JSON-friendly description (for ``--json`` output and run reports)."""
+        return {
+            "error": type(self).__name__,
+            "exit_code": self.exit_code,
+            "message": self.message,
+            "table": self.table,
+            "snapshot": self.snapshot,
+            "path": self.path,
+            "hint": self.hint,
+        }
+
+
+class UsageError(DiffcdcError):
+    """The command line is wrong."""
+
+    exit_code = 2
+
+
+class ConfigError(DiffcdcError):
+    """The configuration file or a table definition is invalid."""
+
+    exit_code = 2
+
+
+class InputRefused(DiffcdcError):
+    """A snapshot cannot be accepted; nothing was published and state is unchanged."""
+
+    exit_code = 3
+
+
+class LateSnapshotError(InputRefused):
+    """A snapshot sorts at or before the last committed one but was never processed."""
+
+
+class KeyViolation(InputRefused):
+    """Key columns missing, NULL or not unique in a snapshot."""
+
+
+class SchemaChangeError(InputRefused):
+    """A snapshot's columns or types are not compatible with the table's committed schema."""
+
+
+class QualityGateFailed(InputRefused):
+    """A blocking data-quality check failed."""
+
+
+class ConcurrentRunError(DiffcdcError):
+    """Another run of the same table holds the lock or committed first."""
+
+    transient = True
+
+
+class PublishConflict(DiffcdcError):
+    """A landing file already exists with different content: never overwritten."""
+
+
+class LandingZoneMismatch(DiffcdcError):
+    """The landing folder does not match what the state says was published."""
+
+
+class StateError(DiffcdcError):
+    """The state store is unreadable or inconsistent."""
+
+
+class StorageError(DiffcdcError):
+    """A storage operation failed (local IO or remote service)."""
+
+
+class TransientStorageError(StorageError):
+    """A storage operation failed in a way that may succeed on retry."""
+
+    transient = True

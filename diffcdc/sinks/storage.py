@@ -1,0 +1,274 @@
+"""Bytes IO for a landing zone: the small interface every landing back end implements.
+
+Paths given to a storage are relative to its root and always use ``/``. A storage knows nothing
+about tables, sequence numbers or formats; the landing-zone writer above it does.
+
+The one rule that matters: a final name is created atomically and never overwritten. A file is
+written under a ``_``-prefixed temporary name in the same folder and then renamed to its final
+name with a condition that fails if the target exists. The mirroring service ignores
+``_``-prefixed names, so it never sees a partial file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import uuid
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from ..errors import PublishConflict, StorageError
+
+#: Suffix of our own temporary upload names (``_<final name>.<run>.diffcdc-tmp``).
+TEMP_SUFFIX = ".diffcdc-tmp"
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    """One file in a landing folder."""
+
+    name: str  #: base name, no folder
+    size: int  #: bytes
+    mtime: float  #: last modification, seconds since the epoch
+
+
+def temp_name_for(final_name: str) -> str:
+    """The temporary name a file is uploaded under before its atomic rename."""
+    return f"_{final_name}.{uuid.uuid4().hex[:12]}{TEMP_SUFFIX}"
+
+
+def is_temp_name(name: str) -> bool:
+    return name.startswith("_") and name.endswith(TEMP_SUFFIX)
+
+
+def file_sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def join(*parts: str) -> str:
+    """Join relative storage path parts with ``/``, skipping empty ones."""
+    return "/".join(p.strip("/") for p in parts if p and p.strip("/"))
+
+
+@dataclass(frozen=True)
+class PublishItem:
+    """A staged local file and the landing path it must appear under."""
+
+    local_path: str
+    target: str  #: relative to the storage root
+    sha256: str
+    size: int
+
+
+class LandingStorage(ABC):
+    """A landing-zone root: a local folder, or a remote ADLS Gen2 / OneLake folder."""
+
+    @abstractmethod
+    def describe(self) -> str:
+        """A display name for messages; never contains a secret."""
+
+    @abstractmethod
+    def list_dir(self, folder: str) -> list[FileInfo]:
+        """Files (not folders) directly in ``folder``; ``[]`` when it does not exist."""
+
+    @abstractmethod
+    def stat(self, path: str) -> FileInfo | None:
+        """The file at ``path`` or ``None`` when absent."""
+
+    @abstractmethod
+    def read_bytes(self, path: str) -> bytes:
+        """The whole content of a file."""
+
+    @abstractmethod
+    def put_if_absent(self, local_path: str, path: str) -> None:
+        """Atomically create ``path`` with the content of ``local_path``.
+
+        Uploads to a temporary ``_``-prefixed name in the same folder, then renames it to
+        ``path`` only if ``path`` does not exist. Raises :class:`FileExistsError` when it does
+        (the temporary file is removed).
+        """
+
+    @abstractmethod
+    def folder_exists(self, folder: str) -> bool:
+        """True when ``folder`` exists."""
+
+    @abstractmethod
+    def delete_tree(self, folder: str) -> None:
+        """Delete a folder and everything below it; no error when it does not exist."""
+
+    @abstractmethod
+    def delete(self, path: str) -> None:
+        """Delete one file; no error when it does not exist."""
+
+    def set_mtime(self, path: str, mtime: float) -> None:  # pragma: no cover - optional
+        """Set a file's modification time where the back end allows it."""
+        raise StorageError(f"{self.describe()} cannot set modification times")
+
+    # ----------------------------------------------------------------------------------------
+    # Shared logic on top of the primitives.
+
+    def sha256(self, path: str) -> str:
+        return hashlib.sha256(self.read_bytes(path)).hexdigest()
+
+    def remove_temp_files(self, folder: str) -> int:
+        """Delete leftover temporary uploads of ours in ``folder``; returns how many."""
+        removed = 0
+        for info in self.list_dir(folder):
+            if is_temp_name(info.name):
+                self.delete(join(folder, info.name))
+                removed += 1
+        return removed
+
+    def publish_one(self, item: PublishItem) -> bool:
+        """Publish one staged file idempotently.
+
+        Returns True when the file was created, False when an identical file was already in
+        place (a resumed publish). A different file under the same name is a
+        :class:`PublishConflict`: we never overwrite.
+        """
+        existing = self.stat(item.target)
+        if existing is None:
+            try:
+                self.put_if_absent(item.local_path, item.target)
+                return True
+            except FileExistsError:
+                existing = self.stat(item.target)
+                if existing is None:  # pragma: no cover - vanished between calls
+                    raise
+        if existing.size == item.size and self.sha256(item.target) == item.sha256:
+            return False
+        raise PublishConflict(
+            f"{item.target} already exists in {self.describe()} with different content "
+            f"({existing.size} bytes, expected {item.size})",
+            path=item.target,
+            hint="a file this run did not write holds the name; move it away or re-create the "
+            "table (diffcdc reload) — diffcdc never overwrites a landing file",
+        )
+
+    def publish_files(
+        self,
+        items: Sequence[PublishItem],
+        on_published: Callable[[PublishItem, bool], None] | None = None,
+    ) -> int:
+        """Publish files strictly in the given order; returns how many were newly created.
+
+        File N+1 becomes visible only after file N is in place. Back ends may override this to
+        upload in parallel while keeping the renames in order.
+        """
+        created = 0
+        for item in items:
+            was_created = self.publish_one(item)
+            created += int(was_created)
+            if on_published is not None:
+                on_published(item, was_created)
+        return created
+
+
+class LocalStorage(LandingStorage):
+    """A landing zone in a local (or mounted) folder."""
+
+    def __init__(self, root: str) -> None:
+        self.root = os.path.abspath(root)
+
+    def describe(self) -> str:
+        return self.root
+
+    def _abs(self, path: str) -> str:
+        return os.path.join(self.root, *[p for p in path.split("/") if p])
+
+    def list_dir(self, folder: str) -> list[FileInfo]:
+        base = self._abs(folder)
+        try:
+            entries = list(os.scandir(base))
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise StorageError(f"cannot list {base}: {exc}", path=base) from exc
+        out = []
+        for entry in entries:
+            if entry.is_file(follow_symlinks=False):
+                st = entry.stat(follow_symlinks=False)
+                out.append(FileInfo(entry.name, st.st_size, st.st_mtime))
+        return sorted(out, key=lambda f: f.name)
+
+    def stat(self, path: str) -> FileInfo | None:
+        full = self._abs(path)
+        try:
+            st = os.stat(full)
+        except FileNotFoundError:
+            return None
+        if not os.path.isfile(full):
+            return None
+        return FileInfo(os.path.basename(full), st.st_size, st.st_mtime)
+
+    def read_bytes(self, path: str) -> bytes:
+        with open(self._abs(path), "rb") as handle:
+            return handle.read()
+
+    def put_if_absent(self, local_path: str, path: str) -> None:
+        final = self._abs(path)
+        folder = os.path.dirname(final)
+        os.makedirs(folder, exist_ok=True)
+        tmp = os.path.join(folder, temp_name_for(os.path.basename(final)))
+        try:
+            shutil.copyfile(local_path, tmp)
+            with open(tmp, "rb") as handle:
+                os.fsync(handle.fileno())
+            # link() is the no-overwrite rename: it fails with EEXIST when the name is taken.
+            os.link(tmp, final)
+        finally:
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
+        _fsync_dir(folder)
+
+    def folder_exists(self, folder: str) -> bool:
+        return os.path.isdir(self._abs(folder))
+
+    def delete_tree(self, folder: str) -> None:
+        if self.folder_exists(folder):
+            shutil.rmtree(self._abs(folder))
+
+    def delete(self, path: str) -> None:
+        try:
+            os.unlink(self._abs(path))
+        except FileNotFoundError:
+            pass
+
+    def set_mtime(self, path: str, mtime: float) -> None:
+        os.utime(self._abs(path), (mtime, mtime))
+
+
+def _fsync_dir(folder: str) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:  # pragma: no cover - platforms without directory fds
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def open_landing(root: str, **options: object) -> LandingStorage:
+    """Open a landing root: a local path, or (with the ADLS back end) a remote URL."""
+    lowered = root.lower()
+    if lowered.startswith(("abfss://", "abfs://", "https://", "http://")):
+        from .adls import AdlsStorage  # imported lazily: the Azure SDK is heavy
+
+        return AdlsStorage.from_url(root, **options)
+    if "://" in root:
+        from ..errors import ConfigError
+
+        raise ConfigError(
+            f"unsupported landing root {root!r}",
+            hint="use a local folder, abfss://... or https://onelake.dfs.fabric.microsoft.com/...",
+        )
+    return LocalStorage(root)

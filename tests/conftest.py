@@ -1,0 +1,22 @@
+"""Shared fixtures: one local[2] SparkSession for the whole suite, few shuffle partitions."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+os.environ.setdefault("DIFFCDC_SPARK_LOG_LEVEL", "ERROR")
+
+
+@pytest.fixture(scope="session")
+def spark():
+    from diffcdc.spark import build_spark
+
+    session = build_spark(
+        master="local[2]",
+        conf={"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"},
+        app_name="diffcdc-tests",
+    )
+    yield session
+    session.stop()
