@@ -1,0 +1,274 @@
+"""The ``diffcdc`` command: parse, call the engine, print, exit.
+
+Exit status: 0 success (also when nothing changed); 2 usage or config error; 3 input refused;
+1 anything else. Errors are one line on stderr; ``--debug`` adds the trace.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import traceback
+from collections.abc import Sequence
+from typing import Any
+
+from . import __version__
+from .errors import DiffcdcError, UsageError
+
+log = logging.getLogger("diffcdc")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # exit 2 with one line, like every usage error
+        self.print_usage(sys.stderr)
+        raise UsageError(message, hint=f"see '{self.prog} --help'")
+
+
+def _csv(value: str) -> list[str]:
+    return [v.strip() for v in value.split(",") if v.strip()]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--json", action="store_true", help="machine-readable output on stdout")
+    common.add_argument("--debug", action="store_true", help="show the full trace on errors")
+    common.add_argument("--quiet", action="store_true", help="no progress lines")
+
+    parser = _Parser(prog="diffcdc", description="Snapshot-diff CDC for Open Mirroring landing zones.")
+    parser.add_argument("--version", action="version", version=f"diffcdc {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    run = sub.add_parser("run", parents=[common], help="process pending snapshots")
+    run.add_argument("--config", help="TOML file with many tables (see README)")
+    run.add_argument("--source", help="folder with one entry per snapshot (lexical order)")
+    run.add_argument("--keys", type=_csv, help="key columns, comma-separated")
+    run.add_argument("--table", help="landing table name")
+    run.add_argument("--landing", help="landing zone root")
+    run.add_argument("--state", default=None, help="state root (default ./state)")
+    run.add_argument("--exclude", type=_csv, default=None, help="columns left out of the fingerprint")
+    run.add_argument("--schema", dest="schema_name", help="schema folder name (<schema>.schema/)")
+    run.add_argument("--codec", choices=["snappy", "zstd", "gzip", "none"], help="Parquet codec")
+    run.add_argument("--max-rows-per-file", type=int, help="rows per landing file at most")
+    run.add_argument("--fingerprint-bits", type=int, choices=[64, 128], help="fingerprint width")
+    run.add_argument("--csv-infer-schema", action="store_true", default=None, help="infer CSV types")
+    run.add_argument("--keep-versions", type=int, default=None, help="state versions kept")
+    run.add_argument("--master", help="Spark master (default local[*])")
+    run.add_argument("--only", type=_csv, help="with --config: run only these tables")
+
+    status = sub.add_parser("status", parents=[common], help="show tables and their last runs")
+    status.add_argument("--state", default="state", help="state root (default ./state)")
+    status.add_argument("--table", help="only this table")
+
+    verify = sub.add_parser("verify", parents=[common], help="replay landing files, compare with a snapshot")
+    verify.add_argument("--landing", required=True, help="landing zone root")
+    verify.add_argument("--table", required=True, help="landing table name")
+    verify.add_argument("--snapshot", required=True, help="snapshot file or folder to compare with")
+    verify.add_argument("--schema", dest="schema_name", help="schema folder name")
+    verify.add_argument("--state", default="state", help="state root, for the excluded columns")
+    verify.add_argument("--ignore", type=_csv, default=None, help="columns not compared")
+    verify.add_argument("--master", help="Spark master (default local[*])")
+
+    demo = sub.add_parser("demo", parents=[common], help="run a small end-to-end example")
+    demo.add_argument("--dir", default="diffcdc-demo", help="where snapshots and landing go")
+    demo.add_argument("--state", default="state", help="state root (default ./state)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in args_list
+    try:
+        args = build_parser().parse_args(args_list)
+        _setup_logging(args.quiet, debug)
+        return int(_dispatch(args) or 0)
+    except DiffcdcError as exc:
+        if debug:
+            traceback.print_exc()
+        print(f"diffcdc: error: {exc}", file=sys.stderr)
+        if "--json" in args_list:
+            print(json.dumps({"ok": False, **exc.to_dict()}))
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("diffcdc: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # noqa: BLE001 - the last line of defence prints one line
+        if debug:
+            traceback.print_exc()
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        print(f"diffcdc: unexpected error: {type(exc).__name__}: {first} — run with --debug for "
+              "the trace", file=sys.stderr)
+        return 1
+
+
+def _setup_logging(quiet: bool, debug: bool) -> None:
+    level = logging.DEBUG if debug else logging.WARNING if quiet else logging.INFO
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s", "%H:%M:%S"))
+    log.handlers[:] = [handler]
+    log.setLevel(level)
+    log.propagate = False
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    if args.command == "run":
+        return _cmd_run(args)
+    if args.command == "status":
+        return _cmd_status(args)
+    if args.command == "verify":
+        return _cmd_verify(args)
+    if args.command == "demo":
+        from .demo import run_demo
+
+        return run_demo(args.dir, args.state, as_json=args.json)
+    raise UsageError(f"unknown command {args.command}")  # pragma: no cover
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from .config import RunConfig, load_config, table_from_args
+
+    if args.config:
+        flags = [n for n in ("source", "keys", "table", "landing") if getattr(args, n)]
+        if flags:
+            raise UsageError(f"--config cannot be combined with --{', --'.join(flags)}")
+        config = load_config(args.config)
+        if args.state:
+            config.state = args.state
+        if args.only:
+            unknown = set(args.only) - {t.name for t in config.tables}
+            if unknown:
+                raise UsageError(f"--only names unknown table(s) {sorted(unknown)}", path=args.config)
+            config.tables = [t for t in config.tables if t.name in args.only]
+    else:
+        missing = [n for n in ("source", "keys", "table", "landing") if not getattr(args, n)]
+        if missing:
+            raise UsageError(
+                f"missing --{', --'.join(missing)}", hint="give them, or use --config FILE"
+            )
+        table = table_from_args(
+            name=args.table,
+            source=args.source,
+            keys=args.keys,
+            landing=args.landing,
+            exclude=args.exclude,
+            schema_name=args.schema_name,
+            codec=args.codec,
+            max_rows_per_file=args.max_rows_per_file,
+            fingerprint_bits=args.fingerprint_bits,
+            csv_infer_schema=args.csv_infer_schema,
+        )
+        config = RunConfig(state=args.state or "state", tables=[table])
+    if args.keep_versions is not None:
+        config.keep_versions = args.keep_versions
+    if args.master:
+        config.spark.master = args.master
+
+    from .engine import run_many
+    from .spark import build_spark
+
+    spark = build_spark(config.spark.master, config.spark.conf)
+    reports = run_many(spark, config)
+    if args.json:
+        print(json.dumps({"ok": all(r.error is None for r in reports),
+                          "tables": [r.to_dict() for r in reports]}, indent=1, default=str))
+    else:
+        print(format_summary([r.to_dict() for r in reports]))
+    return max((r.exit_code for r in reports), default=0)
+
+
+def format_summary(reports: list[dict[str, Any]]) -> str:
+    """The end-of-run table for people."""
+    header = ("table", "outcome", "snapshots", "inserted", "updated", "deleted", "files", "seconds")
+    rows = [header]
+    for r in reports:
+        snaps = r.get("snapshots", [])
+        rows.append((
+            r["table"],
+            r["outcome"],
+            str(len(snaps)),
+            str(sum(s["inserted"] for s in snaps)),
+            str(sum(s["updated"] for s in snaps)),
+            str(sum(s["deleted"] for s in snaps)),
+            str(sum(len(s["files"]) for s in snaps)),
+            f"{r.get('seconds', 0):.1f}",
+        ))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
+    for r in reports:
+        if r.get("error"):
+            lines.append(f"{r['table']}: {DiffcdcError(**_error_fields(r['error']))}")
+    return "\n".join(lines)
+
+
+def _error_fields(error: dict[str, Any]) -> dict[str, Any]:
+    return {k: error.get(k) for k in ("message", "table", "snapshot", "path", "hint")}
+
+
+def _cmd_status(args: argparse.Namespace) -> int:
+    from .status import table_status
+
+    tables = table_status(args.state, args.table)
+    if args.json:
+        print(json.dumps({"state": args.state, "tables": tables}, indent=1, default=str))
+        return 0
+    if not tables:
+        print(f"no tables in state root {args.state}")
+        return 0
+    header = ("table", "last snapshot", "version", "next seq", "rows", "last run", "+", "~", "-")
+    rows = [header]
+    for t in tables:
+        last = t.get("last_run") or {}
+        rows.append((
+            t["table"],
+            str(t.get("last_snapshot") or "-"),
+            str(t.get("version") or "-"),
+            str(t.get("next_sequence") or "-"),
+            str(t.get("rows") if t.get("rows") is not None else "-"),
+            f"{last.get('outcome', '-')} {last.get('started_at', '')[:19]}".strip(),
+            str(last.get("inserted", "-")),
+            str(last.get("updated", "-")),
+            str(last.get("deleted", "-")),
+        ))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    print("\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows))
+    for t in tables:
+        if t.get("last_run", {}).get("error"):
+            print(f"{t['table']}: last run failed: {t['last_run']['error']}")
+        if t.get("unpublished"):
+            print(f"{t['table']}: version {t['version']} is committed but not fully published; "
+                  "the next run finishes it")
+    return 0
+
+
+def _cmd_verify(args: argparse.Namespace) -> int:
+    from .sinks.landing import table_folder
+    from .sinks.storage import open_landing
+    from .spark import build_spark
+    from .state import TableState
+    from .verify import verify_snapshot
+
+    ignore = args.ignore
+    if ignore is None:
+        head = TableState(args.state, args.table).head()
+        ignore = list(head.record.get("exclude", [])) if head else []
+    storage = open_landing(args.landing)
+    spark = build_spark(args.master)
+    result = verify_snapshot(
+        spark, storage, table_folder(args.table, args.schema_name), args.snapshot, ignore=ignore
+    )
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=1, default=str))
+    elif result.identical:
+        print(f"{args.table}: identical — {result.files} landing file(s) replayed give the "
+              f"{result.snapshot_rows} rows of {args.snapshot}"
+              + (f" (ignoring {', '.join(ignore)})" if ignore else ""))
+    else:
+        print(f"{args.table}: DIFFERENT — mirror has {result.mirror_rows} rows, snapshot "
+              f"{result.snapshot_rows}; snapshot rows missing or different for keys "
+              f"{result.missing}; mirror rows not in the snapshot for keys {result.unexpected}")
+    return 0 if result.identical else 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

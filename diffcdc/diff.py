@@ -1,0 +1,154 @@
+"""Classify changes between a snapshot and the previous state: pure DataFrame logic, no IO.
+
+State rows are ``(key columns, fingerprint column(s), __diffcdc_change)``. The new state
+written by a run is the full outer join of the snapshot's ``(key, fingerprint)`` with the previous state's
+live rows, one row per key on either side, tagged with what happened to it:
+
+=========  =====  ===================================================
+change     value  meaning
+=========  =====  ===================================================
+UNCHANGED  0      key on both sides, same fingerprint
+INSERT     1      key only in the snapshot
+UPDATE     2      key on both sides, fingerprint differs
+DELETE     3      key only in the previous state (a tombstone: the next run ignores it)
+=========  =====  ===================================================
+
+Keeping the tombstones in the new state means the change set can be derived from the state
+version alone (keys only: narrow), and the snapshot's full rows are read only for the keys
+that were inserted or updated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from .fingerprint import quote
+
+CHANGE = "__diffcdc_change"
+DUP = "__diffcdc_n"  # rows per key in the snapshot (>1 means a duplicate key)
+ROW_MARKER = "__rowMarker__"
+GRP = "__diffcdc_grp"
+#: Column names a snapshot may not use (lower case); plus anything starting with this prefix.
+RESERVED_PREFIX = "__diffcdc"
+
+UNCHANGED, INSERT, UPDATE, DELETE = 0, 1, 2, 3
+
+#: Open Mirroring row markers (spec §1).
+MARKER_INSERT, MARKER_UPDATE, MARKER_DELETE, MARKER_UPSERT = 0, 1, 2, 4
+
+
+def _c(name: str) -> Column:
+    return F.col(quote(name))
+
+
+def live_state(state: DataFrame) -> DataFrame:
+    """The keys alive in a state version (tombstones dropped)."""
+    return state.filter(F.col(CHANGE) != F.lit(DELETE)).drop(CHANGE)
+
+
+def classify(
+    snapshot_fp: DataFrame, previous: DataFrame | None, keys: Sequence[str], fp_cols: Sequence[str]
+) -> DataFrame:
+    """The new state: one row per key with its fingerprint, CHANGE and DUP columns.
+
+    ``snapshot_fp`` holds at least the key and fingerprint columns of the snapshot;
+    ``previous`` is the previous state version (or None for a first load). Duplicate snapshot
+    keys are collapsed to one row whose DUP column counts them, so the caller can refuse the
+    snapshot without a second pass.
+    """
+    grouped = snapshot_fp.groupBy(*[_c(k) for k in keys]).agg(
+        *[F.max(_c(c)).alias(c) for c in fp_cols], F.count(F.lit(1)).alias(DUP)
+    )
+    if previous is None:
+        return grouped.select(
+            *[_c(k) for k in keys], *[_c(c) for c in fp_cols], F.lit(INSERT).alias(CHANGE), _c(DUP)
+        )
+    old = live_state(previous).select(
+        *[_c(k) for k in keys], *[_c(c).alias(f"__diffcdc_old{c}") for c in fp_cols]
+    )
+    joined = grouped.join(old, on=list(keys), how="full_outer")
+    new_present = F.col(DUP).isNotNull()
+    old_present = F.col(f"__diffcdc_old{fp_cols[0]}").isNotNull()
+    same = F.lit(True)
+    for c in fp_cols:
+        same = same & (_c(c) == F.col(f"__diffcdc_old{c}"))
+    change = (
+        F.when(~old_present, F.lit(INSERT))
+        .when(~new_present, F.lit(DELETE))
+        .when(same, F.lit(UNCHANGED))
+        .otherwise(F.lit(UPDATE))
+    )
+    return joined.select(
+        *[_c(k) for k in keys],
+        *[F.coalesce(_c(c), F.col(f"__diffcdc_old{c}")).alias(c) for c in fp_cols],
+        change.alias(CHANGE),
+        F.coalesce(F.col(DUP), F.lit(0)).alias(DUP),
+    )
+
+
+def state_metrics(keys: Sequence[str]) -> list[Column]:
+    """Aggregates over a classified state, computed while it is written (``observe``)."""
+    null_key = F.lit(False)
+    for k in keys:
+        null_key = null_key | _c(k).isNull()
+    return [
+        F.sum(_c(DUP)).cast("long").alias("rows"),
+        _count_where(F.col(CHANGE) == INSERT, "inserted"),
+        _count_where(F.col(CHANGE) == UPDATE, "updated"),
+        _count_where(F.col(CHANGE) == DELETE, "deleted"),
+        _count_where(F.col(CHANGE) == UNCHANGED, "unchanged"),
+        _count_where(F.col(DUP) > 1, "duplicate_keys"),
+        _count_where(null_key & (F.col(DUP) > 0), "null_keys"),
+    ]
+
+
+def _count_where(condition: Column, name: str) -> Column:
+    return F.sum(F.when(condition, 1).otherwise(0)).cast("long").alias(name)
+
+
+def change_rows(
+    snapshot: DataFrame,
+    state: DataFrame,
+    keys: Sequence[str],
+    columns: Sequence[str],
+    *,
+    initial: bool,
+    broadcast_keys: bool,
+) -> DataFrame:
+    """The change set in landing order, with a ``__rowMarker__`` column (last).
+
+    The initial load has no marker column (the whole file is INSERT, as spec §1 recommends).
+
+    Deletes (key columns only, the rest NULL) come first, then inserts and updates with their
+    full rows; within each group rows are ordered by key. For the initial load every row is an
+    insert. ``columns`` is the snapshot's column order.
+    """
+    key_cols = [_c(k) for k in keys]
+    if initial:
+        return snapshot.select(*[_c(c) for c in columns]).orderBy(*key_cols)
+    changed = state.filter(F.col(CHANGE).isin(INSERT, UPDATE)).select(
+        *key_cols,
+        F.when(F.col(CHANGE) == INSERT, F.lit(MARKER_INSERT))
+        .otherwise(F.lit(MARKER_UPDATE))
+        .alias(ROW_MARKER),
+    )
+    if broadcast_keys:
+        changed = F.broadcast(changed)
+    upserts = snapshot.join(changed, on=list(keys), how="inner").select(
+        *[_c(c) for c in columns], _c(ROW_MARKER)
+    )
+    types = dict(snapshot.dtypes)
+    key_set = {k.lower() for k in keys}
+    deletes = state.filter(F.col(CHANGE) == DELETE).select(
+        *[
+            (_c(c) if c.lower() in key_set else F.lit(None).cast(types[c]).alias(c))
+            for c in columns
+        ],
+        F.lit(MARKER_DELETE).alias(ROW_MARKER),
+    )
+    grp = F.when(F.col(ROW_MARKER) == MARKER_DELETE, 0).otherwise(1).alias(GRP)
+    ordered = deletes.unionByName(upserts).select("*", grp).orderBy(GRP, *key_cols)
+    return ordered.drop(GRP)

@@ -1,0 +1,465 @@
+"""One run of one table: discover → read → fingerprint → diff → stage → commit → publish.
+
+Exactly-once protocol (see :mod:`diffcdc.state`): everything a snapshot produces (new state
+version, final-named landing files with their sequence numbers) is written to an uncommitted
+version folder first. The commit record, created by compare-and-swap, freezes the batch; from
+then on it is only ever published (idempotently), never recomputed. A run first finishes a
+committed-but-unpublished batch left by a crashed run, then processes new snapshots, each as
+its own committed step.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from pyspark.sql import DataFrame, Observation, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from . import __version__
+from .config import RunConfig, TableConfig
+from .diff import CHANGE, DUP, change_rows, classify, state_metrics
+from .errors import DiffcdcError, InputRefused, KeyViolation, LateSnapshotError, StateError
+from .faults import crash_point
+from .fingerprint import FINGERPRINT_VERSION, fingerprint_columns, fingerprint_exprs, quote
+from .schema import check_snapshot_columns, diff_schema, require_compatible, resolve_columns
+from .sinks.landing import (
+    check_continuation,
+    metadata_document,
+    metadata_item,
+    publish_metadata,
+    stage_parquet_files,
+    table_folder,
+    to_landing_columns,
+)
+from .sinks.storage import LandingStorage, PublishItem, join, open_landing
+from .sources.files import SnapshotEntry, discover, read_snapshot
+from .state import Commit, TableState, new_run_id, now_iso
+
+log = logging.getLogger("diffcdc")
+
+#: Inserted + updated keys up to this count are broadcast to pick full rows from the snapshot.
+BROADCAST_CHANGED_KEYS = 2_000_000
+
+Progress = Callable[[str], None]
+
+
+@dataclass
+class SnapshotResult:
+    """What one snapshot produced."""
+
+    snapshot_id: str
+    version: int
+    rows: int
+    inserted: int
+    updated: int
+    deleted: int
+    unchanged: int
+    files: list[str]
+    first_sequence: int | None
+    seconds: float
+
+
+@dataclass
+class TableReport:
+    """The outcome of one run of one table (kept in state, printed, and in ``--json``)."""
+
+    table: str
+    run_id: str
+    started_at: str
+    outcome: str = "ok"  # ok | nothing to do | failed
+    snapshots: list[SnapshotResult] = field(default_factory=list)
+    resumed_versions: list[int] = field(default_factory=list)
+    error: dict[str, Any] | None = None
+    seconds: float = 0.0
+    diffcdc_version: str = __version__
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @property
+    def exit_code(self) -> int:
+        return int(self.error["exit_code"]) if self.error else 0
+
+
+def run_table(
+    spark: SparkSession,
+    table: TableConfig,
+    state_root: str,
+    *,
+    keep_versions: int = 10,
+    progress: Progress | None = None,
+) -> TableReport:
+    """Process every pending snapshot of one table. Raises DiffcdcError on failure.
+
+    The report (passed or failed) is saved with the table's state before returning/raising.
+    """
+    say = progress or (lambda message: log.info("%s: %s", table.name, message))
+    state = TableState(state_root, table.name)
+    report = TableReport(table.name, new_run_id(), now_iso())
+    started = time.monotonic()
+    try:
+        with state.lock():
+            try:
+                _run_locked(spark, table, state, report, say)
+            finally:
+                state.prune(keep_versions)
+    except Exception as exc:
+        error = exc if isinstance(exc, DiffcdcError) else unexpected_error(exc)
+        if error.table is None:
+            error.table = table.name
+        report.outcome = "failed"
+        report.error = error.to_dict()
+        error.report = report  # type: ignore[attr-defined]
+        if error is exc:
+            raise
+        raise error from exc
+    finally:
+        report.seconds = round(time.monotonic() - started, 3)
+        if os.path.isdir(state.dir):
+            state.save_report(report.to_dict())
+    return report
+
+
+def run_many(
+    spark: SparkSession, config: RunConfig, progress: Progress | None = None
+) -> list[TableReport]:
+    """Run every table of a config; one failing table does not stop the others."""
+    reports = []
+    for table in config.tables:
+        try:
+            reports.append(
+                run_table(spark, table, config.state, keep_versions=config.keep_versions, progress=progress)
+            )
+        except DiffcdcError as exc:
+            log.error("%s", exc)
+            reports.append(exc.report)  # type: ignore[attr-defined]
+    return reports
+
+
+_UNREADABLE = (
+    "FAILED_READ_FILE",
+    "CANNOT_READ_FILE_FOOTER",
+    "MALFORMED",
+    "is not a Parquet file",
+    "PARQUET_COLUMN_DATA_TYPE_MISMATCH",
+)
+
+
+def unexpected_error(exc: BaseException, snapshot: SnapshotEntry | None = None) -> DiffcdcError:
+    """Turn a Spark/OS exception into a one-line DiffcdcError (the trace stays chained)."""
+    text = str(exc).strip()
+    first = text.splitlines()[0] if text else type(exc).__name__
+    if snapshot is not None and any(marker in text for marker in _UNREADABLE):
+        return InputRefused(
+            f"cannot read snapshot: {first[:300]}",
+            snapshot=snapshot.snapshot_id,
+            path=snapshot.path,
+            hint="the file is corrupt or truncated; replace it and run again",
+        )
+    return DiffcdcError(
+        f"{type(exc).__name__}: {first[:300]}",
+        snapshot=snapshot.snapshot_id if snapshot else None,
+        hint="run again with --debug for the full trace",
+    )
+
+
+def _run_locked(
+    spark: SparkSession, table: TableConfig, state: TableState, report: TableReport, say: Progress
+) -> None:
+    storage = open_landing(table.landing)
+    folder = table_folder(table.name, table.schema_name)
+    head = state.head()
+    if head is not None and not head.published:
+        say(f"finishing version {head.version} left unpublished by an earlier run")
+        publish_commit(state, storage, head)
+        report.resumed_versions.append(head.version)
+    pending = pending_snapshots(discover(table.source, table.name), state.commits(), table.name)
+    if not pending:
+        say("no new snapshot")
+        report.outcome = "ok" if report.resumed_versions else "nothing to do"
+        return
+    for entry in pending:
+        head = state.head()
+        try:
+            result = process_snapshot(
+                spark, table, state, storage, folder, entry, head, report.run_id, say
+            )
+        except DiffcdcError as exc:
+            exc.snapshot = exc.snapshot or entry.snapshot_id
+            raise
+        except Exception as exc:
+            raise unexpected_error(exc, entry) from exc
+        report.snapshots.append(result)
+
+
+def pending_snapshots(
+    entries: list[SnapshotEntry], commits: list[Commit], table: str
+) -> list[SnapshotEntry]:
+    """Entries newer than the last committed snapshot; a late entry is refused."""
+    if not commits:
+        return entries
+    done = {c.snapshot_id for c in commits}
+    last = commits[-1].snapshot_id
+    late = [e for e in entries if e.snapshot_id <= last and e.snapshot_id not in done]
+    if late:
+        raise LateSnapshotError(
+            f"snapshot sorts at or before the last committed snapshot {last} but was never "
+            "processed",
+            table=table,
+            snapshot=late[0].snapshot_id,
+            path=late[0].path,
+            hint="snapshots must arrive in lexical order; move it out of the source folder "
+            "(or re-create the table to rebuild from scratch)",
+        )
+    return [e for e in entries if e.snapshot_id > last]
+
+
+def _signature(path: str) -> list[tuple[str, int, int]]:
+    """Size and mtime of a snapshot's files, to notice a snapshot changing mid-run."""
+    if os.path.isdir(path):
+        out = []
+        for name in sorted(os.listdir(path)):
+            st = os.stat(os.path.join(path, name))
+            out.append((name, st.st_size, st.st_mtime_ns))
+        return out
+    st = os.stat(path)
+    return [("", st.st_size, st.st_mtime_ns)]
+
+
+def process_snapshot(
+    spark: SparkSession,
+    table: TableConfig,
+    state: TableState,
+    storage: LandingStorage,
+    folder: str,
+    entry: SnapshotEntry,
+    head: Commit | None,
+    run_id: str,
+    say: Progress,
+) -> SnapshotResult:
+    """Diff one snapshot against the head state, commit it and publish its files."""
+    started = time.monotonic()
+    sid = entry.snapshot_id
+    signature = _signature(entry.path)
+    df = read_snapshot(spark, entry, table.name, table.csv_infer_schema)
+    keys = resolve_columns(df.schema, table.keys, what="key", table=table.name, snapshot=sid)
+    exclude = [c for c in table.exclude if c.lower() in {n.lower() for n in df.columns}]
+    check_snapshot_columns(df.schema, keys, table=table.name, snapshot=sid)
+    if head is not None:
+        _check_against_head(head, df.schema, keys, table, sid)
+    crash_point("after_read")
+
+    version = head.version + 1 if head else 1
+    first_sequence = head.next_sequence if head else 1
+    vdir = state.new_version_dir(version, run_id)
+    rel_vdir = os.path.relpath(vdir, state.dir)
+    committed = False
+    try:
+        say(f"{sid}: fingerprinting and diffing (version {version})")
+        metrics = _stage_state(spark, df, head, state, keys, exclude, table.fingerprint_bits, vdir)
+        crash_point("after_state_staged")
+        _refuse_bad_keys(df, keys, metrics, table.name, sid)
+        staged_state = spark.read.parquet(os.path.join(vdir, "state"))
+        changed = metrics["inserted"] + metrics["updated"] + metrics["deleted"]
+        files = []
+        if changed:
+            changes = change_rows(
+                to_landing_columns(df),
+                staged_state,
+                keys,
+                df.columns,
+                initial=head is None,
+                broadcast_keys=metrics["inserted"] + metrics["updated"] <= BROADCAST_CHANGED_KEYS,
+            )
+            files = stage_parquet_files(
+                changes,
+                os.path.join(vdir, "raw"),
+                os.path.join(vdir, "landing"),
+                codec=table.codec,
+                max_rows_per_file=table.max_rows_per_file,
+                first_sequence=first_sequence,
+            )
+            shutil.rmtree(os.path.join(vdir, "raw"), ignore_errors=True)
+            if sum(f.rows for f in files) != changed:
+                raise StateError(
+                    f"staged {sum(f.rows for f in files)} change rows, expected {changed}",
+                    table=table.name,
+                    snapshot=sid,
+                    hint="internal error: nothing was published; please report it",
+                )
+        crash_point("after_changes_staged")
+        meta = metadata_item(vdir, folder, metadata_document(keys))
+        if _signature(entry.path) != signature:
+            raise InputRefused(
+                "snapshot changed while it was being processed",
+                table=table.name,
+                snapshot=sid,
+                path=entry.path,
+                hint="wait until the extract is complete, then run again",
+            )
+        record = {
+            "version": version,
+            "table": table.name,
+            "run_id": run_id,
+            "snapshot_id": sid,
+            "snapshot_path": os.path.abspath(entry.path),
+            "version_dir": rel_vdir,
+            "state_path": os.path.join(rel_vdir, "state"),
+            "landing": storage.describe(),
+            "landing_folder": folder,
+            "metadata": {"target": meta.target, "sha256": meta.sha256, "bytes": meta.size},
+            "keys": keys,
+            "exclude": exclude,
+            "schema": df.schema.jsonValue(),
+            "fingerprint": {"version": FINGERPRINT_VERSION, "bits": table.fingerprint_bits},
+            "codec": table.codec,
+            "files": [f.to_dict() for f in files],
+            "sequence": {"first": first_sequence, "next": first_sequence + len(files)},
+            "counts": {k: metrics[k] for k in ("rows", "inserted", "updated", "deleted", "unchanged")},
+        }
+        state.claim(record)
+        committed = True
+    finally:
+        if not committed:
+            shutil.rmtree(vdir, ignore_errors=True)
+    crash_point("after_claim")
+    commit = state.head()
+    assert commit is not None and commit.version == version
+    publish_commit(state, storage, commit)
+    crash_point("after_published")
+    counts = record["counts"]
+    say(
+        f"{sid}: +{counts['inserted']} ~{counts['updated']} -{counts['deleted']} "
+        f"({counts['rows']} rows, {len(files)} file(s))"
+    )
+    return SnapshotResult(
+        snapshot_id=sid,
+        version=version,
+        files=[f.name for f in files],
+        first_sequence=first_sequence if files else None,
+        seconds=round(time.monotonic() - started, 3),
+        **counts,
+    )
+
+
+def _check_against_head(
+    head: Commit, schema: T.StructType, keys: list[str], table: TableConfig, sid: str
+) -> None:
+    record = head.record
+    if [k.lower() for k in record["keys"]] != [k.lower() for k in keys]:
+        raise KeyViolation(
+            f"key columns changed from {record['keys']} to {keys}; keyColumns can never change "
+            "once published",
+            table=table.name,
+            snapshot=sid,
+            hint="restore the key setting, or re-create the table with the new keys",
+        )
+    fp = record["fingerprint"]
+    if fp != {"version": FINGERPRINT_VERSION, "bits": table.fingerprint_bits}:
+        raise StateError(
+            f"state was fingerprinted with {fp}, this run uses version {FINGERPRINT_VERSION} "
+            f"with {table.fingerprint_bits} bits; mixing them would report every row as changed",
+            table=table.name,
+            snapshot=sid,
+            hint="keep the old fingerprint_bits, or re-create the table to rebuild its state",
+        )
+    old_schema = T.StructType.fromJson(record["schema"])
+    require_compatible(diff_schema(old_schema, schema), table=table.name, snapshot=sid)
+
+
+def _stage_state(
+    spark: SparkSession,
+    df: DataFrame,
+    head: Commit | None,
+    state: TableState,
+    keys: list[str],
+    exclude: list[str],
+    bits: int,
+    vdir: str,
+) -> dict[str, int]:
+    """Write the new state version (one pass over the snapshot) and return its counts."""
+    fp_cols = fingerprint_columns(bits)
+    narrow = df.select(*[quote(k) for k in keys], *fingerprint_exprs(df.schema, keys, exclude, bits))
+    previous = spark.read.parquet(state.abspath(head.record["state_path"])) if head else None
+    observation = Observation("diffcdc_state")
+    classified = classify(narrow, previous, keys, fp_cols).observe(observation, *state_metrics(keys))
+    (
+        classified.drop(DUP)
+        .sortWithinPartitions(CHANGE)
+        .write.mode("errorifexists")
+        .option("compression", "zstd")
+        .parquet(os.path.join(vdir, "state"))
+    )
+    values = observation.get
+    return {k: int(v or 0) for k, v in values.items()}
+
+
+def _refuse_bad_keys(df: DataFrame, keys: list[str], metrics: dict[str, int], table: str, sid: str) -> None:
+    """Duplicate or NULL keys refuse the snapshot, with a few offending keys."""
+    if metrics["null_keys"]:
+        raise KeyViolation(
+            f"{metrics['null_keys']} row(s) have a NULL in key column(s) {keys}",
+            table=table,
+            snapshot=sid,
+            hint="fix the extract so every row has its key",
+        )
+    if metrics["duplicate_keys"]:
+        sample = (
+            df.groupBy(*[quote(k) for k in keys])
+            .count()
+            .filter(F.col("count") > 1)
+            .limit(5)
+            .collect()
+        )
+        shown = ", ".join(str(tuple(r[k] for k in keys) if len(keys) > 1 else r[keys[0]]) for r in sample)
+        raise KeyViolation(
+            f"{metrics['duplicate_keys']} key value(s) occur more than once, e.g. {shown}",
+            table=table,
+            snapshot=sid,
+            hint="fix the extract, or choose key columns that are unique",
+        )
+
+
+def publish_commit(state: TableState, storage: LandingStorage, commit: Commit) -> int:
+    """Publish a committed batch idempotently; returns how many files were newly created."""
+    record = commit.record
+    folder = record["landing_folder"]
+    vdir = state.abspath(record["version_dir"])
+    storage.remove_temp_files(folder)
+    items = []
+    for f in record["files"]:
+        local = os.path.join(vdir, "landing", f["name"])
+        if not os.path.exists(local) and storage.stat(join(folder, f["name"])) is None:
+            raise StateError(
+                f"staged file {f['name']} of committed version {commit.version} is missing",
+                table=record["table"],
+                path=local,
+                hint="the state folder was altered; restore it from backup or re-create the table",
+            )
+        items.append(PublishItem(local, join(folder, f["name"]), f["sha256"], f["bytes"]))
+    check_continuation(
+        storage,
+        folder,
+        table=record["table"],
+        published_through=record["sequence"]["first"] - 1,
+        batch={int(f["sequence"]) for f in record["files"]},
+    )
+    meta = metadata_item(vdir, folder, metadata_document(record["keys"]))
+    publish_metadata(storage, meta, record["table"])
+    published = {"n": 0}
+
+    def after_each(item: PublishItem, created: bool) -> None:
+        published["n"] += 1
+        crash_point("publish", published["n"])
+
+    created = storage.publish_files(items, on_published=after_each)
+    crash_point("before_mark_published")
+    state.mark_published(commit.version, {"files_created": created})
+    return created

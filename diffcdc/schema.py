@@ -1,0 +1,118 @@
+"""Schema checks between a snapshot and the table's committed schema (pure, no IO)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from pyspark.sql import types as T
+
+from .diff import RESERVED_PREFIX, ROW_MARKER
+from .errors import KeyViolation, SchemaChangeError
+
+_KEY_TYPES = (
+    T.StringType,
+    T.ByteType,
+    T.ShortType,
+    T.IntegerType,
+    T.LongType,
+    T.DecimalType,
+    T.DateType,
+    T.TimestampType,
+    T.TimestampNTZType,
+    T.BooleanType,
+    T.BinaryType,
+)
+
+
+@dataclass(frozen=True)
+class SchemaDiff:
+    """How a snapshot's columns differ from the committed schema (names compared case-blind)."""
+
+    added: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    retyped: list[tuple[str, str, str]] = field(default_factory=list)  # name, old, new
+
+    @property
+    def compatible(self) -> bool:
+        return not self.removed and not self.retyped
+
+
+def resolve_columns(
+    schema: T.StructType, wanted: Sequence[str], *, what: str, table: str, snapshot: str
+) -> list[str]:
+    """Map configured column names to the snapshot's spelling (case-insensitive)."""
+    by_lower = {f.name.lower(): f.name for f in schema.fields}
+    missing = [c for c in wanted if c.lower() not in by_lower]
+    if missing:
+        raise KeyViolation(
+            f"{what} column(s) {missing} not in the snapshot (columns: {schema.fieldNames()})",
+            table=table,
+            snapshot=snapshot,
+            hint=f"fix the {what} setting or the extract",
+        )
+    return [by_lower[c.lower()] for c in wanted]
+
+
+def check_snapshot_columns(schema: T.StructType, keys: Sequence[str], *, table: str, snapshot: str) -> None:
+    """Refuse reserved or duplicate column names and key columns of unusable types."""
+    seen: set[str] = set()
+    for f in schema.fields:
+        lower = f.name.lower()
+        if lower in seen:
+            raise SchemaChangeError(
+                f"column {f.name!r} appears twice (names are compared case-insensitively)",
+                table=table,
+                snapshot=snapshot,
+                hint="rename one of the columns in the extract",
+            )
+        seen.add(lower)
+        if lower == ROW_MARKER.lower() or lower.startswith(RESERVED_PREFIX):
+            raise SchemaChangeError(
+                f"column {f.name!r} clashes with a column diffcdc adds",
+                table=table,
+                snapshot=snapshot,
+                hint="rename or drop the column in the extract",
+            )
+    types = {f.name: f.dataType for f in schema.fields}
+    for k in keys:
+        if not isinstance(types[k], _KEY_TYPES):
+            raise KeyViolation(
+                f"key column {k!r} has type {types[k].simpleString()}, which cannot be a key",
+                table=table,
+                snapshot=snapshot,
+                hint="choose scalar key columns (string, integer, decimal, date, timestamp)",
+            )
+
+
+def diff_schema(old: T.StructType, new: T.StructType) -> SchemaDiff:
+    """Columns added, removed and retyped from ``old`` to ``new`` (nullability ignored)."""
+    old_by = {f.name.lower(): f for f in old.fields}
+    new_by = {f.name.lower(): f for f in new.fields}
+    added = [new_by[n].name for n in new_by if n not in old_by]
+    removed = [old_by[n].name for n in old_by if n not in new_by]
+    retyped = []
+    for n in old_by.keys() & new_by.keys():
+        before, after = old_by[n].dataType, new_by[n].dataType
+        if isinstance(before, T.NullType) or isinstance(after, T.NullType):
+            continue  # an all-NULL untyped column is compatible with anything
+        if before.simpleString() != after.simpleString():  # simpleString omits nullability
+            retyped.append((new_by[n].name, before.simpleString(), after.simpleString()))
+    return SchemaDiff(sorted(added), sorted(removed), sorted(retyped))
+
+
+def require_compatible(diff: SchemaDiff, *, table: str, snapshot: str) -> None:
+    """Refuse removed or retyped columns (the default ``fail`` schema policy)."""
+    if diff.compatible:
+        return
+    parts = []
+    if diff.removed:
+        parts.append(f"removed {diff.removed}")
+    if diff.retyped:
+        parts.append("retyped " + ", ".join(f"{n} {a}→{b}" for n, a, b in diff.retyped))
+    raise SchemaChangeError(
+        "schema changed: " + "; ".join(parts),
+        table=table,
+        snapshot=snapshot,
+        hint="restore the columns in the extract, or re-create the table with the new schema",
+    )

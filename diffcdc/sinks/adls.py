@@ -1,0 +1,720 @@
+"""A landing zone in OneLake or any ADLS Gen2 account, over ``azure-storage-file-datalake``.
+
+Accepted roots (``open_landing`` sends every ``abfss://``, ``abfs://``, ``https://`` and
+``http://`` root here):
+
+* ``https://onelake.dfs.fabric.microsoft.com/<workspace>/<item>/Files/LandingZone`` and
+  ``https://<account>.dfs.core.windows.net/<filesystem>/<path>`` — *host style*: the host names
+  the account (any host containing ``.dfs.`` or ``.blob.``; a ``.blob.`` host is switched to its
+  ``.dfs.`` twin), the first path segment is the filesystem (the workspace on OneLake), the rest
+  is the landing root inside it.
+* ``abfss://<filesystem>@<host>/<path>`` (``abfs://`` too; both go over https).
+* any other ``http(s)://<host[:port]>/<account>/<filesystem>/<path>`` — *path style*, the
+  emulator convention (Azurite, the loopback DFS server of the tests, a proxy): the first path
+  segment is the account, the second the filesystem.
+
+A ``?<SAS token>`` on the URL is taken as the SAS credential and never shown.
+
+Credentials, first match wins:
+
+1. options ``credential`` (any object the SDK accepts, e.g. an azure-identity credential),
+   ``account_key`` or ``sas_token`` — at most one of them;
+2. environment ``AZURE_STORAGE_ACCOUNT_KEY`` (or the Azure CLI's ``AZURE_STORAGE_KEY``), then
+   ``AZURE_STORAGE_SAS_TOKEN`` (a SAS on the URL counts as an option);
+3. ``azure.identity.DefaultAzureCredential()`` (service principal from the environment, workload
+   or managed identity, Azure CLI, ...). Bearer tokens need https.
+
+Other options: ``max_workers`` (parallel uploads in :meth:`AdlsStorage.publish_files`, default
+4), ``chunk_size`` (bytes per append and per ranged read, default 4 MiB), ``retry_total``
+(retries per request, default 5), ``retry_backoff`` / ``retry_backoff_max`` (seconds, default
+1 and 30), ``connection_timeout`` / ``read_timeout`` (seconds, default 20 and 60),
+``connection_verify`` (``True``, ``False`` or a CA bundle path), ``list_page_size`` (entries per
+listing call, default: the service's 5,000).
+
+Requests answered 408, 429 or 5xx (but 501/505), connection resets and timeouts are retried
+with capped exponential backoff (``Retry-After`` honoured up to ``retry_backoff_max``); every
+retry is logged on ``diffcdc.sinks.adls`` at WARNING. Secrets never reach ``describe()``,
+``repr()``, error messages or log records (SAS query strings are scrubbed from the SDK's and
+urllib3's records too).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import re
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from azure.core import MatchConditions
+from azure.core.credentials import AzureNamedKeyCredential
+from azure.core.exceptions import (
+    AzureError,
+    ClientAuthenticationError,
+    HttpResponseError,
+    ResourceNotFoundError,
+    ServiceRequestError,
+    ServiceResponseError,
+)
+from azure.storage.filedatalake import ExponentialRetry, FileSystemClient
+
+from ..errors import ConfigError, StorageError, TransientStorageError
+from .storage import FileInfo, LandingStorage, PublishItem, join, temp_name_for
+
+log = logging.getLogger(__name__)
+
+ENV_ACCOUNT_KEY = ("AZURE_STORAGE_ACCOUNT_KEY", "AZURE_STORAGE_KEY")
+ENV_SAS_TOKEN = "AZURE_STORAGE_SAS_TOKEN"
+
+_DEFAULTS: dict[str, Any] = {
+    "max_workers": 4,
+    "chunk_size": 4 * 1024 * 1024,
+    "retry_total": 5,
+    "retry_backoff": 1.0,
+    "retry_backoff_max": 30.0,
+    "connection_timeout": 20.0,
+    "read_timeout": 60.0,
+    "connection_verify": True,
+    "list_page_size": None,
+}
+_SECRET_OPTIONS = ("credential", "account_key", "sas_token")
+_RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504, 507, 509})
+
+
+# ------------------------------------------------------------------------------------------
+# URLs
+
+
+@dataclass(frozen=True)
+class AdlsLocation:
+    """Where a remote landing root lives; holds no secret."""
+
+    account_url: str  #: ``https://host`` (host style) or ``http(s)://host:port/<account>``
+    account_name: str  #: used for SharedKey signing
+    file_system: str
+    root: str  #: path inside the filesystem, no leading or trailing ``/``
+    display: str  #: the URL as the user wrote it, without query string or user info
+
+
+def parse_adls_url(url: str) -> tuple[AdlsLocation, str | None]:
+    """Split a landing URL into its location and the SAS token it carries (if any)."""
+    parts = urlsplit(url.strip())
+    scheme = parts.scheme.lower()
+    sas = parts.query or None
+    host = parts.netloc.rsplit("@", 1)[-1]
+    if not host:
+        raise ConfigError(f"landing URL has no host: {_redact_url(url)}")
+    segments = [unquote(s) for s in parts.path.split("/") if s]
+    if scheme in ("abfss", "abfs"):
+        file_system = unquote(parts.netloc.rsplit("@", 1)[0]) if "@" in parts.netloc else ""
+        if not file_system:
+            raise ConfigError(
+                f"{_redact_url(url)}: abfss URLs name the filesystem before '@'",
+                hint="abfss://<filesystem>@<account>.dfs.core.windows.net/<path>",
+            )
+        display = f"{scheme}://{file_system}@{host}/" + "/".join(segments)
+        location = _host_style(
+            "https", host, [file_system, *segments], display.rstrip("/")
+        )
+    elif scheme in ("https", "http"):
+        display = f"{scheme}://{host}/" + "/".join(segments)
+        hostname = (parts.hostname or "").lower()
+        if ".dfs." in hostname or ".blob." in hostname:
+            location = _host_style(scheme, host, segments, display.rstrip("/"))
+        else:
+            if len(segments) < 2:
+                raise ConfigError(
+                    f"{_redact_url(url)}: expected <scheme>://<host>/<account>/<filesystem>/<path>",
+                    hint="hosts outside Azure use the path-style (emulator) convention",
+                )
+            location = AdlsLocation(
+                account_url=f"{scheme}://{host}/{segments[0]}",
+                account_name=segments[0],
+                file_system=segments[1],
+                root="/".join(segments[2:]),
+                display=display.rstrip("/"),
+            )
+    else:
+        raise ConfigError(f"unsupported landing URL scheme {scheme!r}")
+    return location, sas
+
+
+def _host_style(scheme: str, host: str, segments: list[str], display: str) -> AdlsLocation:
+    if not segments:
+        raise ConfigError(f"{display}: the URL names no filesystem (workspace)")
+    host = re.sub(r"\.blob\.", ".dfs.", host, count=1)
+    return AdlsLocation(
+        account_url=f"{scheme}://{host}",
+        account_name=host.split(".", 1)[0],
+        file_system=segments[0],
+        root="/".join(segments[1:]),
+        display=display,
+    )
+
+
+def _redact_url(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc.rsplit('@', 1)[-1]}{parts.path}"
+
+
+# ------------------------------------------------------------------------------------------
+# Secrets out of messages and logs
+
+
+_QUERY_RE = re.compile(r"\?[^\s'\"<>)]*")
+_SIG_RE = re.compile(r"(?i)\b(sig|signature)=[^&\s'\"]*")
+
+
+class _Scrubber:
+    """Removes known secrets and URL query strings from text."""
+
+    def __init__(self) -> None:
+        self._secrets: set[str] = set()
+        self._lock = threading.Lock()
+
+    def add(self, secret: str | None) -> None:
+        if not secret:
+            return
+        with self._lock:
+            self._secrets.add(secret)
+            self._secrets.add(unquote(secret))
+            for value in re.findall(r"(?i)(?:^|[?&])sig=([^&]+)", secret):
+                self._secrets.add(value)
+                self._secrets.add(unquote(value))
+
+    def secrets_only(self, text: str) -> str:
+        """Redact SAS signatures and known secrets; keep the rest (for log records)."""
+        text = _SIG_RE.sub(r"\1=<redacted>", text)
+        with self._lock:
+            secrets = sorted(self._secrets, key=len, reverse=True)
+        for secret in secrets:
+            if len(secret) >= 6:
+                text = text.replace(secret, "<redacted>")
+        return text
+
+    def __call__(self, text: str) -> str:
+        """Redact secrets and drop URL query strings (for error messages)."""
+        return self.secrets_only(_QUERY_RE.sub("?<redacted>", text))
+
+
+_SCRUB = _Scrubber()
+
+
+class _RedactingFilter(logging.Filter):
+    """Scrubs SAS signatures and known secrets from third-party log records."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # pragma: no cover - a broken record is not ours to fix
+            return True
+        cleaned = _SCRUB.secrets_only(message)
+        if cleaned != message:
+            record.msg, record.args = cleaned, None
+        return True
+
+
+_FILTER = _RedactingFilter()
+_FILTERED_LOGGERS = (
+    "urllib3.connectionpool",
+    "azure.core.pipeline.policies.http_logging_policy",
+    "azure.storage.filedatalake._shared.policies",
+    "azure.storage.blob._shared.policies",
+    __name__,
+)
+
+
+def _install_log_filter() -> None:
+    for name in _FILTERED_LOGGERS:
+        logger = logging.getLogger(name)
+        if _FILTER not in logger.filters:
+            logger.addFilter(_FILTER)
+
+
+# ------------------------------------------------------------------------------------------
+# Retries
+
+
+class BoundedRetry(ExponentialRetry):
+    """The SDK's retry policy, bounded, with 429 added and every retry logged.
+
+    The storage SDK does not retry 429 (OneLake throttles with it) and waits 15+ seconds by
+    default; this one retries 408/429/5xx and network errors ``retry_total`` times with capped
+    exponential backoff and full jitter, honouring ``Retry-After`` up to ``backoff_max``.
+    """
+
+    def __init__(self, retry_total: int, backoff: float, backoff_max: float) -> None:
+        super().__init__(
+            initial_backoff=0, increment_base=2, retry_total=retry_total, random_jitter_range=0
+        )
+        self.retry_total = retry_total
+        self.backoff = backoff
+        self.backoff_max = backoff_max
+
+    def delay_for(self, attempt: int, retry_after: str | None) -> float:
+        """Seconds to wait before retry number ``attempt`` (0-based)."""
+        if retry_after:
+            hinted = _parse_retry_after(retry_after)
+            if hinted is not None:
+                return min(max(hinted, 0.0), self.backoff_max)
+        ceiling = min(self.backoff_max, self.backoff * (2**attempt))
+        return random.uniform(ceiling / 2, ceiling)
+
+    def send(self, request: Any) -> Any:
+        settings = self.configure_retries(request)  # pops per-request retry options
+        http_request = request.http_request
+        attempt = 0
+        while True:
+            response = None
+            error: AzureError | None = None
+            try:
+                response = self.next.send(request)
+            except (ServiceRequestError, ServiceResponseError) as exc:
+                error = exc
+            if error is None:
+                status = response.http_response.status_code
+                if status not in _RETRY_STATUS:
+                    return response
+                reason = f"HTTP {status} {response.http_response.headers.get('x-ms-error-code', '')}"
+                retry_after = response.http_response.headers.get("Retry-After")
+            else:
+                reason = f"{type(error).__name__}: {_first_line(str(error))}"
+                retry_after = None
+            if attempt >= self.retry_total or not _rewind(http_request, settings):
+                if error is not None:
+                    raise error
+                return response
+            delay = self.delay_for(attempt, retry_after)
+            log.warning(
+                "ADLS %s %s failed (%s); retry %d of %d in %.2fs",
+                http_request.method,
+                urlsplit(http_request.url).path,
+                _SCRUB(reason),
+                attempt + 1,
+                self.retry_total,
+                delay,
+            )
+            if delay > 0:
+                time.sleep(delay)
+            attempt += 1
+
+
+def _parse_retry_after(value: str) -> float | None:
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    try:
+        return parsedate_to_datetime(value).timestamp() - time.time()
+    except (TypeError, ValueError):
+        return None
+
+
+def _rewind(http_request: Any, settings: dict[str, Any]) -> bool:
+    body = http_request.body
+    if body is None or not hasattr(body, "read"):
+        return True
+    position = settings.get("body_position")
+    if position is None:
+        return False
+    try:
+        body.seek(position)
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def _first_line(text: str, limit: int = 240) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line[:limit]
+
+
+# ------------------------------------------------------------------------------------------
+# The storage
+
+
+@dataclass
+class _Prepared:
+    existing: bool  #: the target was already there before the upload
+    temp: str | None  #: full path of the uploaded temporary file
+
+
+class AdlsStorage(LandingStorage):
+    """A landing root in an ADLS Gen2 filesystem or OneLake item (see the module docstring)."""
+
+    def __init__(
+        self,
+        location: AdlsLocation,
+        *,
+        credential: Any = None,
+        account_key: str | None = None,
+        sas_token: str | None = None,
+        max_workers: int = _DEFAULTS["max_workers"],
+        chunk_size: int = _DEFAULTS["chunk_size"],
+        retry_total: int = _DEFAULTS["retry_total"],
+        retry_backoff: float = _DEFAULTS["retry_backoff"],
+        retry_backoff_max: float = _DEFAULTS["retry_backoff_max"],
+        connection_timeout: float = _DEFAULTS["connection_timeout"],
+        read_timeout: float = _DEFAULTS["read_timeout"],
+        connection_verify: bool | str = _DEFAULTS["connection_verify"],
+        list_page_size: int | None = _DEFAULTS["list_page_size"],
+    ) -> None:
+        self.location = location
+        self.root = location.root
+        if not 1 <= int(max_workers) <= 64:
+            raise ConfigError(f"max_workers must be between 1 and 64, got {max_workers}")
+        if int(chunk_size) < 1:
+            raise ConfigError(f"chunk_size must be positive, got {chunk_size}")
+        if int(retry_total) < 0 or retry_backoff < 0 or retry_backoff_max < 0:
+            raise ConfigError("retry_total, retry_backoff and retry_backoff_max must be >= 0")
+        if list_page_size is not None and not 1 <= int(list_page_size) <= 5000:
+            raise ConfigError(f"list_page_size must be between 1 and 5000, got {list_page_size}")
+        self.max_workers = int(max_workers)
+        self.chunk_size = int(chunk_size)
+        self.list_page_size = list_page_size
+        self.retry_policy = BoundedRetry(int(retry_total), float(retry_backoff), retry_backoff_max)
+        sdk_credential, self.credential_source, self._owned_credential = self._resolve_credential(
+            credential, account_key, sas_token
+        )
+        _install_log_filter()
+        try:
+            self._fs = FileSystemClient(
+                location.account_url,
+                location.file_system,
+                credential=sdk_credential,
+                retry_policy=self.retry_policy,
+                connection_timeout=connection_timeout,
+                read_timeout=read_timeout,
+                connection_verify=connection_verify,
+                max_single_get_size=self.chunk_size,
+                max_chunk_get_size=self.chunk_size,
+            )
+        except ValueError as exc:
+            raise ConfigError(
+                f"cannot open {self.describe()}: {_SCRUB(str(exc))}",
+                hint="bearer tokens (azure-identity) need an https:// or abfss:// URL",
+            ) from None
+
+    # -- construction ----------------------------------------------------------------------
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> AdlsStorage:
+        """Open a landing root URL; ``options`` as in the module docstring."""
+        unknown = set(options) - set(_DEFAULTS) - set(_SECRET_OPTIONS)
+        if unknown:
+            raise ConfigError(
+                f"unknown ADLS landing option(s): {', '.join(sorted(unknown))}",
+                hint="known: " + ", ".join(sorted({*_DEFAULTS, *_SECRET_OPTIONS})),
+            )
+        location, url_sas = parse_adls_url(url)
+        if url_sas:
+            if options.get("sas_token"):
+                raise ConfigError(f"{location.display}: a SAS token on the URL and in options")
+            options["sas_token"] = url_sas
+        return cls(location, **options)
+
+    def _resolve_credential(
+        self, credential: Any, account_key: str | None, sas_token: str | None
+    ) -> tuple[Any, str, bool]:
+        given = [n for n, v in (("credential", credential), ("account_key", account_key),
+                                ("sas_token", sas_token)) if v]
+        if len(given) > 1:
+            raise ConfigError(
+                f"{self.describe()}: give only one of {', '.join(given)}",
+                hint="credential, account_key and sas_token are alternatives",
+            )
+        if credential:
+            return credential, "credential option", False
+        if account_key:
+            return self._key_credential(account_key), "account_key option", False
+        if sas_token:
+            return self._sas_credential(sas_token), "sas_token option", False
+        for name in ENV_ACCOUNT_KEY:
+            if os.environ.get(name):
+                return self._key_credential(os.environ[name]), name, False
+        if os.environ.get(ENV_SAS_TOKEN):
+            return self._sas_credential(os.environ[ENV_SAS_TOKEN]), ENV_SAS_TOKEN, False
+        try:
+            from azure.identity import DefaultAzureCredential
+        except ImportError as exc:  # pragma: no cover - a declared dependency
+            raise ConfigError("azure-identity is not installed", hint="pip install azure-identity") from exc
+        return DefaultAzureCredential(), "DefaultAzureCredential", True
+
+    def _key_credential(self, key: str) -> AzureNamedKeyCredential:
+        _SCRUB.add(key)
+        return AzureNamedKeyCredential(self.location.account_name, key)
+
+    @staticmethod
+    def _sas_credential(token: str) -> str:
+        token = token.strip().lstrip("?")
+        _SCRUB.add(token)
+        return token
+
+    def close(self) -> None:
+        """Close the HTTP sessions (and the default credential, when we created it)."""
+        self._fs.close()
+        if self._owned_credential:
+            close = getattr(self._fs.credential, "close", None)
+            if callable(close):
+                close()
+
+    def __enter__(self) -> AdlsStorage:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def describe(self) -> str:
+        return self.location.display
+
+    def __repr__(self) -> str:
+        return f"AdlsStorage({self.describe()!r}, credential from {self.credential_source})"
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _full(self, path: str) -> str:
+        return join(self.root, path)
+
+    def _error(self, exc: Exception, action: str, path: str) -> StorageError:
+        """Map an SDK exception to ours, with no secret in the message."""
+        status = getattr(exc, "status_code", None)
+        code = getattr(exc, "error_code", None)
+        where = f"{action} {path or '/'} in {self.describe()}"
+        detail = _SCRUB(_first_line(getattr(exc, "message", None) or str(exc)))
+        if status in (401, 403) or (isinstance(exc, ClientAuthenticationError) and status is None):
+            return StorageError(
+                f"{where}: access denied ({f'HTTP {status} ' if status else ''}{code or detail})",
+                path=path,
+                hint=f"check the credential (from {self.credential_source}) and its permissions",
+            )
+        if isinstance(exc, (ServiceRequestError, ServiceResponseError)):
+            return TransientStorageError(
+                f"{where}: network error after {self.retry_policy.retry_total} retries "
+                f"({type(exc).__name__}: {detail})",
+                path=path,
+                hint="the service or network is unavailable; run again later",
+            )
+        if status in _RETRY_STATUS or (isinstance(status, int) and status >= 500):
+            return TransientStorageError(
+                f"{where}: HTTP {status} {code or ''} after {self.retry_policy.retry_total} "
+                "retries",
+                path=path,
+                hint="the service is busy or throttling; run again later",
+            )
+        return StorageError(f"{where}: HTTP {status} {code or detail}", path=path)
+
+    # -- LandingStorage primitives ---------------------------------------------------------
+
+    def list_dir(self, folder: str) -> list[FileInfo]:
+        full = self._full(folder)
+        out = []
+        try:
+            # ItemPaged follows the x-ms-continuation tokens (the service returns <= 5,000
+            # entries per call).
+            for entry in self._fs.get_paths(
+                path=full or None, recursive=False, max_results=self.list_page_size
+            ):
+                if entry.is_directory:
+                    continue
+                out.append(
+                    FileInfo(
+                        entry.name.rsplit("/", 1)[-1],
+                        int(entry.content_length or 0),
+                        entry.last_modified.timestamp(),
+                    )
+                )
+        except ResourceNotFoundError:
+            return []
+        except (AzureError, ValueError) as exc:
+            raise self._error(exc, "list", folder) from None
+        return sorted(out, key=lambda f: f.name)
+
+    def stat(self, path: str) -> FileInfo | None:
+        client = self._fs.get_file_client(self._full(path))
+        try:
+            props = client.get_file_properties()
+        except ResourceNotFoundError:
+            return None
+        except (AzureError, ValueError) as exc:
+            raise self._error(exc, "stat", path) from None
+        if (props.metadata or {}).get("hdi_isfolder", "").lower() == "true":
+            return None
+        return FileInfo(path.rsplit("/", 1)[-1], int(props.size), props.last_modified.timestamp())
+
+    def read_bytes(self, path: str) -> bytes:
+        client = self._fs.get_file_client(self._full(path))
+        try:
+            return client.download_file().readall()
+        except ResourceNotFoundError:
+            raise FileNotFoundError(f"{path} not found in {self.describe()}") from None
+        except (AzureError, ValueError) as exc:
+            raise self._error(exc, "read", path) from None
+
+    def put_if_absent(self, local_path: str, path: str) -> None:
+        temp = self._upload_temp(local_path, path)
+        self._rename_into_place(temp, path)
+
+    def folder_exists(self, folder: str) -> bool:
+        full = self._full(folder)
+        if not full:
+            try:
+                return bool(self._fs.exists())
+            except (AzureError, ValueError) as exc:
+                raise self._error(exc, "check", "/") from None
+        client = self._fs.get_directory_client(full)
+        try:
+            props = client.get_directory_properties()
+        except ResourceNotFoundError:
+            return False
+        except (AzureError, ValueError) as exc:
+            raise self._error(exc, "check", folder) from None
+        return (props.metadata or {}).get("hdi_isfolder", "").lower() == "true"
+
+    def delete_tree(self, folder: str) -> None:
+        full = self._full(folder)
+        if not full:
+            raise StorageError(f"refusing to delete the whole filesystem of {self.describe()}")
+        client = self._fs.get_directory_client(full)
+        try:
+            client.delete_directory()
+        except ResourceNotFoundError:
+            pass
+        except (AzureError, ValueError) as exc:
+            raise self._error(exc, "delete", folder) from None
+
+    def delete(self, path: str) -> None:
+        self._delete_full(self._full(path), path)
+
+    def _delete_full(self, full: str, shown: str) -> None:
+        try:
+            self._fs.get_file_client(full).delete_file()
+        except ResourceNotFoundError:
+            pass
+        except (AzureError, ValueError) as exc:
+            raise self._error(exc, "delete", shown) from None
+
+    def _delete_quietly(self, full: str) -> None:
+        try:
+            self._delete_full(full, full)
+        except StorageError as err:  # the next run's remove_temp_files gets it
+            log.warning("could not remove temporary file %s: %s", full, err)
+
+    # -- upload and atomic rename ----------------------------------------------------------
+
+    def _upload_temp(self, local_path: str, path: str) -> str:
+        """Upload ``local_path`` under a fresh ``_``-prefixed name beside ``path``."""
+        full = self._full(path)
+        folder, _, name = full.rpartition("/")
+        temp = join(folder, temp_name_for(name))
+        client = self._fs.get_file_client(temp)
+        try:
+            client.create_file()
+            offset = 0
+            with open(local_path, "rb") as handle:
+                for chunk in iter(lambda: handle.read(self.chunk_size), b""):
+                    client.append_data(chunk, offset=offset, length=len(chunk),
+                                       validate_content=True)
+                    offset += len(chunk)
+            client.flush_data(offset)
+        except (AzureError, ValueError) as exc:
+            self._delete_quietly(temp)
+            raise self._error(exc, "upload", path) from None
+        except BaseException:
+            self._delete_quietly(temp)
+            raise
+        log.debug("uploaded %s (%d bytes) as %s", path, offset, temp)
+        return temp
+
+    def _rename_into_place(self, temp: str, path: str) -> None:
+        """Rename ``temp`` to ``path`` only if ``path`` does not exist (``If-None-Match: *``)."""
+        full = self._full(path)
+        client = self._fs.get_file_client(temp)
+        try:
+            client.rename_file(
+                f"{self.location.file_system}/{full}", match_condition=MatchConditions.IfMissing
+            )
+        except HttpResponseError as exc:
+            code = (exc.error_code or "") if hasattr(exc, "error_code") else ""
+            if exc.status_code in (409, 412) and code in ("PathAlreadyExists", "ConditionNotMet"):
+                self._delete_quietly(temp)
+                raise FileExistsError(f"{path} already exists in {self.describe()}") from None
+            if exc.status_code == 404 and self.stat(path) is not None:
+                # An earlier attempt of this rename landed but its answer was lost: the next
+                # step (publish_one) compares the content and counts it as published.
+                self._delete_quietly(temp)
+                raise FileExistsError(f"{path} already exists in {self.describe()}") from None
+            self._delete_quietly(temp)
+            raise self._error(exc, "rename", path) from None
+        except (AzureError, ValueError) as exc:
+            self._delete_quietly(temp)
+            raise self._error(exc, "rename", path) from None
+        log.debug("published %s", path)
+
+    # -- ordered publish with parallel uploads ---------------------------------------------
+
+    def publish_files(
+        self,
+        items: Sequence[PublishItem],
+        on_published: Callable[[PublishItem, bool], None] | None = None,
+    ) -> int:
+        """Upload up to ``max_workers`` files at once; rename them strictly in order.
+
+        File N+1 is renamed only after file N is in place. On an error, uploads not yet
+        renamed are abandoned and their temporary files removed (best effort).
+        """
+        items = list(items)
+        if self.max_workers == 1 or len(items) <= 1:
+            return super().publish_files(items, on_published)
+        created = 0
+        window = self.max_workers * 2  # uploads allowed to run ahead of the rename cursor
+        pending: dict[int, Future[_Prepared]] = {}
+        with ThreadPoolExecutor(self.max_workers, thread_name_prefix="diffcdc-adls") as pool:
+            submitted = 0
+            try:
+                for index, item in enumerate(items):
+                    while submitted < len(items) and submitted < index + window:
+                        pending[submitted] = pool.submit(self._prepare, items[submitted])
+                        submitted += 1
+                    prepared = pending.pop(index).result()
+                    was_created = self._finish(item, prepared)
+                    created += int(was_created)
+                    if on_published is not None:
+                        on_published(item, was_created)
+            except BaseException:
+                self._abandon(pending)
+                raise
+        return created
+
+    def _prepare(self, item: PublishItem) -> _Prepared:
+        if self.stat(item.target) is not None:
+            return _Prepared(existing=True, temp=None)
+        return _Prepared(existing=False, temp=self._upload_temp(item.local_path, item.target))
+
+    def _finish(self, item: PublishItem, prepared: _Prepared) -> bool:
+        if prepared.temp is None:
+            return self.publish_one(item)  # compares content: False or PublishConflict
+        try:
+            self._rename_into_place(prepared.temp, item.target)
+            return True
+        except FileExistsError:
+            return self.publish_one(item)
+
+    def _abandon(self, pending: dict[int, Future[_Prepared]]) -> None:
+        for future in pending.values():
+            future.cancel()
+        for future in pending.values():
+            if future.cancelled():
+                continue
+            try:
+                prepared = future.result()
+            except BaseException:  # already reported by the failing item or irrelevant now
+                continue
+            if prepared.temp:
+                self._delete_quietly(prepared.temp)

@@ -1,0 +1,251 @@
+"""Versioned per-table state with a commit log moved by compare-and-swap.
+
+Layout under ``<state root>/<table>/``::
+
+    log/00000000000000000007.json            commit record of version 7 (immutable)
+    log/00000000000000000007.published.json  written once every file of version 7 is published
+    versions/00000000000000000007-<run>/     state Parquet (``state/``) + staged landing files
+    reports/<run id>.json                    one report per run (passed or failed)
+    .lock                                    advisory lock held while a run works on the table
+
+A commit record is created with an exclusive, atomic create (hard link of a fully written
+temporary file), so of two runs that both computed version N+1, exactly one commits; the other
+gets :class:`ConcurrentRunError` and changes nothing. Once a record exists its batch is
+decided: a later run publishes it (idempotently) before doing anything new, and never
+recomputes it. The head of the table is the highest committed version.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import errno
+import fcntl
+import json
+import os
+import re
+import shutil
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import ConcurrentRunError, StateError
+
+_LOG_RE = re.compile(r"^(\d{20})\.json$")
+STATE_FORMAT = 1
+
+
+def now_iso() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
+
+
+def new_run_id() -> str:
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:8]
+
+
+def write_json_exclusive(path: str, document: dict[str, Any]) -> None:
+    """Create ``path`` atomically with ``document``; FileExistsError if it exists."""
+    folder = os.path.dirname(path)
+    os.makedirs(folder, exist_ok=True)
+    tmp = os.path.join(folder, f".{os.path.basename(path)}.{uuid.uuid4().hex}.tmp")
+    with open(tmp, "w", encoding="utf-8") as handle:
+        json.dump(document, handle, indent=1, sort_keys=True, default=str)
+        handle.flush()
+        os.fsync(handle.fileno())
+    try:
+        os.link(tmp, path)
+    finally:
+        os.unlink(tmp)
+    _fsync_dir(folder)
+
+
+def write_json_replace(path: str, document: dict[str, Any]) -> None:
+    """Write ``path`` atomically, replacing an older version (reports, not commits)."""
+    folder = os.path.dirname(path)
+    os.makedirs(folder, exist_ok=True)
+    tmp = os.path.join(folder, f".{os.path.basename(path)}.{uuid.uuid4().hex}.tmp")
+    with open(tmp, "w", encoding="utf-8") as handle:
+        json.dump(document, handle, indent=1, sort_keys=True, default=str)
+    os.replace(tmp, path)
+
+
+def _fsync_dir(folder: str) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@dataclass(frozen=True)
+class Commit:
+    """A committed version of a table (the parsed commit record)."""
+
+    record: dict[str, Any]
+    published: bool
+
+    @property
+    def version(self) -> int:
+        return int(self.record["version"])
+
+    @property
+    def snapshot_id(self) -> str:
+        return str(self.record["snapshot_id"])
+
+    @property
+    def next_sequence(self) -> int:
+        return int(self.record["sequence"]["next"])
+
+
+class TableState:
+    """The state store of one table."""
+
+    def __init__(self, root: str, table: str) -> None:
+        self.root = os.path.abspath(root)
+        self.table = table
+        self.dir = os.path.join(self.root, table)
+        self.log_dir = os.path.join(self.dir, "log")
+        self.versions_dir = os.path.join(self.dir, "versions")
+        self.reports_dir = os.path.join(self.dir, "reports")
+
+    # -- locking ---------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def lock(self) -> Iterator[None]:
+        """Hold the table's advisory lock; a second run of the table fails at once.
+
+        The kernel drops the lock when the process dies (even on kill -9), so a crash never
+        leaves a stale lock behind. Commits are still compare-and-swap: the lock only turns a
+        guaranteed later failure into an immediate, clear one.
+        """
+        os.makedirs(self.dir, exist_ok=True)
+        handle = open(os.path.join(self.dir, ".lock"), "a+")
+        try:
+            try:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as exc:
+                if exc.errno in (errno.EAGAIN, errno.EACCES):
+                    raise ConcurrentRunError(
+                        "another diffcdc run is working on this table",
+                        table=self.table,
+                        path=self.dir,
+                        hint="wait for it to finish (the scheduler may have started two runs)",
+                    ) from None
+                raise
+            yield
+        finally:
+            handle.close()
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def commits(self) -> list[Commit]:
+        """Every committed version, oldest first."""
+        try:
+            names = sorted(os.listdir(self.log_dir))
+        except FileNotFoundError:
+            return []
+        commits = []
+        present = set(names)
+        for name in names:
+            match = _LOG_RE.match(name)
+            if not match:
+                continue
+            path = os.path.join(self.log_dir, name)
+            try:
+                with open(path, encoding="utf-8") as handle:
+                    record = json.load(handle)
+            except (OSError, ValueError) as exc:
+                raise StateError(
+                    f"commit record is unreadable: {exc}",
+                    table=self.table,
+                    path=path,
+                    hint="restore the file from backup; diffcdc never edits commit records",
+                ) from None
+            if record.get("format") != STATE_FORMAT:
+                raise StateError(
+                    f"commit record has format {record.get('format')!r}, expected {STATE_FORMAT}",
+                    table=self.table,
+                    path=path,
+                    hint="this state was written by another diffcdc version",
+                )
+            published = f"{match.group(1)}.published.json" in present
+            commits.append(Commit(record, published))
+        return commits
+
+    def head(self) -> Commit | None:
+        commits = self.commits()
+        return commits[-1] if commits else None
+
+    def abspath(self, relative: str) -> str:
+        return os.path.join(self.dir, relative)
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def new_version_dir(self, version: int, run_id: str) -> str:
+        """A fresh folder for a version being computed (not yet committed)."""
+        path = os.path.join(self.versions_dir, f"{version:020d}-{run_id}")
+        os.makedirs(path, exist_ok=False)
+        return path
+
+    def claim(self, record: dict[str, Any]) -> None:
+        """Commit ``record`` as version N+1 of the head it was computed from (CAS)."""
+        version = int(record["version"])
+        path = os.path.join(self.log_dir, f"{version:020d}.json")
+        try:
+            write_json_exclusive(path, {**record, "format": STATE_FORMAT, "committed_at": now_iso()})
+        except FileExistsError:
+            raise ConcurrentRunError(
+                f"version {version} was committed by another run first; this run changed nothing",
+                table=self.table,
+                snapshot=record.get("snapshot_id"),
+                hint="run again to pick up from the new state",
+            ) from None
+
+    def mark_published(self, version: int, info: dict[str, Any]) -> None:
+        path = os.path.join(self.log_dir, f"{version:020d}.published.json")
+        try:
+            write_json_exclusive(path, {"version": version, "published_at": now_iso(), **info})
+        except FileExistsError:
+            pass  # another resumer finished first: same outcome
+
+    def save_report(self, report: dict[str, Any]) -> str:
+        path = os.path.join(self.reports_dir, f"{report.get('run_id') or new_run_id()}.json")
+        write_json_replace(path, report)
+        write_json_replace(os.path.join(self.dir, "last_report.json"), report)
+        return path
+
+    def last_report(self) -> dict[str, Any] | None:
+        try:
+            with open(os.path.join(self.dir, "last_report.json"), encoding="utf-8") as handle:
+                return json.load(handle)
+        except FileNotFoundError:
+            return None
+
+    # -- housekeeping ----------------------------------------------------------------------
+
+    def prune(self, keep_versions: int) -> list[str]:
+        """Remove abandoned version folders and state versions beyond the retention.
+
+        Only called while holding the lock, so an uncommitted folder is never one being
+        written. Staged landing files of published versions are removed too (they live in the
+        landing zone now).
+        """
+        removed = []
+        commits = self.commits()
+        committed = {c.record["version_dir"]: c for c in commits}
+        keep = {c.record["version_dir"] for c in commits[-keep_versions:]}
+        try:
+            names = os.listdir(self.versions_dir)
+        except FileNotFoundError:
+            return removed
+        for name in names:
+            rel = f"versions/{name}"
+            commit = committed.get(rel)
+            path = os.path.join(self.versions_dir, name)
+            if commit is None or rel not in keep:
+                shutil.rmtree(path, ignore_errors=True)
+                removed.append(rel)
+            elif commit.published:
+                shutil.rmtree(os.path.join(path, "landing"), ignore_errors=True)
+        return removed

@@ -1,0 +1,52 @@
+"""What ``diffcdc status`` shows: per table, its head version and last run (reads state only)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from .state import TableState
+
+
+def table_status(state_root: str, only: str | None = None) -> list[dict[str, Any]]:
+    """One dict per table found under ``state_root`` (sorted by name)."""
+    try:
+        names = sorted(os.listdir(state_root))
+    except FileNotFoundError:
+        return []
+    out = []
+    for name in names:
+        if only and name != only:
+            continue
+        state = TableState(state_root, name)
+        if not os.path.isdir(state.log_dir) and not os.path.exists(
+            os.path.join(state.dir, "last_report.json")
+        ):
+            continue
+        head = state.head()
+        report = state.last_report() or {}
+        snaps = report.get("snapshots", [])
+        entry: dict[str, Any] = {
+            "table": name,
+            "last_snapshot": head.snapshot_id if head else None,
+            "version": head.version if head else None,
+            "next_sequence": head.next_sequence if head else 1,
+            "rows": head.record["counts"]["rows"] if head else None,
+            "landing": head.record.get("landing") if head else None,
+            "unpublished": bool(head and not head.published),
+            "last_run": {
+                "run_id": report.get("run_id"),
+                "started_at": report.get("started_at", ""),
+                "outcome": report.get("outcome"),
+                "snapshots": len(snaps),
+                "inserted": sum(s["inserted"] for s in snaps),
+                "updated": sum(s["updated"] for s in snaps),
+                "deleted": sum(s["deleted"] for s in snaps),
+                "seconds": report.get("seconds"),
+                "error": (report.get("error") or {}).get("message"),
+            }
+            if report
+            else {},
+        }
+        out.append(entry)
+    return out
