@@ -1,0 +1,1 @@
+"""Benchmarks: a snapshot generator, baseline engines and a runner (see benchmarks/README.md)."""

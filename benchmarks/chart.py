@@ -1,0 +1,67 @@
+"""Results JSON -> PNG: time (JVM start-up excluded) and peak memory per scenario and size.
+
+    python -m benchmarks.chart benchmarks/results/run-....json
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any
+
+from .report import _engine_order
+
+COLORS = {"diffcdc": "#1f77b4", "duckdb": "#ff7f0e", "delta": "#2ca02c", "exceptall": "#d62728"}
+
+
+def draw(results: dict[str, Any], path: str) -> str:
+    """Grouped bars: one column per scenario, rows = wall seconds and peak RSS; returns path."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    runs = [r for r in results["runs"] if r["status"] == "ok"]
+    scenarios = [s for s in results["meta"].get("scenarios", []) if any(r["scenario"] == s for r in runs)]
+    engines = sorted({r["engine"] for r in runs}, key=_engine_order)
+    sizes = sorted({r["rows"] for r in runs})
+    if not runs:
+        return ""
+    fig, axes = plt.subplots(2, len(scenarios), figsize=(4.2 * len(scenarios), 7), squeeze=False)
+    width = 0.8 / max(len(engines), 1)
+    for col, scenario in enumerate(scenarios):
+        for row, (metric, label, scale) in enumerate(
+            [("seconds", "wall time, s (JVM start-up excluded)", 1.0),
+             ("peak_rss_bytes", "peak RSS of process tree, GiB", 2**30)]
+        ):
+            ax = axes[row][col]
+            for i, engine in enumerate(engines):
+                xs, ys = [], []
+                for j, rows in enumerate(sizes):
+                    match = [r for r in runs if (r["engine"], r["scenario"], r["rows"]) == (engine, scenario, rows)]
+                    if match:
+                        xs.append(j + (i - (len(engines) - 1) / 2) * width)
+                        ys.append(match[0][metric] / scale)
+                bars = ax.bar(xs, ys, width, label=engine, color=COLORS.get(engine))
+                if row == 0:
+                    ax.bar_label(bars, fmt="%.1f", fontsize=7, padding=1)
+            ax.set_xticks(range(len(sizes)), [f"{s / 1e6:g}M" if s >= 1e5 else f"{s:,}" for s in sizes])
+            ax.set_ylabel(label, fontsize=8)
+            if row == 0:
+                ax.set_title(scenario)
+            ax.grid(axis="y", alpha=0.3)
+    axes[0][0].legend(fontsize=8)
+    meta = results["meta"]
+    fig.suptitle(f"snapshot diff, {meta.get('cpus')} CPUs, Spark {meta.get('spark_conf')}, "
+                 f"isolation={meta.get('isolate')}", fontsize=9)
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+if __name__ == "__main__":
+    with open(sys.argv[1]) as handle:
+        print(draw(json.load(handle), os.path.splitext(sys.argv[1])[0] + ".png"))

@@ -1,0 +1,119 @@
+"""Measurement helpers: wall time plus peak RSS of a whole process tree (Python + JVM + ...).
+
+psutil is not a dependency: the RSS of this process and all its descendants is read from
+``/proc`` by a sampling thread (every 50 ms), which sees the JVM that PySpark starts as a child.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+def _children_map() -> dict[int, list[int]]:
+    children: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as handle:
+                stat = handle.read()
+        except OSError:
+            continue
+        # the command name may contain spaces/parentheses: parse after the last ')'
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        children.setdefault(int(fields[1]), []).append(int(name))
+    return children
+
+
+def tree_pids(root: int) -> list[int]:
+    """``root`` and all its live descendants."""
+    children = _children_map()
+    out, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo.extend(children.get(pid, []))
+    return out
+
+
+def tree_rss(root: int | None = None) -> int:
+    """Resident bytes of a process tree (default: this process)."""
+    total = 0
+    for pid in tree_pids(root or os.getpid()):
+        try:
+            with open(f"/proc/{pid}/statm", "rb") as handle:
+                total += int(handle.read().split()[1]) * _PAGE
+        except (OSError, IndexError, ValueError):
+            continue
+    return total
+
+
+class PeakSampler:
+    """Samples ``tree_rss(root)`` in a daemon thread; ``peak`` is the maximum seen."""
+
+    def __init__(self, root: int | None = None, interval: float = 0.05) -> None:
+        self.root = root or os.getpid()
+        self.interval = interval
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _loop(self) -> None:
+        while True:
+            self.peak = max(self.peak, tree_rss(self.root))
+            if self._stop.wait(self.interval):
+                return
+
+    def __enter__(self) -> PeakSampler:
+        self.peak = tree_rss(self.root)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, tree_rss(self.root))
+
+
+@dataclass
+class Measurement:
+    """Wall seconds and peak tree RSS of one timed block."""
+
+    seconds: float = 0.0
+    peak_rss_bytes: int = 0
+    rss_before_bytes: int = 0
+
+
+@contextmanager
+def measure() -> Iterator[Measurement]:
+    """Time a block and record the peak RSS of this process tree while it runs."""
+    result = Measurement(rss_before_bytes=tree_rss())
+    with PeakSampler() as sampler:
+        started = time.perf_counter()
+        try:
+            yield result
+        finally:
+            result.seconds = time.perf_counter() - started
+    result.peak_rss_bytes = sampler.peak
+
+
+def du(path: str | None) -> int:
+    """Bytes of all regular files under ``path`` (0 when it does not exist)."""
+    if not path or not os.path.exists(path):
+        return 0
+    if os.path.isfile(path):
+        return os.path.getsize(path)
+    total = 0
+    for folder, _, files in os.walk(path):
+        for name in files:
+            full = os.path.join(folder, name)
+            if not os.path.islink(full):
+                total += os.path.getsize(full)
+    return total

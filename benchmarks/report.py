@@ -1,0 +1,66 @@
+"""Results JSON -> Markdown table (the one pasted into benchmarks/README.md).
+
+    python -m benchmarks.report benchmarks/results/run-....json
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+ORDER = ["diffcdc", "duckdb", "delta", "exceptall"]
+
+
+def _engine_order(name: str) -> int:
+    return ORDER.index(name) if name in ORDER else len(ORDER)
+
+
+def markdown(results: dict[str, Any]) -> str:
+    """One row per (rows, scenario, engine), time ratios against DuckDB from the same run."""
+    meta = results.get("meta", {})
+    lines = [
+        f"Command: `{meta.get('command', '?')}`  ",
+        f"Machine: {meta.get('cpus')} CPUs, {meta.get('memory_bytes', 0) / 2**30:.0f} GiB RAM; "
+        f"isolation: {meta.get('isolate')}; Spark conf: {meta.get('spark_conf')}; "
+        f"commit {meta.get('git_commit')}; {meta.get('date')}",
+        "",
+        "| rows | scenario | engine | time s | × DuckDB | JVM start s | setup s | peak RSS GiB "
+        "| state B/row | output MiB | changes (ins/upd/del) | matches truth |",
+        "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|",
+    ]
+    order = {s: i for i, s in enumerate(meta.get("scenarios", []))}
+    runs = sorted(results.get("runs", []),
+                  key=lambda r: (r["rows"], order.get(r["scenario"], 99), _engine_order(r["engine"])))
+    duck = {(r["rows"], r["scenario"]): r["seconds"] for r in runs
+            if r["engine"] == "duckdb" and r["status"] == "ok"}
+    for r in runs:
+        head = f"| {r['rows']:,} | {r['scenario']} | {r['engine']} "
+        if r["status"] != "ok":
+            lines.append(head + f"| {r['status']} | | | | | | | | {str(r.get('error', ''))[:80]} |")
+            continue
+        base = duck.get((r["rows"], r["scenario"]))
+        ratio = f"{r['seconds'] / base:.2f}" if base else ""
+        jvm = f"{r['jvm_startup_seconds']:.1f}" if "jvm_startup_seconds" in r else ""
+        ch = r["changes"]
+        lines.append(
+            head + f"| {r['seconds']:.2f} | {ratio} | {jvm} | {r.get('setup_seconds', 0):.1f} "
+            f"| {r['peak_rss_bytes'] / 2**30:.2f} | {r['state_bytes'] / max(r['rows'], 1):.1f} "
+            f"| {r['output_bytes'] / 2**20:.1f} | {ch.get('insert', 0):,}/{ch.get('update', 0):,}/"
+            f"{ch.get('delete', 0):,} | {'yes' if r['matches_truth'] else 'NO'} |"
+        )
+    agree = results.get("agreement", [])
+    if agree:
+        lines += ["", "| rows | scenario | expected (ins/upd/del) | engines agree | all match truth |",
+                  "|---:|---|---|---|---|"]
+        for a in agree:
+            e = a["expected"]
+            lines.append(f"| {a['rows']:,} | {a['scenario']} | {e['insert']:,}/{e['update']:,}/"
+                         f"{e['delete']:,} | {a['engines_agree']} ({', '.join(a['compared'])}) "
+                         f"| {a['all_match_truth']} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    with open(sys.argv[1]) as handle:
+        print(markdown(json.load(handle)))

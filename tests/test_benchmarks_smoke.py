@@ -1,0 +1,74 @@
+"""Benchmark smoke test: tiny snapshots, every engine, all must find exactly the true changes.
+
+Not a timing test (times at 2,000 rows mean nothing); CI runs the benchmark only this way.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+
+import pyarrow.parquet as pq
+import pytest
+
+pytest.importorskip("duckdb")
+pytest.importorskip("deltalake")
+
+from benchmarks.generate import Rates, generate  # noqa: E402
+from benchmarks.run import SCENARIOS, run_matrix  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+
+def _rows(path: str) -> dict[int, tuple]:
+    table = pq.read_table(path)
+    cols = [table.column(n).to_pylist() for n in table.column_names]
+    return {row[0]: row[1:] for row in zip(*cols)}
+
+
+def test_generator_truth_matches_a_brute_force_diff(tmp_path):
+    meta = generate(str(tmp_path / "d"), rows=3000, seed=7, snapshots=3,
+                    rates=Rates(updates=0.05, deletes=0.02, inserts=0.03, key_changes=0.01), chunk_rows=1000)
+    for index in (2, 3):
+        old = _rows(str(tmp_path / "d" / f"snap-{index - 1:03d}"))
+        new = _rows(str(tmp_path / "d" / f"snap-{index:03d}"))
+        truth = pq.read_table(str(tmp_path / "d" / f"truth-{index:03d}.parquet")).to_pylist()
+        got = {kind: {t["id"] for t in truth if t["kind"] == kind} for kind in ("insert", "update", "delete")}
+        assert got["insert"] == new.keys() - old.keys()
+        assert got["delete"] == old.keys() - new.keys()
+        assert got["update"] == {k for k in old.keys() & new.keys() if old[k] != new[k]}
+        expected = meta["snapshots"][index - 1]["expected"]
+        assert expected == {kind: len(ids) for kind, ids in got.items()}
+        assert all(expected.values())
+    # same seed, same bytes
+    again = generate(str(tmp_path / "e"), rows=3000, seed=7, snapshots=3,
+                     rates=Rates(updates=0.05, deletes=0.02, inserts=0.03, key_changes=0.01), chunk_rows=1000)
+    assert again["snapshots"] == meta["snapshots"]
+    assert _rows(str(tmp_path / "e" / "snap-003")) == _rows(str(tmp_path / "d" / "snap-003"))
+
+
+def test_all_engines_agree_with_ground_truth(spark, tmp_path):
+    engines = ["duckdb", "delta", "exceptall"]
+    if importlib.util.find_spec("diffcdc.engine") is not None:
+        engines.insert(0, "diffcdc")
+    results = run_matrix(
+        [2000], list(SCENARIOS), engines, data_root=str(tmp_path / "data"),
+        work_root=str(tmp_path / "work"), isolate=False, spark=spark,
+        out_path=str(tmp_path / "results.json"), log=lambda _: None,
+    )
+    assert os.path.exists(tmp_path / "results.json")
+    for run in results["runs"]:
+        where = f"{run['engine']} / {run['scenario']}"
+        assert run["status"] == "ok", f"{where}: {run.get('error')}\n{run.get('traceback', '')}"
+        assert run["matches_truth"], f"{where}: {run['mismatch']}"
+        assert run["seconds"] > 0 and run["peak_rss_bytes"] > 0
+    for entry in results["agreement"]:
+        assert entry["engines_agree"] and entry["all_match_truth"], entry
+    steady = next(a for a in results["agreement"] if a["scenario"] == "steady")
+    assert all(steady["expected"].values())  # the smoke data really has every kind of change
+
+    from benchmarks.chart import draw
+    from benchmarks.report import markdown
+
+    assert "| 2,000 | steady |" in markdown(results)
+    assert os.path.getsize(draw(results, str(tmp_path / "chart.png"))) > 1000
