@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+import pyspark  # noqa: F401 - imported early: it raises the recursion limit on import
 import pytest
 
 os.environ.setdefault("DIFFCDC_SPARK_LOG_LEVEL", "ERROR")
