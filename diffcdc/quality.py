@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from diffcdc.errors import ConfigError, QualityGateFailed
 
@@ -41,7 +41,7 @@ SAMPLE_SIZE = 5
 class ExpectationSpec(BaseModel):
     """A great-expectations expectation written in the diffcdc config."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
     type: str = Field(pattern=r"^expect_[a-z0-9_]+$")
     """GX expectation type in snake case, e.g. ``expect_column_values_to_not_be_null``."""
@@ -56,7 +56,7 @@ class ExpectationSpec(BaseModel):
 class QualityConfig(BaseModel):
     """Gate thresholds and user expectations; global defaults merged with per-table settings."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
     min_row_ratio: float | None = Field(default=0.5, ge=0)
     """Snapshot rows at least this share of the previous snapshot's rows (``null``: no check)."""
@@ -78,13 +78,12 @@ class QualityConfig(BaseModel):
     data_docs_dir: str | None = None
     """Build great-expectations Data Docs HTML for the user expectations in this folder."""
 
-    @field_validator("max_row_ratio")
-    @classmethod
-    def _max_not_below_min(cls, value: float | None, info: ValidationInfo) -> float | None:
-        low = info.data.get("min_row_ratio")
-        if value is not None and low is not None and value < low:
-            raise ValueError(f"max_row_ratio {value} is below min_row_ratio {low}")
-        return value
+    @model_validator(mode="after")
+    def _max_not_below_min(self) -> QualityConfig:
+        low, high = self.min_row_ratio, self.max_row_ratio
+        if low is not None and high is not None and high < low:
+            raise ValueError(f"max_row_ratio {high} is below min_row_ratio {low}")
+        return self
 
     def merged(self, table: QualityConfig | Mapping[str, Any] | None) -> QualityConfig:
         """These (global) settings with every field the table sets explicitly replacing them.
@@ -166,8 +165,9 @@ class GateReport:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> GateReport:
         """Read back what :meth:`to_dict` wrote."""
-        fields = CheckResult.__dataclass_fields__
-        checks = [CheckResult(**{k: v for k, v in c.items() if k in fields}) for c in data["checks"]]
+        names = CheckResult.__dataclass_fields__
+        checks = [CheckResult(**{k: v for k, v in c.items() if k in names})
+                  for c in data["checks"]]
         return cls(stage=data["stage"], checks=checks)
 
     def summary(self) -> str:
@@ -203,9 +203,10 @@ class SnapshotStats:
 
     rows: int
     null_keys: int
-    """Rows with a NULL in any key column."""
+    """Rows with a NULL in any key column (or such key values, if the engine counts those)."""
     duplicate_keys: int
-    """Rows with non-NULL keys beyond the first row of their key."""
+    """Rows beyond the first of their non-NULL key (or key values occurring more than once, if
+    the engine counts those): only zero passes either way."""
 
     @classmethod
     def from_row(cls, row: Row | Mapping[str, Any]) -> SnapshotStats:
@@ -240,13 +241,10 @@ def snapshot_stats_exprs(keys: Sequence[str]) -> list[Column]:
     from pyspark.sql import functions as F
 
     _require_keys(keys)
-    any_null = F.greatest(*[F.col(k).isNull() for k in keys]) if len(keys) > 1 else (
-        F.col(keys[0]).isNull()
-    )
     rows = F.count(F.lit(1))
-    nulls = F.coalesce(F.sum(any_null.cast("long")), F.lit(0))
+    nulls = F.coalesce(F.sum(_any_null(keys).cast("long")), F.lit(0))
     # count(DISTINCT a, b) skips rows with a NULL in any column: exactly the non-NULL keys.
-    distinct = F.count_distinct(*[F.col(k) for k in keys])
+    distinct = F.count_distinct(*[_col(k) for k in keys])
     return [
         rows.alias(_STATS_ROWS),
         nulls.alias(_STATS_NULL),
@@ -303,7 +301,9 @@ def gate_snapshot(
     """
     _require_keys(keys)
     validate_overrides(overrides, cfg)
-    missing = [k for k in keys if k not in df.columns]
+    by_lower = {c.lower(): c for c in df.columns}  # Spark resolves names case-insensitively
+    missing = [k for k in keys if k.lower() not in by_lower]
+    keys = [by_lower[k.lower()] for k in keys if k.lower() in by_lower]
     checks = [
         _result("keys_present", not missing, overrides, observed=missing,
                 detail="missing key columns: " + ", ".join(missing) if missing else "")
@@ -322,7 +322,7 @@ def gate_snapshot(
         checks.append(_result(
             "keys_unique", stats.duplicate_keys == 0, overrides, observed=stats.duplicate_keys,
             threshold=0, sample=lambda: _duplicate_key_sample(df, keys),
-            detail="rows beyond the first per key",
+            detail="duplicated keys",
         ))
     if previous_rows and not cfg.allow_empty:
         checks.append(_result("not_empty", rows > 0, overrides, observed=rows, threshold=1,
@@ -337,7 +337,7 @@ def gate_snapshot(
         from diffcdc.quality_gx import run_expectations
 
         checks += run_expectations(
-            df, cfg=cfg, keys=[k for k in keys if k in df.columns], overrides=overrides,
+            df, cfg=cfg, keys=keys, overrides=overrides,
             table=table, snapshot=snapshot,
         )
     return GateReport("snapshot", checks)
@@ -385,20 +385,31 @@ def _ratio_check(name: str, count: int, previous: int | None, low: float | None,
 
 
 def _null_key_sample(df: DataFrame, keys: Sequence[str]) -> list[dict[str, Any]]:
-    from pyspark.sql import functions as F
-
-    cond = F.greatest(*[F.col(k).isNull() for k in keys]) if len(keys) > 1 else (
-        F.col(keys[0]).isNull())
-    rows = df.where(cond).select(*keys).orderBy(*keys).limit(SAMPLE_SIZE).collect()
-    return [to_jsonable(r.asDict()) for r in rows]
+    cols = [_col(k) for k in keys]
+    rows = df.where(_any_null(keys)).select(*cols).orderBy(*cols).limit(SAMPLE_SIZE).collect()
+    return [to_jsonable(dict(zip(keys, r))) for r in rows]
 
 
 def _duplicate_key_sample(df: DataFrame, keys: Sequence[str]) -> list[dict[str, Any]]:
     from pyspark.sql import functions as F
 
-    rows = (df.select(*keys).dropna().groupBy(*keys).count().where(F.col("count") > 1)
-            .orderBy(*keys).limit(SAMPLE_SIZE).collect())
-    return [to_jsonable({k: r[k] for k in keys}) for r in rows]
+    cols = [_col(k) for k in keys]
+    counted = df.where(~_any_null(keys)).groupBy(*cols).agg(F.count(F.lit(1)).alias("__dq_n"))
+    rows = counted.where("__dq_n > 1").orderBy(*cols).limit(SAMPLE_SIZE).collect()
+    return [to_jsonable(dict(zip(keys, r))) for r in rows]
+
+
+def _col(name: str) -> Column:
+    from pyspark.sql import functions as F
+
+    return F.col("`" + name.replace("`", "``") + "`")  # names may contain dots or spaces
+
+
+def _any_null(keys: Sequence[str]) -> Column:
+    cond = _col(keys[0]).isNull()
+    for k in keys[1:]:
+        cond = cond | _col(k).isNull()
+    return cond
 
 
 def _require_keys(keys: Sequence[str]) -> None:

@@ -109,13 +109,21 @@ def test_keys_unique_composite_duplicates_sampled_at_most_five(spark):
     df = spark.createDataFrame(CLEAN + dupes + [("eu", 1, 5.0, "open")], SCHEMA)
     report = gate_snapshot(df, keys=KEYS, previous_rows=12, cfg=QualityConfig())
     unique = check(report, "keys_unique")
-    assert not unique.passed and unique.observed == 4  # rows beyond the first of each key
+    assert not unique.passed and unique.observed == 4  # computed here: rows beyond the first
     assert unique.sample_keys == [{"region": "eu", "id": 1}, {"region": "eu", "id": 2},
                                   {"region": "us", "id": 1}]
     many = spark.createDataFrame([("eu", i, 1.0, "x") for i in range(8)] * 2, SCHEMA)
     sample = check(gate_snapshot(many, keys=KEYS, previous_rows=16, cfg=QualityConfig()),
                    "keys_unique").sample_keys
     assert sample == [{"region": "eu", "id": i} for i in range(5)]
+
+
+def test_key_names_with_dots_resolve_case_insensitively(spark):
+    df = spark.createDataFrame([("a", 1), ("a", 1), (None, 2)], "`Order.No` string, Line int")
+    report = gate_snapshot(df, keys=["order.no", "line"], previous_rows=3, cfg=QualityConfig())
+    assert check(report, "keys_present").passed
+    assert check(report, "keys_unique").sample_keys == [{"Order.No": "a", "Line": 1}]
+    assert check(report, "keys_not_null").sample_keys == [{"Order.No": None, "Line": 2}]
 
 
 def test_given_stats_are_used_and_samples_only_on_failure(clean):
