@@ -22,8 +22,9 @@ or XML (Blob) error bodies:
   AuthenticationFailed / AuthorizationPermissionMismatch or 401 with a Bearer challenge.
 
 Fault injection (:meth:`DfsServer.inject`): an HTTP status (503 ServerBusy, 429, 500, ...) with
-an optional ``Retry-After``, a connection dropped halfway through the request body, a bounded
-delay before answering, a foreign file appearing at a rename destination (a conflict).
+an optional ``Retry-After``, a connection dropped halfway through the request body, a request
+carried out whose answer is lost (connection closed instead), a bounded delay before answering,
+a foreign file appearing at a rename destination (a conflict).
 
 Everything the tests want to observe is recorded: ``requests`` (every call), ``renames`` (in
 the order they happened), ``max_inflight`` per operation, and ``errors`` (bugs in this server;
@@ -412,10 +413,10 @@ class _Handler(BaseHTTPRequestHandler):
             if account != self.dfs.account:
                 raise DfsError(404, "ResourceNotFound")
             self._authenticate()
-            fault = self.dfs._pick_fault(self.op, self.path_name)
-            if fault is not None and self._apply_fault(fault):
-                return
             with self.dfs._track(self.op):
+                fault = self.dfs._pick_fault(self.op, self.path_name)
+                if fault is not None and self._apply_fault(fault):
+                    return
                 handler = getattr(self, f"_op_{self.op}", None)
                 if handler is None:
                     raise DfsError(400, "UnsupportedOperation")
@@ -581,7 +582,7 @@ class _Handler(BaseHTTPRequestHandler):
             header("Range"),
         ]
         ms_headers = sorted(
-            ((name.lower(), value) for name, value in h.items() if name.lower().startswith("x-ms-")),
+            ((n.lower(), v) for n, v in h.items() if n.lower().startswith("x-ms-")),
             key=lambda kv: (kv[0].replace("-", ""), kv[0]),
         )
         canonical_headers = "".join(f"{name}:{value}\n" for name, value in ms_headers)

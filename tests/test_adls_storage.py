@@ -61,7 +61,9 @@ def storage(server: DfsServer, open_storage: Callable[..., AdlsStorage]) -> Adls
     return open_storage(server.url(FS, ROOT), account_key=server.account_key, chunk_size=1024)
 
 
-def stage(tmp_path, count: int, size: int = 3000, table: str = "T", seed: int = 0) -> list[PublishItem]:
+def stage(
+    tmp_path, count: int, size: int = 3000, table: str = "T", seed: int = 0
+) -> list[PublishItem]:
     """``count`` local files staged for ``<table>/0000...N.parquet``."""
     items = []
     for n in range(1, count + 1):
@@ -89,7 +91,8 @@ def landing_names(server: DfsServer, folder: str = "T") -> list[str]:
 
 def test_url_forms() -> None:
     loc, sas = parse_adls_url(
-        "https://onelake.dfs.fabric.microsoft.com/My%20Workspace/db.MirroredDatabase/Files/LandingZone"
+        "https://onelake.dfs.fabric.microsoft.com/My%20Workspace/db.MirroredDatabase"
+        "/Files/LandingZone"
     )
     assert (loc.account_url, loc.file_system, loc.root, sas) == (
         "https://onelake.dfs.fabric.microsoft.com", "My Workspace",

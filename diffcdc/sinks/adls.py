@@ -44,6 +44,7 @@ import logging
 import os
 import random
 import re
+import ssl
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -277,12 +278,15 @@ class BoundedRetry(ExponentialRetry):
             try:
                 response = self.next.send(request)
             except (ServiceRequestError, ServiceResponseError) as exc:
+                if _is_tls_verify_error(exc):
+                    raise  # a certificate problem does not heal by itself
                 error = exc
             if error is None:
                 status = response.http_response.status_code
                 if status not in _RETRY_STATUS:
-                    return response
-                reason = f"HTTP {status} {response.http_response.headers.get('x-ms-error-code', '')}"
+                    return self._done(response, settings)
+                code = response.http_response.headers.get("x-ms-error-code", "")
+                reason = f"HTTP {status} {code}"
                 retry_after = response.http_response.headers.get("Retry-After")
             else:
                 reason = f"{type(error).__name__}: {_first_line(str(error))}"
@@ -290,7 +294,7 @@ class BoundedRetry(ExponentialRetry):
             if attempt >= self.retry_total or not _rewind(http_request, settings):
                 if error is not None:
                     raise error
-                return response
+                return self._done(response, settings)
             delay = self.delay_for(attempt, retry_after)
             log.warning(
                 "ADLS %s %s failed (%s); retry %d of %d in %.2fs",
@@ -304,6 +308,31 @@ class BoundedRetry(ExponentialRetry):
             if delay > 0:
                 time.sleep(delay)
             attempt += 1
+
+    @staticmethod
+    def _done(response: Any, settings: dict[str, Any]) -> Any:
+        # What StorageRetryPolicy.send leaves on every response; the blob downloader reads it.
+        response.http_response.location_mode = settings["mode"]
+        return response
+
+
+def _is_tls_verify_error(exc: BaseException) -> bool:
+    seen: set[int] = set()
+    stack: list[Any] = [exc]
+    while stack:
+        current = stack.pop()
+        if current is None or id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, ssl.SSLCertVerificationError):
+            return True
+        if isinstance(current, BaseException):
+            stack.extend(
+                getattr(current, name, None)
+                for name in ("inner_exception", "reason", "__cause__", "__context__")
+            )
+            stack.extend(a for a in current.args if isinstance(a, BaseException))
+    return "CERTIFICATE_VERIFY_FAILED" in str(exc)
 
 
 def _parse_retry_after(value: str) -> float | None:
@@ -331,6 +360,11 @@ def _rewind(http_request: Any, settings: dict[str, Any]) -> bool:
     return True
 
 
+def _error_code(exc: BaseException) -> str | None:
+    code = getattr(exc, "error_code", None)
+    return str(getattr(code, "value", code)) if code else None
+
+
 def _first_line(text: str, limit: int = 240) -> str:
     line = text.strip().splitlines()[0] if text.strip() else ""
     return line[:limit]
@@ -338,12 +372,6 @@ def _first_line(text: str, limit: int = 240) -> str:
 
 # ------------------------------------------------------------------------------------------
 # The storage
-
-
-@dataclass
-class _Prepared:
-    existing: bool  #: the target was already there before the upload
-    temp: str | None  #: full path of the uploaded temporary file
 
 
 class AdlsStorage(LandingStorage):
@@ -380,9 +408,10 @@ class AdlsStorage(LandingStorage):
         self.chunk_size = int(chunk_size)
         self.list_page_size = list_page_size
         self.retry_policy = BoundedRetry(int(retry_total), float(retry_backoff), retry_backoff_max)
-        sdk_credential, self.credential_source, self._owned_credential = self._resolve_credential(
+        sdk_credential, self.credential_source, owned = self._resolve_credential(
             credential, account_key, sas_token
         )
+        self._owned_credential = sdk_credential if owned else None
         _install_log_filter()
         try:
             self._fs = FileSystemClient(
@@ -397,9 +426,11 @@ class AdlsStorage(LandingStorage):
                 max_chunk_get_size=self.chunk_size,
             )
         except ValueError as exc:
+            https = "HTTPS" in str(exc)
             raise ConfigError(
                 f"cannot open {self.describe()}: {_SCRUB(str(exc))}",
-                hint="bearer tokens (azure-identity) need an https:// or abfss:// URL",
+                hint="bearer tokens (azure-identity) need an https:// or abfss:// URL; over "
+                "http give account_key or sas_token" if https else None,
             ) from None
 
     # -- construction ----------------------------------------------------------------------
@@ -431,6 +462,8 @@ class AdlsStorage(LandingStorage):
                 hint="credential, account_key and sas_token are alternatives",
             )
         if credential:
+            if isinstance(credential, str):  # the SDK takes a key or a SAS here too
+                _SCRUB.add(credential)
             return credential, "credential option", False
         if account_key:
             return self._key_credential(account_key), "account_key option", False
@@ -444,7 +477,9 @@ class AdlsStorage(LandingStorage):
         try:
             from azure.identity import DefaultAzureCredential
         except ImportError as exc:  # pragma: no cover - a declared dependency
-            raise ConfigError("azure-identity is not installed", hint="pip install azure-identity") from exc
+            raise ConfigError(
+                "azure-identity is not installed", hint="pip install azure-identity"
+            ) from exc
         return DefaultAzureCredential(), "DefaultAzureCredential", True
 
     def _key_credential(self, key: str) -> AzureNamedKeyCredential:
@@ -460,10 +495,9 @@ class AdlsStorage(LandingStorage):
     def close(self) -> None:
         """Close the HTTP sessions (and the default credential, when we created it)."""
         self._fs.close()
-        if self._owned_credential:
-            close = getattr(self._fs.credential, "close", None)
-            if callable(close):
-                close()
+        close = getattr(self._owned_credential, "close", None)
+        if callable(close):
+            close()
 
     def __enter__(self) -> AdlsStorage:
         return self
@@ -485,7 +519,7 @@ class AdlsStorage(LandingStorage):
     def _error(self, exc: Exception, action: str, path: str) -> StorageError:
         """Map an SDK exception to ours, with no secret in the message."""
         status = getattr(exc, "status_code", None)
-        code = getattr(exc, "error_code", None)
+        code = _error_code(exc)
         where = f"{action} {path or '/'} in {self.describe()}"
         detail = _SCRUB(_first_line(getattr(exc, "message", None) or str(exc)))
         if status in (401, 403) or (isinstance(exc, ClientAuthenticationError) and status is None):
@@ -494,6 +528,12 @@ class AdlsStorage(LandingStorage):
                 path=path,
                 hint=f"check the credential (from {self.credential_source}) and its permissions",
             )
+        if _is_tls_verify_error(exc):
+            return StorageError(
+                f"{where}: the server's TLS certificate is not trusted",
+                path=path,
+                hint="give the CA bundle with the connection_verify option",
+            )
         if isinstance(exc, (ServiceRequestError, ServiceResponseError)):
             return TransientStorageError(
                 f"{where}: network error after {self.retry_policy.retry_total} retries "
@@ -501,10 +541,10 @@ class AdlsStorage(LandingStorage):
                 path=path,
                 hint="the service or network is unavailable; run again later",
             )
-        if status in _RETRY_STATUS or (isinstance(status, int) and status >= 500):
+        if status in _RETRY_STATUS:
             return TransientStorageError(
-                f"{where}: HTTP {status} {code or ''} after {self.retry_policy.retry_total} "
-                "retries",
+                f"{where}: HTTP {status} {code or detail} after "
+                f"{self.retry_policy.retry_total} retries",
                 path=path,
                 hint="the service is busy or throttling; run again later",
             )
@@ -641,7 +681,7 @@ class AdlsStorage(LandingStorage):
                 f"{self.location.file_system}/{full}", match_condition=MatchConditions.IfMissing
             )
         except HttpResponseError as exc:
-            code = (exc.error_code or "") if hasattr(exc, "error_code") else ""
+            code = _error_code(exc) or ""
             if exc.status_code in (409, 412) and code in ("PathAlreadyExists", "ConditionNotMet"):
                 self._delete_quietly(temp)
                 raise FileExistsError(f"{path} already exists in {self.describe()}") from None
@@ -674,7 +714,7 @@ class AdlsStorage(LandingStorage):
             return super().publish_files(items, on_published)
         created = 0
         window = self.max_workers * 2  # uploads allowed to run ahead of the rename cursor
-        pending: dict[int, Future[_Prepared]] = {}
+        pending: dict[int, Future[str | None]] = {}
         with ThreadPoolExecutor(self.max_workers, thread_name_prefix="diffcdc-adls") as pool:
             submitted = 0
             try:
@@ -692,29 +732,30 @@ class AdlsStorage(LandingStorage):
                 raise
         return created
 
-    def _prepare(self, item: PublishItem) -> _Prepared:
+    def _prepare(self, item: PublishItem) -> str | None:
+        """Upload one file to its temporary name; None when the target already exists."""
         if self.stat(item.target) is not None:
-            return _Prepared(existing=True, temp=None)
-        return _Prepared(existing=False, temp=self._upload_temp(item.local_path, item.target))
+            return None
+        return self._upload_temp(item.local_path, item.target)
 
-    def _finish(self, item: PublishItem, prepared: _Prepared) -> bool:
-        if prepared.temp is None:
+    def _finish(self, item: PublishItem, temp: str | None) -> bool:
+        if temp is None:
             return self.publish_one(item)  # compares content: False or PublishConflict
         try:
-            self._rename_into_place(prepared.temp, item.target)
+            self._rename_into_place(temp, item.target)
             return True
         except FileExistsError:
             return self.publish_one(item)
 
-    def _abandon(self, pending: dict[int, Future[_Prepared]]) -> None:
+    def _abandon(self, pending: dict[int, Future[str | None]]) -> None:
         for future in pending.values():
             future.cancel()
         for future in pending.values():
             if future.cancelled():
                 continue
             try:
-                prepared = future.result()
+                temp = future.result()
             except BaseException:  # already reported by the failing item or irrelevant now
                 continue
-            if prepared.temp:
-                self._delete_quietly(prepared.temp)
+            if temp:
+                self._delete_quietly(temp)
