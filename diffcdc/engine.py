@@ -254,6 +254,8 @@ def process_snapshot(
     check_snapshot_columns(df.schema, keys, table=table.name, snapshot=sid)
     if head is not None:
         _check_against_head(head, df.schema, keys, table, sid)
+    published_through = (head.next_sequence if head else 1) - 1
+    check_continuation(storage, folder, table=table.name, published_through=published_through)
     crash_point("after_read")
 
     version = head.version + 1 if head else 1
@@ -304,6 +306,8 @@ def process_snapshot(
                 path=entry.path,
                 hint="wait until the extract is complete, then run again",
             )
+        # Again right before the commit: the landing folder may have changed meanwhile.
+        check_continuation(storage, folder, table=table.name, published_through=published_through)
         record = {
             "version": version,
             "table": table.name,
