@@ -56,6 +56,18 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--keep-versions", type=int, default=None, help="state versions kept")
     run.add_argument("--master", help="Spark master (default local[*])")
     run.add_argument("--only", type=_csv, help="with --config: run only these tables")
+    run.add_argument(
+        "--override-check",
+        action="append",
+        default=[],
+        metavar="[TABLE:]CHECK",
+        help="let the named quality check pass for this one run (recorded in the report); "
+        "repeatable; TABLE: is required when several tables run",
+    )
+    run.add_argument("--expectation-suite", help="great-expectations suite JSON for the table")
+    run.add_argument("--max-delete-ratio", type=float, help="gate: deleted rows / previous rows")
+    run.add_argument("--min-row-ratio", type=float, help="gate: rows / previous rows at least")
+    run.add_argument("--max-row-ratio", type=float, help="gate: rows / previous rows at most")
 
     status = sub.add_parser("status", parents=[common], help="show tables and their last runs")
     status.add_argument("--state", default="state", help="state root (default ./state)")
@@ -157,6 +169,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             max_rows_per_file=args.max_rows_per_file,
             fingerprint_bits=args.fingerprint_bits,
             csv_infer_schema=args.csv_infer_schema,
+            quality=_quality_from_args(args),
         )
         config = RunConfig(state=args.state or "state", tables=[table])
     if args.keep_versions is not None:
@@ -167,14 +180,46 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from .engine import run_many
     from .spark import build_spark
 
+    overrides = _parse_overrides(args.override_check, [t.name for t in config.tables])
     spark = build_spark(config.spark.master, config.spark.conf)
-    reports = run_many(spark, config)
+    reports = run_many(spark, config, overrides=overrides)
     if args.json:
         print(json.dumps({"ok": all(r.error is None for r in reports),
                           "tables": [r.to_dict() for r in reports]}, indent=1, default=str))
     else:
         print(format_summary([r.to_dict() for r in reports]))
     return max((r.exit_code for r in reports), default=0)
+
+
+def _quality_from_args(args: argparse.Namespace) -> dict[str, Any] | None:
+    fields = {
+        "expectation_suite": args.expectation_suite,
+        "max_delete_ratio": args.max_delete_ratio,
+        "min_row_ratio": args.min_row_ratio,
+        "max_row_ratio": args.max_row_ratio,
+    }
+    chosen = {k: v for k, v in fields.items() if v is not None}
+    return chosen or None
+
+
+def _parse_overrides(values: list[str], tables: list[str]) -> dict[str, frozenset[str]]:
+    """``[TABLE:]CHECK`` options → {table: checks}; a bare CHECK needs exactly one table."""
+    out: dict[str, set[str]] = {}
+    for value in values:
+        table, sep, check = value.rpartition(":")
+        if not sep:
+            if len(tables) != 1:
+                raise UsageError(
+                    f"--override-check {value}: name the table as TABLE:{value} when several "
+                    "tables run"
+                )
+            table = tables[0]
+        if table not in tables:
+            raise UsageError(f"--override-check {value}: table {table!r} is not part of this run")
+        if not check:
+            raise UsageError(f"--override-check {value}: no check name")
+        out.setdefault(table, set()).add(check)
+    return {t: frozenset(c) for t, c in out.items()}
 
 
 def format_summary(reports: list[dict[str, Any]]) -> str:
@@ -233,6 +278,8 @@ def _cmd_status(args: argparse.Namespace) -> int:
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     print("\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows))
     for t in tables:
+        if t.get("gate"):
+            print(f"{t['table']}: quality gate: {t['gate']}")
         if t.get("last_run", {}).get("error"):
             print(f"{t['table']}: last run failed: {t['last_run']['error']}")
         if t.get("unpublished"):

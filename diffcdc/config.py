@@ -13,6 +13,9 @@ comments are allowed, and ``[tables.Name]`` sections read naturally::
     master = "local[*]"
     conf = { "spark.driver.memory" = "4g" }
 
+    [quality]                  # the data-quality gate, for every table
+    max_delete_ratio = 0.2
+
     [defaults]                 # any table field, applied to every table
     codec = "zstd"
 
@@ -20,6 +23,7 @@ comments are allowed, and ``[tables.Name]`` sections read naturally::
     source = "snapshots/employees"
     keys = ["EmployeeID"]
     exclude = ["ExtractedAt"]
+    quality = { max_delete_ratio = 0.5 }   # replaces the global setting for this table
 
 Every error names the file, the table and the field.
 """
@@ -34,6 +38,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .errors import ConfigError
+from .quality import QualityConfig
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -76,6 +81,13 @@ class TableConfig(BaseModel):
     fingerprint_bits: Literal[64, 128] = Field(default=64, description="Fingerprint width.")
     csv_infer_schema: bool = Field(
         default=False, description="Infer CSV column types (default: every CSV column is a string)."
+    )
+    landing_options: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Options of a remote landing root (credentials, workers, retries).",
+    )
+    quality: QualityConfig | None = Field(
+        default=None, description="Quality gate settings that replace the global [quality] ones."
     )
 
     @field_validator("name")
@@ -122,6 +134,7 @@ class RunConfig(BaseModel):
     state: str = Field(default="state", description="State root.")
     keep_versions: int = Field(default=10, ge=1, description="State versions kept for rollback.")
     spark: SparkSettings = Field(default_factory=SparkSettings)
+    quality: QualityConfig = Field(default_factory=QualityConfig, description="Global gate settings.")
     tables: list[TableConfig] = Field(default_factory=list)
     source_file: str | None = Field(default=None, description="The config file this came from.")
 
@@ -153,10 +166,11 @@ def load_config(path: str) -> RunConfig:
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"not valid TOML: {exc}", path=path) from None
     base = os.path.dirname(os.path.abspath(path))
-    unknown = set(raw) - {"diffcdc", "spark", "defaults", "tables"}
+    unknown = set(raw) - {"diffcdc", "spark", "quality", "defaults", "tables"}
     if unknown:
         raise ConfigError(
-            f"unknown section(s) {sorted(unknown)}; expected diffcdc, spark, defaults, tables",
+            f"unknown section(s) {sorted(unknown)}; expected diffcdc, spark, quality, defaults, "
+            "tables",
             path=path,
         )
     top = dict(raw.get("diffcdc", {}))
@@ -176,12 +190,15 @@ def load_config(path: str) -> RunConfig:
         for key in ("source", "landing"):
             if isinstance(merged.get(key), str):
                 merged[key] = _resolve(base, merged[key])
+        if isinstance(merged.get("quality"), dict):
+            merged["quality"] = _resolve_quality_paths(base, merged["quality"])
         tables.append(merged)
     state = _resolve(base, top.pop("state", "state"))
     try:
         return RunConfig(
             state=state,
             spark=raw.get("spark", {}),
+            quality=_resolve_quality_paths(base, raw.get("quality", {})),
             tables=tables,
             source_file=os.path.abspath(path),
             **top,
@@ -202,6 +219,16 @@ def table_from_args(**fields: Any) -> TableConfig:
             f"option --{option}: {first['msg']}",
             table=fields.get("name") if isinstance(fields.get("name"), str) else None,
         ) from None
+
+
+def _resolve_quality_paths(base: str, section: Any) -> Any:
+    if not isinstance(section, dict):
+        return section
+    out = dict(section)
+    for key in ("expectation_suite", "data_docs_dir"):
+        if isinstance(out.get(key), str):
+            out[key] = _resolve(base, out[key])
+    return out
 
 
 def _resolve(base: str, value: str) -> str:

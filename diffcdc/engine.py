@@ -19,7 +19,6 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from pyspark.sql import DataFrame, Observation, SparkSession
-from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from . import __version__
@@ -27,6 +26,15 @@ from .config import RunConfig, TableConfig
 from .diff import CHANGE, DUP, change_rows, classify, state_metrics
 from .errors import DiffcdcError, InputRefused, KeyViolation, LateSnapshotError, StateError
 from .faults import crash_point
+from .quality import (
+    ChangeCounts,
+    GateReport,
+    QualityConfig,
+    SnapshotStats,
+    gate_changes,
+    gate_snapshot,
+    validate_overrides,
+)
 from .fingerprint import FINGERPRINT_VERSION, fingerprint_columns, fingerprint_exprs, quote
 from .schema import check_snapshot_columns, diff_schema, require_compatible, resolve_columns
 from .sinks.landing import (
@@ -64,6 +72,7 @@ class SnapshotResult:
     files: list[str]
     first_sequence: int | None
     seconds: float
+    gate: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -76,6 +85,9 @@ class TableReport:
     outcome: str = "ok"  # ok | nothing to do | failed
     snapshots: list[SnapshotResult] = field(default_factory=list)
     resumed_versions: list[int] = field(default_factory=list)
+    #: Quality gate results of the snapshot that was refused, if any.
+    refused_gate: list[dict[str, Any]] = field(default_factory=list)
+    overrides: list[str] = field(default_factory=list)
     error: dict[str, Any] | None = None
     seconds: float = 0.0
     diffcdc_version: str = __version__
@@ -95,19 +107,24 @@ def run_table(
     *,
     keep_versions: int = 10,
     progress: Progress | None = None,
+    quality: QualityConfig | None = None,
+    overrides: frozenset[str] = frozenset(),
 ) -> TableReport:
     """Process every pending snapshot of one table. Raises DiffcdcError on failure.
 
-    The report (passed or failed) is saved with the table's state before returning/raising.
+    ``quality`` holds the global gate settings (the table's own ``quality`` replaces fields of
+    it); ``overrides`` names checks allowed to pass for this one run. The report (passed or
+    failed) is saved with the table's state before returning/raising.
     """
     say = progress or (lambda message: log.info("%s: %s", table.name, message))
     state = TableState(state_root, table.name)
-    report = TableReport(table.name, new_run_id(), now_iso())
+    report = TableReport(table.name, new_run_id(), now_iso(), overrides=sorted(overrides))
     started = time.monotonic()
     try:
+        gate = _Gate((quality or QualityConfig()).merged(table.quality), overrides)
         with state.lock():
             try:
-                _run_locked(spark, table, state, report, say)
+                _run_locked(spark, table, state, report, say, gate)
             finally:
                 state.prune(keep_versions)
     except Exception as exc:
@@ -128,14 +145,28 @@ def run_table(
 
 
 def run_many(
-    spark: SparkSession, config: RunConfig, progress: Progress | None = None
+    spark: SparkSession,
+    config: RunConfig,
+    progress: Progress | None = None,
+    overrides: dict[str, frozenset[str]] | None = None,
 ) -> list[TableReport]:
-    """Run every table of a config; one failing table does not stop the others."""
+    """Run every table of a config; one failing table does not stop the others.
+
+    ``overrides`` maps a table name to the checks allowed to pass for this run.
+    """
     reports = []
     for table in config.tables:
         try:
             reports.append(
-                run_table(spark, table, config.state, keep_versions=config.keep_versions, progress=progress)
+                run_table(
+                    spark,
+                    table,
+                    config.state,
+                    keep_versions=config.keep_versions,
+                    progress=progress,
+                    quality=config.quality,
+                    overrides=(overrides or {}).get(table.name, frozenset()),
+                )
             )
         except DiffcdcError as exc:
             log.error("%s", exc)
@@ -170,10 +201,26 @@ def unexpected_error(exc: BaseException, snapshot: SnapshotEntry | None = None) 
     )
 
 
+@dataclass(frozen=True)
+class _Gate:
+    """The effective quality settings of one run of one table."""
+
+    cfg: QualityConfig
+    overrides: frozenset[str]
+
+    def __post_init__(self) -> None:
+        validate_overrides(self.overrides, self.cfg)
+
+
 def _run_locked(
-    spark: SparkSession, table: TableConfig, state: TableState, report: TableReport, say: Progress
+    spark: SparkSession,
+    table: TableConfig,
+    state: TableState,
+    report: TableReport,
+    say: Progress,
+    gate: _Gate,
 ) -> None:
-    storage = open_landing(table.landing)
+    storage = open_landing(table.landing, **table.landing_options)
     folder = table_folder(table.name, table.schema_name)
     head = state.head()
     if head is not None and not head.published:
@@ -189,10 +236,11 @@ def _run_locked(
         head = state.head()
         try:
             result = process_snapshot(
-                spark, table, state, storage, folder, entry, head, report.run_id, say
+                spark, table, state, storage, folder, entry, head, report.run_id, say, gate
             )
         except DiffcdcError as exc:
             exc.snapshot = exc.snapshot or entry.snapshot_id
+            report.refused_gate = getattr(exc, "gate", [])
             raise
         except Exception as exc:
             raise unexpected_error(exc, entry) from exc
@@ -243,8 +291,9 @@ def process_snapshot(
     head: Commit | None,
     run_id: str,
     say: Progress,
+    gate: _Gate,
 ) -> SnapshotResult:
-    """Diff one snapshot against the head state, commit it and publish its files."""
+    """Diff one snapshot against the head state, gate it, commit it and publish its files."""
     started = time.monotonic()
     sid = entry.snapshot_id
     signature = _signature(entry.path)
@@ -267,7 +316,7 @@ def process_snapshot(
         say(f"{sid}: fingerprinting and diffing (version {version})")
         metrics = _stage_state(spark, df, head, state, keys, exclude, table.fingerprint_bits, vdir)
         crash_point("after_state_staged")
-        _refuse_bad_keys(df, keys, metrics, table.name, sid)
+        gates = _run_gate(df, keys, head, metrics, gate, table.name, sid)
         staged_state = spark.read.parquet(os.path.join(vdir, "state"))
         changed = metrics["inserted"] + metrics["updated"] + metrics["deleted"]
         files = []
@@ -349,6 +398,7 @@ def process_snapshot(
         files=[f.name for f in files],
         first_sequence=first_sequence if files else None,
         seconds=round(time.monotonic() - started, 3),
+        gate=[g.to_dict() for g in gates],
         **counts,
     )
 
@@ -405,30 +455,42 @@ def _stage_state(
     return {k: int(v or 0) for k, v in values.items()}
 
 
-def _refuse_bad_keys(df: DataFrame, keys: list[str], metrics: dict[str, int], table: str, sid: str) -> None:
-    """Duplicate or NULL keys refuse the snapshot, with a few offending keys."""
-    if metrics["null_keys"]:
-        raise KeyViolation(
-            f"{metrics['null_keys']} row(s) have a NULL in key column(s) {keys}",
-            table=table,
-            snapshot=sid,
-            hint="fix the extract so every row has its key",
+def _run_gate(
+    df: DataFrame,
+    keys: list[str],
+    head: Commit | None,
+    metrics: dict[str, int],
+    gate: _Gate,
+    table: str,
+    sid: str,
+) -> list[GateReport]:
+    """Both quality-gate stages; a blocking failure raises QualityGateFailed (exit 3).
+
+    The key statistics come from the pass that wrote the state, so the built-in snapshot
+    checks cost no extra job; only user expectations scan the snapshot again.
+    """
+    previous = int(head.record["counts"]["rows"]) if head else None
+    stats = SnapshotStats(metrics["rows"], metrics["null_keys"], metrics["duplicate_keys"])
+    reports = [
+        gate_snapshot(
+            df, keys=keys, previous_rows=previous, cfg=gate.cfg, overrides=gate.overrides,
+            stats=stats, table=table, snapshot=sid,
         )
-    if metrics["duplicate_keys"]:
-        sample = (
-            df.groupBy(*[quote(k) for k in keys])
-            .count()
-            .filter(F.col("count") > 1)
-            .limit(5)
-            .collect()
+    ]
+    if not reports[0].failed_blocking:
+        counts = ChangeCounts(
+            metrics["inserted"], metrics["updated"], metrics["deleted"], metrics["rows"]
         )
-        shown = ", ".join(str(tuple(r[k] for k in keys) if len(keys) > 1 else r[keys[0]]) for r in sample)
-        raise KeyViolation(
-            f"{metrics['duplicate_keys']} key value(s) occur more than once, e.g. {shown}",
-            table=table,
-            snapshot=sid,
-            hint="fix the extract, or choose key columns that are unique",
+        reports.append(
+            gate_changes(counts, previous_rows=previous, cfg=gate.cfg, overrides=gate.overrides)
         )
+    for report in reports:
+        try:
+            report.raise_if_failed(table, sid)
+        except DiffcdcError as exc:
+            exc.gate = [r.to_dict() for r in reports]  # type: ignore[attr-defined]
+            raise
+    return reports
 
 
 def publish_commit(state: TableState, storage: LandingStorage, commit: Commit) -> int:

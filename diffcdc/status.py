@@ -48,5 +48,19 @@ def table_status(state_root: str, only: str | None = None) -> list[dict[str, Any
             if report
             else {},
         }
+        entry["gate"] = _gate_summary(report)
         out.append(entry)
     return out
+
+
+def _gate_summary(report: dict[str, Any]) -> str | None:
+    """One line about the last run's quality gate (refusal, overrides, warnings)."""
+    from .quality import GateReport
+
+    stages = report.get("refused_gate") or next(
+        (s.get("gate") for s in reversed(report.get("snapshots", [])) if s.get("gate")), None
+    )
+    if not stages:
+        return None
+    parts = [GateReport.from_dict(stage).summary() for stage in stages]
+    return "; ".join(p for p in parts if p)

@@ -103,7 +103,7 @@ def test_bad_keys_refused_then_clean_run(spark, ws, rows, message):
     ws.run(spark)
     before = ws.snapshot_state()
     ws.write("2.parquet", rows, EMP)
-    with pytest.raises(KeyViolation) as err:
+    with pytest.raises(InputRefused) as err:
         ws.run(spark)
     assert err.value.exit_code == 3 and message in str(err.value) and "2.parquet" in str(err.value)
     assert ws.snapshot_state() == before
