@@ -221,7 +221,24 @@ def _run_locked(
     gate: _Gate,
 ) -> None:
     storage = open_landing(table.landing, **table.landing_options)
+    try:
+        _run_with_storage(spark, table, state, report, say, gate, storage)
+    finally:
+        storage.close()
+
+
+def _run_with_storage(
+    spark: SparkSession,
+    table: TableConfig,
+    state: TableState,
+    report: TableReport,
+    say: Progress,
+    gate: _Gate,
+    storage: LandingStorage,
+) -> None:
     folder = table_folder(table.name, table.schema_name)
+    # Under the lock no other run of this table uploads, so any temp file of ours is debris.
+    storage.remove_temp_files(folder)
     head = state.head()
     if head is not None and not head.published:
         say(f"finishing version {head.version} left unpublished by an earlier run")
