@@ -30,6 +30,57 @@ def _csv(value: str) -> list[str]:
     return [v.strip() for v in value.split(",") if v.strip()]
 
 
+#: Landing options that are secrets: never taken from the command line (process lists and shell
+#: histories show it); they come from the environment or a config file.
+SECRET_LANDING_OPTIONS = ("account_key", "sas_token", "credential")
+
+
+def _landing_option(text: str) -> tuple[str, Any]:
+    """``KEY=VALUE`` → (key, value); true/false and numbers are typed. Never echoes a value."""
+    key, sep, raw = text.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise argparse.ArgumentTypeError("expected KEY=VALUE (e.g. max_workers=8)")
+    if key in SECRET_LANDING_OPTIONS:
+        raise argparse.ArgumentTypeError(
+            f"{key} is a secret and is not taken from the command line; set it in the "
+            f"environment or in the config file's landing_options (see docs/remote-landing.md)"
+        )
+    raw = raw.strip()
+    if raw.lower() in ("true", "false"):
+        return key, raw.lower() == "true"
+    for cast in (int, float):
+        try:
+            return key, cast(raw)
+        except ValueError:
+            pass
+    return key, raw
+
+
+def _check_landing_arg(landing: str | None) -> None:
+    """Refuse a SAS token on a ``--landing`` URL (it would show in process lists)."""
+    if landing and "://" in landing and "?" in landing:
+        raise UsageError(
+            "--landing must not carry a query string (a SAS token is a secret)",
+            hint="export AZURE_STORAGE_SAS_TOKEN, or use sas_token / sas_token_env in the "
+            "config file's landing_options",
+        )
+
+
+def _add_landing_option_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--landing-option",
+        dest="landing_options",
+        type=_landing_option,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="option of a remote landing root (max_workers=8, retry_total=3, "
+        "connection_verify=ca.pem, account_key_env=VAR, ...); repeatable; secrets only from "
+        "the environment or a config file",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--json", action="store_true", help="machine-readable output on stdout")
@@ -45,7 +96,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--source", help="folder with one entry per snapshot (lexical order)")
     run.add_argument("--keys", type=_csv, help="key columns, comma-separated")
     run.add_argument("--table", help="landing table name")
-    run.add_argument("--landing", help="landing zone root")
+    run.add_argument("--landing", help="landing zone root: a folder, abfss://... or https://...")
+    _add_landing_option_arg(run)
     run.add_argument("--state", default=None, help="state root (default ./state)")
     run.add_argument("--exclude", type=_csv, default=None, help="columns left out of the fingerprint")
     run.add_argument("--schema", dest="schema_name", help="schema folder name (<schema>.schema/)")
@@ -74,11 +126,13 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("--table", help="only this table")
 
     verify = sub.add_parser("verify", parents=[common], help="replay landing files, compare with a snapshot")
-    verify.add_argument("--landing", required=True, help="landing zone root")
+    verify.add_argument("--landing", help="landing zone root (default: the table's, with --config)")
+    _add_landing_option_arg(verify)
+    verify.add_argument("--config", help="TOML config: the table's landing root and options")
     verify.add_argument("--table", required=True, help="landing table name")
     verify.add_argument("--snapshot", required=True, help="snapshot file or folder to compare with")
     verify.add_argument("--schema", dest="schema_name", help="schema folder name")
-    verify.add_argument("--state", default="state", help="state root, for the excluded columns")
+    verify.add_argument("--state", default=None, help="state root, for the excluded columns")
     verify.add_argument("--ignore", type=_csv, default=None, help="columns not compared")
     verify.add_argument("--master", help="Spark master (default local[*])")
 
@@ -140,6 +194,7 @@ def _dispatch(args: argparse.Namespace) -> int:
 def _cmd_run(args: argparse.Namespace) -> int:
     from .config import RunConfig, load_config, table_from_args
 
+    _check_landing_arg(args.landing)
     if args.config:
         flags = [n for n in ("source", "keys", "table", "landing") if getattr(args, n)]
         if flags:
@@ -172,6 +227,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
             quality=_quality_from_args(args),
         )
         config = RunConfig(state=args.state or "state", tables=[table])
+    if args.landing_options:
+        given = dict(args.landing_options)
+        config.tables = [
+            t.model_copy(update={"landing_options": {**t.landing_options, **given}})
+            for t in config.tables
+        ]
     if args.keep_versions is not None:
         config.keep_versions = args.keep_versions
     if args.master:
@@ -295,15 +356,35 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     from .state import TableState
     from .verify import verify_snapshot
 
+    _check_landing_arg(args.landing)
+    landing, options = args.landing, {}
+    schema_name, state_root = args.schema_name, args.state
+    if args.config:
+        from .config import load_config
+
+        config = load_config(args.config)
+        table = next((t for t in config.tables if t.name == args.table), None)
+        if table is None:
+            raise UsageError(f"--table {args.table} is not in the config", path=args.config)
+        landing = landing or table.landing
+        options = dict(table.landing_options)
+        schema_name = schema_name or table.schema_name
+        state_root = state_root or config.state
+    if not landing:
+        raise UsageError("missing --landing", hint="give it, or use --config FILE")
+    options.update(dict(args.landing_options))
     ignore = args.ignore
     if ignore is None:
-        head = TableState(args.state, args.table).head()
+        head = TableState(state_root or "state", args.table).head()
         ignore = list(head.record.get("exclude", [])) if head else []
-    storage = open_landing(args.landing)
-    spark = build_spark(args.master)
-    result = verify_snapshot(
-        spark, storage, table_folder(args.table, args.schema_name), args.snapshot, ignore=ignore
-    )
+    storage = open_landing(landing, **options)
+    try:
+        spark = build_spark(args.master)
+        result = verify_snapshot(
+            spark, storage, table_folder(args.table, schema_name), args.snapshot, ignore=ignore
+        )
+    finally:
+        storage.close()
     if args.json:
         print(json.dumps(result.to_dict(), indent=1, default=str))
     elif result.identical:

@@ -73,7 +73,10 @@ class TableConfig(BaseModel):
     name: str = Field(description="Landing table name (one safe folder name).")
     source: str = Field(description="Folder with one entry per snapshot, taken in lexical order.")
     keys: list[str] = Field(description="Key columns (composite allowed).")
-    landing: str = Field(description="Landing zone root: local folder (remote roots later).")
+    landing: str = Field(
+        description="Landing zone root: a local folder, or abfss:// / https:// (OneLake, ADLS "
+        "Gen2; docs/remote-landing.md)."
+    )
     exclude: list[str] = Field(default_factory=list, description="Columns left out of the fingerprint.")
     schema_name: str | None = Field(default=None, description="Schema folder (`<schema>.schema/`).")
     codec: Codec = Field(default="snappy", description="Parquet compression of landing files.")
@@ -84,6 +87,7 @@ class TableConfig(BaseModel):
     )
     landing_options: dict[str, Any] = Field(
         default_factory=dict,
+        repr=False,  # may hold a secret (account_key, sas_token)
         description="Options of a remote landing root (credentials, workers, retries).",
     )
     quality: QualityConfig | None = Field(

@@ -279,6 +279,15 @@ class DfsServer:
             now = time.time()
             fs.paths[path] = Node("file", self.new_etag(), now, now, bytearray(data))
 
+    def move_file(self, filesystem: str, source: str, destination: str) -> None:
+        """Move a committed file (what the mirroring service does with processed files)."""
+        with self.lock:
+            fs = self.filesystems[filesystem]
+            source, destination = source.strip("/"), destination.strip("/")
+            node = fs.paths.pop(source)
+            _ensure_parents(self, fs, destination)
+            fs.paths[destination] = node
+
     def read_file(self, filesystem: str, path: str) -> bytes | None:
         with self.lock:
             node = self.filesystems[filesystem].paths.get(path.strip("/"))
@@ -316,16 +325,18 @@ class DfsServer:
             return f'"0x8D{self._etag_counter:013X}"'
 
     def _pick_fault(self, op: str, path: str) -> Fault | None:
+        """The first matching fault due now; every matching fault counts the request."""
+        chosen = None
         with self.lock:
             for fault in self.faults:
                 if fault.op != op or (fault.path_contains and fault.path_contains not in path):
                     continue
                 fault.seen += 1
-                if fault.seen >= fault.nth and (fault.times is None or fault.fired < fault.times):
+                due = fault.seen >= fault.nth and (fault.times is None or fault.fired < fault.times)
+                if chosen is None and due:
                     fault.fired += 1
-                    return fault
-                return None
-        return None
+                    chosen = fault
+        return chosen
 
     @contextmanager
     def _track(self, op: str) -> Iterator[None]:

@@ -18,7 +18,9 @@ A ``?<SAS token>`` on the URL is taken as the SAS credential and never shown.
 Credentials, first match wins:
 
 1. options ``credential`` (any object the SDK accepts, e.g. an azure-identity credential),
-   ``account_key`` or ``sas_token`` — at most one of them;
+   ``account_key`` or ``sas_token`` — at most one of them; ``account_key_env`` /
+   ``sas_token_env`` name an environment variable holding the key or token instead (so a
+   config file can say where the secret is without holding it);
 2. environment ``AZURE_STORAGE_ACCOUNT_KEY`` (or the Azure CLI's ``AZURE_STORAGE_KEY``), then
    ``AZURE_STORAGE_SAS_TOKEN`` (a SAS on the URL counts as an option);
 3. ``azure.identity.DefaultAzureCredential()`` (service principal from the environment, workload
@@ -86,6 +88,8 @@ _DEFAULTS: dict[str, Any] = {
     "list_page_size": None,
 }
 _SECRET_OPTIONS = ("credential", "account_key", "sas_token")
+#: Options naming the environment variable that holds a secret option's value.
+_ENV_OPTIONS = {"account_key_env": "account_key", "sas_token_env": "sas_token"}
 _RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504, 507, 509})
 
 
@@ -438,18 +442,38 @@ class AdlsStorage(LandingStorage):
     @classmethod
     def from_url(cls, url: str, **options: Any) -> AdlsStorage:
         """Open a landing root URL; ``options`` as in the module docstring."""
-        unknown = set(options) - set(_DEFAULTS) - set(_SECRET_OPTIONS)
+        known = {*_DEFAULTS, *_SECRET_OPTIONS, *_ENV_OPTIONS}
+        unknown = set(options) - known
         if unknown:
             raise ConfigError(
                 f"unknown ADLS landing option(s): {', '.join(sorted(unknown))}",
-                hint="known: " + ", ".join(sorted({*_DEFAULTS, *_SECRET_OPTIONS})),
+                hint="known: " + ", ".join(sorted(known)),
             )
         location, url_sas = parse_adls_url(url)
+        source = None
+        for env_option, target in _ENV_OPTIONS.items():
+            variable = options.pop(env_option, None)
+            if variable is None:
+                continue
+            if options.get(target):
+                raise ConfigError(f"{location.display}: give {target} or {env_option}, not both")
+            value = os.environ.get(str(variable))
+            if not value:
+                raise ConfigError(
+                    f"{location.display}: environment variable {variable} ({env_option}) is "
+                    "not set or empty",
+                    hint=f"export {variable}=... before the run, or remove {env_option}",
+                )
+            options[target] = value
+            source = f"{variable} ({env_option})"
         if url_sas:
             if options.get("sas_token"):
                 raise ConfigError(f"{location.display}: a SAS token on the URL and in options")
             options["sas_token"] = url_sas
-        return cls(location, **options)
+        storage = cls(location, **options)
+        if source is not None:
+            storage.credential_source = source
+        return storage
 
     def _resolve_credential(
         self, credential: Any, account_key: str | None, sas_token: str | None

@@ -106,6 +106,9 @@ class LandingStorage(ABC):
     def delete(self, path: str) -> None:
         """Delete one file; no error when it does not exist."""
 
+    def close(self) -> None:
+        """Release connections and credentials; the storage is not used afterwards."""
+
     def set_mtime(self, path: str, mtime: float) -> None:  # pragma: no cover - optional
         """Set a file's modification time where the back end allows it."""
         raise StorageError(f"{self.describe()} cannot set modification times")
@@ -268,7 +271,7 @@ def open_landing(root: str, **options: object) -> LandingStorage:
         from ..errors import ConfigError
 
         raise ConfigError(
-            f"unsupported landing root {root!r}",
+            f"unsupported landing root {root.split('?', 1)[0]!r}",  # a query may hold a SAS
             hint="use a local folder, abfss://... or https://onelake.dfs.fabric.microsoft.com/...",
         )
     return LocalStorage(root)
