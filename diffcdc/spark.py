@@ -50,10 +50,12 @@ def build_spark(
                 active.conf.set(key, value)
         return active
     os.environ.setdefault("PYSPARK_PYTHON", _python())
-    builder = SparkSession.builder.appName(app_name).master(
-        master or os.environ.get("DIFFCDC_SPARK_MASTER", "local[*]")
-    )
+    master = master or os.environ.get("DIFFCDC_SPARK_MASTER", "local[*]")
+    builder = SparkSession.builder.appName(app_name).master(master)
     settings = dict(DEFAULT_CONF)
+    if master.startswith("local"):
+        # A local run talks to itself only: keep the driver on the loopback interface.
+        settings.update({"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"})
     settings.update(conf or {})
     settings.update(REQUIRED_CONF)
     for key, value in settings.items():

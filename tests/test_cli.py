@@ -1,0 +1,151 @@
+"""The command line: options, config files, exit codes, summaries, --json, status, verify."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from diffcdc.cli import main
+
+
+def write(path: str, rows: list[dict]) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    pq.write_table(pa.Table.from_pylist(rows), path)
+
+
+def rows(n: int, changed: int = 0) -> list[dict]:
+    return [{"id": i, "v": f"v{i}" + ("*" if i < changed else "")} for i in range(n)]
+
+
+@pytest.fixture
+def base(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def run_args(base, *extra):
+    return ["run", "--source", str(base / "src"), "--keys", "id", "--table", "T",
+            "--landing", str(base / "landing"), "--state", str(base / "state"), *extra]
+
+
+def test_run_status_verify(spark, base, capsys):
+    write(str(base / "src" / "1.parquet"), rows(5))
+    assert main(run_args(base)) == 0
+    out = capsys.readouterr().out
+    assert "T" in out and "inserted" in out
+    write(str(base / "src" / "2.parquet"), rows(5, changed=2))
+    assert main(run_args(base, "--json")) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["ok"] and doc["tables"][0]["snapshots"][0]["updated"] == 2
+    assert main(run_args(base)) == 0  # nothing pending
+    assert "nothing to do" in capsys.readouterr().out
+
+    assert main(["status", "--state", str(base / "state"), "--json"]) == 0
+    status = json.loads(capsys.readouterr().out)["tables"][0]
+    assert (status["table"], status["last_snapshot"], status["next_sequence"], status["rows"]) == ("T", "2.parquet", 3, 5)
+    assert main(["status", "--state", str(base / "state")]) == 0
+    assert "2.parquet" in capsys.readouterr().out
+
+    verify = ["verify", "--landing", str(base / "landing"), "--table", "T", "--state", str(base / "state")]
+    assert main([*verify, "--snapshot", str(base / "src" / "2.parquet")]) == 0
+    assert "identical" in capsys.readouterr().out
+    assert main([*verify, "--snapshot", str(base / "src" / "1.parquet")]) == 1
+    assert "DIFFERENT" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "argv, fragment",
+    [
+        (["run", "--source", "x"], "missing --keys"),
+        (["run", "--bogus"], "unrecognized"),
+        (["nonsense"], "invalid choice"),
+    ],
+)
+def test_usage_errors_exit_2(base, capsys, argv, fragment):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert fragment in err and err.strip().splitlines()[-1].startswith("diffcdc: error:")
+
+
+def test_unsafe_table_name_exit_2(base, capsys):
+    os.makedirs(base / "src")
+    assert main(["run", "--source", str(base / "src"), "--keys", "id", "--table", "../x", "--landing", "l"]) == 2
+    assert "--table" in capsys.readouterr().err
+
+
+CONFIG = """
+[diffcdc]
+state = "state"
+landing = "landing"
+
+[defaults]
+codec = "zstd"
+
+[tables.Good]
+source = "src/good"
+keys = ["id"]
+
+[tables.Bad]
+source = "src/bad"
+keys = ["id"]
+"""
+
+
+def test_config_many_tables_one_failing(spark, base, capsys):
+    (base / "diffcdc.toml").write_text(CONFIG)
+    write(str(base / "src" / "good" / "1.parquet"), rows(3))
+    write(str(base / "src" / "bad" / "1.parquet"), rows(3) + rows(1))  # duplicate key 0
+    assert main(["run", "--config", str(base / "diffcdc.toml")]) == 3
+    captured = capsys.readouterr()
+    assert "Good" in captured.out and "failed" in captured.out
+    assert "table Bad" in captured.err and "1.parquet" in captured.err
+    assert sorted(os.listdir(base / "landing" / "Good")) == ["00000000000000000001.parquet", "_metadata.json"]
+    assert not (base / "landing" / "Bad").exists()
+
+
+@pytest.mark.parametrize(
+    "text, fragment",
+    [
+        ("[tables.T]\nsource = 's'\n", "table T, field keys"),
+        ("[tables.T]\nsource = 's'\nkeys = ['id']\nlanding = 'l'\ncodec = 'lz4'\n", "table T, field codec"),
+        ("[tables.T]\nsource = 's'\nkeys = ['id']\nlanding = 'l'\ncolour = 1\n", "table T, field colour"),
+        ("[tables.T\n", "not valid TOML"),
+        ("[diffcdc]\nkeep_versions = 0\n[tables.T]\nsource='s'\nkeys=['id']\nlanding='l'\n", "field keep_versions"),
+        ("[tables.'a/b']\nsource='s'\nkeys=['id']\nlanding='l'\n", "field name"),
+        ("[tablez.T]\n", "unknown section"),
+    ],
+)
+def test_config_errors_name_file_table_field(base, capsys, text, fragment):
+    (base / "bad.toml").write_text(text)
+    assert main(["run", "--config", str(base / "bad.toml")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert fragment in err and "bad.toml" in err and len(err.splitlines()) == 1
+
+
+def test_gate_refusal_then_override(spark, base, capsys):
+    write(str(base / "src" / "1.parquet"), rows(10))
+    assert main(run_args(base)) == 0
+    write(str(base / "src" / "2.parquet"), rows(5))  # half the rows deleted
+    assert main(run_args(base)) == 3
+    err = capsys.readouterr().err
+    assert "delete_ratio" in err and "row_count_ratio" not in err
+    assert main(run_args(base, "--override-check", "nonsense")) == 2
+    capsys.readouterr()
+    assert main(run_args(base, "--override-check", "delete_ratio", "--json")) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["tables"][0]["overrides"] == ["delete_ratio"]
+    report = json.loads((base / "state" / "T" / "last_report.json").read_text())
+    assert report["overrides"] == ["delete_ratio"]
+    gate = report["snapshots"][0]["gate"]
+    assert any(c["name"] == "delete_ratio" and c["overridden"] for stage in gate for c in stage["checks"])
+    assert main(["status", "--state", str(base / "state")]) == 0
+    assert "overridden: delete_ratio" in capsys.readouterr().out
+
+
+def test_debug_shows_trace(base, capsys):
+    assert main(["run", "--config", str(base / "missing.toml"), "--debug"]) == 2
+    assert "Traceback" in capsys.readouterr().err
