@@ -149,3 +149,18 @@ def test_gate_refusal_then_override(spark, base, capsys):
 def test_debug_shows_trace(base, capsys):
     assert main(["run", "--config", str(base / "missing.toml"), "--debug"]) == 2
     assert "Traceback" in capsys.readouterr().err
+
+
+def test_readme_config_example_is_valid(tmp_path):
+    """The TOML example in the README loads and validates as written."""
+    from diffcdc.config import load_config
+
+    from pathlib import Path
+
+    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    block = readme.split("```toml\n", 1)[1].split("```", 1)[0]
+    (tmp_path / "diffcdc.toml").write_text(block)
+    config = load_config(str(tmp_path / "diffcdc.toml"))
+    assert [t.name for t in config.tables] == ["Employees", "Departments"]
+    assert config.tables[0].quality.max_delete_ratio == 0.5
+    assert config.quality.merged(config.tables[1].quality).expectations[1].blocking is False
