@@ -38,6 +38,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .errors import ConfigError
+from .landing_options import PRESET_SEPARATOR, FileFormat, PartnerInfo, TextOptions
 from .quality import QualityConfig
 
 if sys.version_info >= (3, 11):
@@ -79,7 +80,10 @@ class TableConfig(BaseModel):
     )
     exclude: list[str] = Field(default_factory=list, description="Columns left out of the fingerprint.")
     schema_name: str | None = Field(default=None, description="Schema folder (`<schema>.schema/`).")
-    codec: Codec = Field(default="snappy", description="Parquet compression of landing files.")
+    codec: Codec | None = Field(
+        default=None,
+        description="Compression of landing files (default: snappy for Parquet, none for text).",
+    )
     max_rows_per_file: int = Field(default=1_000_000, gt=0, description="Rows per landing file at most.")
     fingerprint_bits: Literal[64, 128] = Field(default=64, description="Fingerprint width.")
     csv_infer_schema: bool = Field(
@@ -92,6 +96,36 @@ class TableConfig(BaseModel):
     )
     quality: QualityConfig | None = Field(
         default=None, description="Quality gate settings that replace the global [quality] ones."
+    )
+    # -- landing contract options (docs/landing.md) -------------------------------------------
+    file_format: FileFormat = Field(
+        default="parquet", description="Landing files: parquet, or delimited text csv/tsv/psv/text."
+    )
+    file_extension: str | None = Field(
+        default=None, description="Extension of text files (default: the format; needed for text)."
+    )
+    text: TextOptions = Field(
+        default_factory=TextOptions, description="Delimited-text properties (separators, quote...)."
+    )
+    upsert_default: bool = Field(
+        default=False, description="isUpsertDefaultRowMarker: inserts and updates land as UPSERT."
+    )
+    file_detection: Literal["sequential", "last_update_time"] = Field(
+        default="sequential",
+        description="last_update_time: fileDetectionStrategy LastUpdateTimeFileDetection.",
+    )
+    schema_policy: Literal["fail", "recreate"] = Field(
+        default="fail",
+        description="Removed/renamed/retyped column: fail (exit 3) or recreate the table.",
+    )
+    removed_columns: Literal["policy", "null"] = Field(
+        default="policy", description="null: a removed column continues as NULL (no policy)."
+    )
+    partner: PartnerInfo | None = Field(
+        default=None, description="_partnerEvents.json at the landing root."
+    )
+    drop_timeout: float = Field(
+        default=300.0, gt=0, description="Seconds to wait for a dropped table folder to vanish."
     )
 
     @field_validator("name")
@@ -119,6 +153,53 @@ class TableConfig(BaseModel):
         if clash:
             raise ValueError(f"key columns cannot be excluded from the fingerprint: {sorted(clash)}")
         return self
+
+    @field_validator("file_extension")
+    @classmethod
+    def _extension(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        value = value.lstrip(".")
+        if not re.fullmatch(r"[A-Za-z0-9]{1,16}", value) or value.lower() == "parquet":
+            raise ValueError(f"file_extension {value!r} must be 1-16 letters/digits, not parquet")
+        return value
+
+    @model_validator(mode="after")
+    def _text_settings(self) -> TableConfig:
+        if self.file_format == "parquet" and self.file_extension is not None:
+            raise ValueError("file_extension applies to text formats only")
+        if self.file_format == "text" and self.file_extension is None:
+            raise ValueError("file_format 'text' needs file_extension (e.g. 'txt', 'dat')")
+        return self
+
+    @property
+    def is_text(self) -> bool:
+        return self.file_format != "parquet"
+
+    @property
+    def extension(self) -> str:
+        """The data file extension: ``parquet``, or the text extension."""
+        if not self.is_text:
+            return "parquet"
+        return self.file_extension or self.file_format
+
+    @property
+    def landing_codec(self) -> str:
+        return self.codec or ("none" if self.is_text else "snappy")
+
+    @property
+    def column_separator(self) -> str:
+        return self.text.column_separator or PRESET_SEPARATOR[self.file_format if self.is_text else "csv"]
+
+    @property
+    def state_name(self) -> str:
+        """The table's folder in the state root: ``<schema>.schema.<Table>`` with a schema."""
+        return state_name(self.name, self.schema_name)
+
+
+def state_name(table: str, schema_name: str | None = None) -> str:
+    """State folder name of a table; tables of the same name in two schemas stay apart."""
+    return f"{schema_name}.schema.{table}" if schema_name else table
 
 
 class SparkSettings(BaseModel):
@@ -170,11 +251,11 @@ def load_config(path: str) -> RunConfig:
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"not valid TOML: {exc}", path=path) from None
     base = os.path.dirname(os.path.abspath(path))
-    unknown = set(raw) - {"diffcdc", "spark", "quality", "defaults", "tables"}
+    unknown = set(raw) - {"diffcdc", "spark", "quality", "defaults", "tables", "partner"}
     if unknown:
         raise ConfigError(
             f"unknown section(s) {sorted(unknown)}; expected diffcdc, spark, quality, defaults, "
-            "tables",
+            "partner, tables",
             path=path,
         )
     top = dict(raw.get("diffcdc", {}))
@@ -182,6 +263,8 @@ def load_config(path: str) -> RunConfig:
     defaults = dict(raw.get("defaults", {}))
     if landing_default is not None:
         defaults.setdefault("landing", landing_default)
+    if "partner" in raw:  # [partner] is database level: every table publishes the same file
+        defaults.setdefault("partner", raw["partner"])
     tables_raw = raw.get("tables", {})
     if not isinstance(tables_raw, dict) or not tables_raw:
         raise ConfigError("no [tables.<Name>] section", path=path, hint="define at least one table")

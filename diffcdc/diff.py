@@ -117,6 +117,7 @@ def change_rows(
     *,
     initial: bool,
     broadcast_keys: bool,
+    upsert: bool = False,
 ) -> DataFrame:
     """The change set in landing order, with a ``__rowMarker__`` column (last).
 
@@ -124,15 +125,17 @@ def change_rows(
 
     Deletes (key columns only, the rest NULL) come first, then inserts and updates with their
     full rows; within each group rows are ordered by key. For the initial load every row is an
-    insert. ``columns`` is the snapshot's column order.
+    insert. ``columns`` is the snapshot's column order. With ``upsert``
+    (``isUpsertDefaultRowMarker``) inserts and updates both carry UPSERT (4); the initial load
+    still has no marker column, which that option makes an all-UPSERT file.
     """
     key_cols = [_c(k) for k in keys]
     if initial:
         return snapshot.select(*[_c(c) for c in columns]).orderBy(*key_cols)
     changed = state.filter(F.col(CHANGE).isin(INSERT, UPDATE)).select(
         *key_cols,
-        F.when(F.col(CHANGE) == INSERT, F.lit(MARKER_INSERT))
-        .otherwise(F.lit(MARKER_UPDATE))
+        F.when(F.col(CHANGE) == INSERT, F.lit(MARKER_UPSERT if upsert else MARKER_INSERT))
+        .otherwise(F.lit(MARKER_UPSERT if upsert else MARKER_UPDATE))
         .alias(ROW_MARKER),
     )
     if broadcast_keys:

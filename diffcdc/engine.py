@@ -19,12 +19,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from pyspark.sql import DataFrame, Observation, SparkSession
-from pyspark.sql import types as T
 
 from . import __version__
 from .config import RunConfig, TableConfig
 from .diff import CHANGE, DUP, change_rows, classify, state_metrics
-from .errors import DiffcdcError, InputRefused, KeyViolation, LateSnapshotError, StateError
+from .errors import DiffcdcError, InputRefused, LateSnapshotError, StateError
 from .faults import crash_point
 from .quality import (
     ChangeCounts,
@@ -36,15 +35,18 @@ from .quality import (
     validate_overrides,
 )
 from .fingerprint import FINGERPRINT_VERSION, fingerprint_columns, fingerprint_exprs, quote
-from .schema import check_snapshot_columns, diff_schema, require_compatible, resolve_columns
+from .landing_plan import plan_landing
+from .schema import check_snapshot_columns, resolve_columns
 from .sinks.landing import (
     check_continuation,
+    ensure_partner_events,
+    known_files,
+    last_data_mtime,
     metadata_document,
     metadata_item,
     publish_metadata,
     stage_parquet_files,
     table_folder,
-    to_landing_columns,
 )
 from .sinks.storage import LandingStorage, PublishItem, join, open_landing
 from .sources.files import SnapshotEntry, discover, read_snapshot
@@ -73,6 +75,8 @@ class SnapshotResult:
     first_sequence: int | None
     seconds: float
     gate: list[dict[str, Any]] = field(default_factory=list)
+    #: Why the table was re-created with this snapshot (None: it continued).
+    recreated: str | None = None
 
 
 @dataclass
@@ -109,20 +113,25 @@ def run_table(
     progress: Progress | None = None,
     quality: QualityConfig | None = None,
     overrides: frozenset[str] = frozenset(),
+    reload: bool = False,
 ) -> TableReport:
     """Process every pending snapshot of one table. Raises DiffcdcError on failure.
 
     ``quality`` holds the global gate settings (the table's own ``quality`` replaces fields of
     it); ``overrides`` names checks allowed to pass for this one run. The report (passed or
-    failed) is saved with the table's state before returning/raising.
+    failed) is saved with the table's state before returning/raising. ``reload`` re-creates
+    the table (``diffcdc reload``): the request is recorded in state first, so a run that
+    dies before committing the re-creation leaves it to the next run.
     """
     say = progress or (lambda message: log.info("%s: %s", table.name, message))
-    state = TableState(state_root, table.name)
+    state = TableState(state_root, table.state_name)
     report = TableReport(table.name, new_run_id(), now_iso(), overrides=sorted(overrides))
     started = time.monotonic()
     try:
         gate = _Gate((quality or QualityConfig()).merged(table.quality), overrides)
         with state.lock():
+            if reload:
+                state.request_reload("requested with diffcdc reload")
             try:
                 _run_locked(spark, table, state, report, say, gate)
             finally:
@@ -149,10 +158,12 @@ def run_many(
     config: RunConfig,
     progress: Progress | None = None,
     overrides: dict[str, frozenset[str]] | None = None,
+    reload: frozenset[str] = frozenset(),
 ) -> list[TableReport]:
     """Run every table of a config; one failing table does not stop the others.
 
-    ``overrides`` maps a table name to the checks allowed to pass for this run.
+    ``overrides`` maps a table name to the checks allowed to pass for this run; the tables
+    named in ``reload`` are re-created (``diffcdc reload``).
     """
     reports = []
     for table in config.tables:
@@ -166,6 +177,7 @@ def run_many(
                     progress=progress,
                     quality=config.quality,
                     overrides=(overrides or {}).get(table.name, frozenset()),
+                    reload=table.name in reload,
                 )
             )
         except DiffcdcError as exc:
@@ -237,23 +249,53 @@ def _run_with_storage(
     storage: LandingStorage,
 ) -> None:
     folder = table_folder(table.name, table.schema_name)
+    if os.path.exists(state.drop_path):
+        raise StateError(
+            "a drop of this table was started and has not finished",
+            table=table.name,
+            path=state.drop_path,
+            hint=f"finish it with 'diffcdc drop --table {table.name} --yes', then run again",
+        )
     # Under the lock no other run of this table uploads, so any temp file of ours is debris.
     storage.remove_temp_files(folder)
+    if table.partner is not None:
+        ensure_partner_events(storage, table.partner.document(), state.dir, table.name)
+    request = state.reload_request()
     head = state.head()
     if head is not None and not head.published:
-        say(f"finishing version {head.version} left unpublished by an earlier run")
-        publish_commit(state, storage, head)
-        report.resumed_versions.append(head.version)
-    pending = pending_snapshots(discover(table.source, table.name), state.commits(), table.name)
+        if request is not None:
+            # The requested re-creation drops the folder and reloads everything: finishing
+            # this batch first would be wasted (and may be impossible: lost files).
+            say(f"version {head.version} is left unpublished: the requested reload supersedes it")
+        else:
+            say(f"finishing version {head.version} left unpublished by an earlier run")
+            publish_commit(state, storage, head)
+            report.resumed_versions.append(head.version)
+    entries = discover(table.source, table.name)
+    pending = pending_snapshots(entries, state.commits(), table.name)
+    if request is not None and not pending and head is not None:
+        # Reload from the last committed snapshot when nothing newer is waiting.
+        again = [e for e in entries if e.snapshot_id == head.snapshot_id]
+        if not again:
+            raise InputRefused(
+                f"nothing to reload from: the last snapshot {head.snapshot_id} is no longer in "
+                "the source folder",
+                table=table.name,
+                path=table.source,
+                hint="put a current snapshot into the source folder and run again (the reload "
+                "stays requested)",
+            )
+        pending = again
     if not pending:
         say("no new snapshot")
         report.outcome = "ok" if report.resumed_versions else "nothing to do"
         return
-    for entry in pending:
+    for index, entry in enumerate(pending):
         head = state.head()
         try:
             result = process_snapshot(
-                spark, table, state, storage, folder, entry, head, report.run_id, say, gate
+                spark, table, state, storage, folder, entry, head, report.run_id, say, gate,
+                reload_request=request if index == 0 else None,
             )
         except DiffcdcError as exc:
             exc.snapshot = exc.snapshot or entry.snapshot_id
@@ -280,8 +322,7 @@ def pending_snapshots(
             table=table,
             snapshot=late[0].snapshot_id,
             path=late[0].path,
-            hint="snapshots must arrive in lexical order; move it out of the source folder "
-            "(or re-create the table to rebuild from scratch)",
+            hint="snapshots must arrive in lexical order; move it out of the source folder",
         )
     return [e for e in entries if e.snapshot_id > last]
 
@@ -309,8 +350,14 @@ def process_snapshot(
     run_id: str,
     say: Progress,
     gate: _Gate,
+    reload_request: dict[str, Any] | None = None,
 ) -> SnapshotResult:
-    """Diff one snapshot against the head state, gate it, commit it and publish its files."""
+    """Diff one snapshot against the head state, gate it, commit it and publish its files.
+
+    When the table is re-created (``reload_request``, or a schema change under
+    ``schema_policy = "recreate"``) the snapshot is diffed against nothing: a fresh initial
+    load numbered from 1, published after the table folder is dropped (see publish_commit).
+    """
     started = time.monotonic()
     sid = entry.snapshot_id
     signature = _signature(entry.path)
@@ -318,20 +365,26 @@ def process_snapshot(
     keys = resolve_columns(df.schema, table.keys, what="key", table=table.name, snapshot=sid)
     exclude = [c for c in table.exclude if c.lower() in {n.lower() for n in df.columns}]
     check_snapshot_columns(df.schema, keys, table=table.name, snapshot=sid)
-    if head is not None:
-        _check_against_head(head, df.schema, keys, table, sid)
-    published_through = (head.next_sequence if head else 1) - 1
-    check_continuation(storage, folder, table=table.name, published_through=published_through)
+    plan = plan_landing(table, df, keys, head, sid, reload_request)
+    base = None if plan.recreate else head  # what the batch is diffed and numbered against
+    if plan.recreate:
+        say(f"{sid}: re-creating the table ({plan.recreate['reason']})")
+    published_through = (base.next_sequence if base else 1) - 1
+    known = known_files(state.commits()) if base else {}
+    if not plan.recreate:
+        check_continuation(
+            storage, folder, table=table.name, published_through=published_through, known=known
+        )
     crash_point("after_read")
 
     version = head.version + 1 if head else 1
-    first_sequence = head.next_sequence if head else 1
+    first_sequence = base.next_sequence if base else 1
     vdir = state.new_version_dir(version, run_id)
     rel_vdir = os.path.relpath(vdir, state.dir)
     committed = False
     try:
         say(f"{sid}: fingerprinting and diffing (version {version})")
-        metrics = _stage_state(spark, df, head, state, keys, exclude, table.fingerprint_bits, vdir)
+        metrics = _stage_state(spark, df, base, state, keys, exclude, table.fingerprint_bits, vdir)
         crash_point("after_state_staged")
         gates = _run_gate(df, keys, head, metrics, gate, table.name, sid)
         staged_state = spark.read.parquet(os.path.join(vdir, "state"))
@@ -339,20 +392,22 @@ def process_snapshot(
         files = []
         if changed:
             changes = change_rows(
-                to_landing_columns(df),
+                plan.df,
                 staged_state,
                 keys,
-                df.columns,
-                initial=head is None,
+                plan.columns,
+                initial=base is None,
                 broadcast_keys=metrics["inserted"] + metrics["updated"] <= BROADCAST_CHANGED_KEYS,
+                upsert=table.upsert_default,
             )
             files = stage_parquet_files(
                 changes,
                 os.path.join(vdir, "raw"),
                 os.path.join(vdir, "landing"),
-                codec=table.codec,
+                codec=table.landing_codec,
                 max_rows_per_file=table.max_rows_per_file,
                 first_sequence=first_sequence,
+                text=plan.text,
             )
             shutil.rmtree(os.path.join(vdir, "raw"), ignore_errors=True)
             if sum(f.rows for f in files) != changed:
@@ -363,7 +418,7 @@ def process_snapshot(
                     hint="internal error: nothing was published; please report it",
                 )
         crash_point("after_changes_staged")
-        meta = metadata_item(vdir, folder, metadata_document(keys))
+        meta = metadata_item(vdir, folder, plan.metadata)
         if _signature(entry.path) != signature:
             raise InputRefused(
                 "snapshot changed while it was being processed",
@@ -373,7 +428,10 @@ def process_snapshot(
                 hint="wait until the extract is complete, then run again",
             )
         # Again right before the commit: the landing folder may have changed meanwhile.
-        check_continuation(storage, folder, table=table.name, published_through=published_through)
+        if not plan.recreate:
+            check_continuation(
+                storage, folder, table=table.name, published_through=published_through, known=known
+            )
         record = {
             "version": version,
             "table": table.name,
@@ -389,13 +447,19 @@ def process_snapshot(
             "exclude": exclude,
             "schema": df.schema.jsonValue(),
             "fingerprint": {"version": FINGERPRINT_VERSION, "bits": table.fingerprint_bits},
-            "codec": table.codec,
+            "codec": table.landing_codec,
+            "metadata_document": plan.metadata,
+            "landing_schema": plan.landing_schema,
+            "recreate": plan.recreate,
+            "drop_timeout": table.drop_timeout,
             "files": [f.to_dict() for f in files],
             "sequence": {"first": first_sequence, "next": first_sequence + len(files)},
             "counts": {k: metrics[k] for k in ("rows", "inserted", "updated", "deleted", "unchanged")},
         }
         state.claim(record)
         committed = True
+        if reload_request is not None:
+            state.clear_reload_request()
     finally:
         if not committed:
             shutil.rmtree(vdir, ignore_errors=True)
@@ -416,33 +480,9 @@ def process_snapshot(
         first_sequence=first_sequence if files else None,
         seconds=round(time.monotonic() - started, 3),
         gate=[g.to_dict() for g in gates],
+        recreated=plan.recreate["reason"] if plan.recreate else None,
         **counts,
     )
-
-
-def _check_against_head(
-    head: Commit, schema: T.StructType, keys: list[str], table: TableConfig, sid: str
-) -> None:
-    record = head.record
-    if [k.lower() for k in record["keys"]] != [k.lower() for k in keys]:
-        raise KeyViolation(
-            f"key columns changed from {record['keys']} to {keys}; keyColumns can never change "
-            "once published",
-            table=table.name,
-            snapshot=sid,
-            hint="restore the key setting, or re-create the table with the new keys",
-        )
-    fp = record["fingerprint"]
-    if fp != {"version": FINGERPRINT_VERSION, "bits": table.fingerprint_bits}:
-        raise StateError(
-            f"state was fingerprinted with {fp}, this run uses version {FINGERPRINT_VERSION} "
-            f"with {table.fingerprint_bits} bits; mixing them would report every row as changed",
-            table=table.name,
-            snapshot=sid,
-            hint="keep the old fingerprint_bits, or re-create the table to rebuild its state",
-        )
-    old_schema = T.StructType.fromJson(record["schema"])
-    require_compatible(diff_schema(old_schema, schema), table=table.name, snapshot=sid)
 
 
 def _stage_state(
@@ -527,14 +567,22 @@ def publish_commit(state: TableState, storage: LandingStorage, commit: Commit) -
                 hint="the state folder was altered; restore it from backup or re-create the table",
             )
         items.append(PublishItem(local, join(folder, f["name"]), f["sha256"], f["bytes"]))
+    if record.get("recreate") and not state.is_dropped(commit.version):
+        # Re-creating: the old table folder goes first, and is really gone before anything of
+        # the new load appears (a new folder ETag makes the service rebuild the table). Done
+        # once per version; a crash before mark_dropped just drops (our own new files) again.
+        storage.drop_folder(folder, float(record.get("drop_timeout") or 300))
+        state.mark_dropped(commit.version)
     check_continuation(
         storage,
         folder,
         table=record["table"],
         published_through=record["sequence"]["first"] - 1,
         batch={int(f["sequence"]) for f in record["files"]},
+        known=known_files([c for c in state.commits() if c.version < commit.version]),
     )
-    meta = metadata_item(vdir, folder, metadata_document(record["keys"]))
+    document = record.get("metadata_document") or metadata_document(record["keys"])
+    meta = metadata_item(vdir, folder, document)
     publish_metadata(storage, meta, record["table"])
     published = {"n": 0}
 
@@ -542,7 +590,12 @@ def publish_commit(state: TableState, storage: LandingStorage, commit: Commit) -
         published["n"] += 1
         crash_point("publish", published["n"])
 
-    created = storage.publish_files(items, on_published=after_each)
+    if document.get("fileDetectionStrategy"):
+        # LastUpdateTimeFileDetection: the service reads files by modification time.
+        after = last_data_mtime(storage, folder)
+        created = storage.publish_time_ordered(items, after, on_published=after_each)
+    else:
+        created = storage.publish_files(items, on_published=after_each)
     crash_point("before_mark_published")
     state.mark_published(commit.version, {"files_created": created})
     return created

@@ -209,6 +209,50 @@ class TableState:
         except FileExistsError:
             pass  # another resumer finished first: same outcome
 
+    # -- re-creating and dropping the table ---------------------------------------------------
+
+    @property
+    def reload_path(self) -> str:
+        return os.path.join(self.dir, "reload.json")
+
+    @property
+    def drop_path(self) -> str:
+        return os.path.join(self.dir, "drop.json")
+
+    def request_reload(self, reason: str) -> dict[str, Any]:
+        """Record that the next commit must re-create the table (kept until it is committed)."""
+        existing = self.reload_request()
+        if existing is not None:
+            return existing
+        request = {"id": uuid.uuid4().hex, "requested_at": now_iso(), "reason": reason}
+        write_json_replace(self.reload_path, request)
+        return request
+
+    def reload_request(self) -> dict[str, Any] | None:
+        """The pending reload request, or None (also once a commit has carried it out)."""
+        try:
+            with open(self.reload_path, encoding="utf-8") as handle:
+                request = json.load(handle)
+        except FileNotFoundError:
+            return None
+        if any((c.record.get("recreate") or {}).get("request") == request["id"] for c in self.commits()):
+            os.unlink(self.reload_path)  # a crash right after the commit left it behind
+            return None
+        return dict(request)
+
+    def clear_reload_request(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.reload_path)
+
+    def mark_dropped(self, version: int) -> None:
+        """The landing folder of re-creating version ``version`` is gone: never drop it again."""
+        path = os.path.join(self.log_dir, f"{version:020d}.dropped.json")
+        with contextlib.suppress(FileExistsError):
+            write_json_exclusive(path, {"version": version, "dropped_at": now_iso()})
+
+    def is_dropped(self, version: int) -> bool:
+        return os.path.exists(os.path.join(self.log_dir, f"{version:020d}.dropped.json"))
+
     def save_report(self, report: dict[str, Any]) -> str:
         path = os.path.join(self.reports_dir, f"{report.get('run_id') or new_run_id()}.json")
         write_json_replace(path, report)

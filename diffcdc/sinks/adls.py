@@ -783,3 +783,42 @@ class AdlsStorage(LandingStorage):
                 continue
             if temp:
                 self._delete_quietly(temp)
+
+    # -- LastUpdateTimeFileDetection -------------------------------------------------------
+
+    def put_after(self, local_path: str, path: str, after: float) -> FileInfo:
+        """Create ``path`` so that its Last-Modified is strictly greater than ``after``.
+
+        The service stamps a file when its upload is flushed (one-second resolution) and the
+        stamp cannot be set by a client. So the file is uploaded under its temporary name
+        first; only when the service's stamp of that upload is later than ``after`` is it
+        renamed into place (a rename never makes the time go backwards). An upload stamped too
+        early is deleted and repeated a moment later, invisible to the mirroring service.
+        """
+        deadline = time.monotonic() + self.mtime_wait
+        while True:
+            temp = self._upload_temp(local_path, path)
+            try:
+                props = self._fs.get_file_client(temp).get_file_properties()
+            except (AzureError, ValueError) as exc:
+                self._delete_quietly(temp)
+                raise self._error(exc, "stat", path) from None
+            if props.last_modified.timestamp() > after:
+                self._rename_into_place(temp, path)
+                info = self.stat(path)
+                if info is None or info.mtime <= after:
+                    raise StorageError(
+                        f"{path} was stamped {info.mtime if info else None} after its rename, "
+                        f"not later than the previous file ({after})",
+                        path=path,
+                    )
+                return info
+            self._delete_quietly(temp)
+            if time.monotonic() >= deadline:
+                raise TransientStorageError(
+                    f"{path}: the service kept stamping uploads at or before {after} for "
+                    f"{self.mtime_wait:.0f} s",
+                    path=path,
+                    hint="the service clock is behind; run again later",
+                )
+            time.sleep(min(1.0, max(0.05, int(after) + 1 - time.time())))

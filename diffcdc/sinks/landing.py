@@ -15,17 +15,20 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow.parquet as pq
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ..errors import LandingZoneMismatch
 from ..fingerprint import quote
 from .storage import LandingStorage, PublishItem, file_sha256, join
+from .text import TextFormat, write_text_file
 
 #: Folders the mirroring service moves processed files into (inside the table folder).
 CLEANUP_FOLDERS = ("_ProcessedFiles", "_FilesReadyToDelete")
 METADATA_FILE = "_metadata.json"
+PARTNER_EVENTS_FILE = "_partnerEvents.json"
+LAST_UPDATE_TIME_DETECTION = "LastUpdateTimeFileDetection"
 _SEQ_RE = re.compile(r"^(\d{20})\.([A-Za-z0-9]+)$")
 _PART_RE = re.compile(r"^part-(\d+)-.*?-c(\d+)(\..*)?$")
 
@@ -39,32 +42,81 @@ def data_file_name(sequence: int, extension: str = "parquet") -> str:
     return f"{sequence:020d}.{extension}"
 
 
-def metadata_document(keys: Sequence[str]) -> dict[str, Any]:
-    """The table's ``_metadata.json`` content."""
-    return {"keyColumns": list(keys)}
+def metadata_document(
+    keys: Sequence[str],
+    *,
+    upsert_default: bool = False,
+    last_update_time: bool = False,
+    text: TextFormat | None = None,
+    schema: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The table's ``_metadata.json`` content.
+
+    ``text`` and ``schema`` (a ``SchemaDefinition``) are given for delimited text only. CSV
+    relies on the spec's default ``FileFormat``; every other extension says ``DelimitedText``.
+    """
+    doc: dict[str, Any] = {"keyColumns": list(keys)}
+    if last_update_time:
+        doc["fileDetectionStrategy"] = LAST_UPDATE_TIME_DETECTION
+    if upsert_default:
+        doc["isUpsertDefaultRowMarker"] = True
+    if text is not None:
+        if text.extension.lower() != "csv":
+            doc["FileFormat"] = "DelimitedText"
+        doc["FileExtension"] = text.extension
+        doc["SchemaDefinition"] = schema or {"Columns": []}
+        doc["FileFormatTypeProperties"] = text.properties()
+    return doc
+
+
+def _stable(col: Column, dtype: T.DataType) -> Column:
+    """``col`` with the entries of every map (at any depth) sorted by key."""
+    if isinstance(dtype, T.MapType):
+        value = col
+        if _has_map(dtype.valueType):
+            value = F.transform_values(col, lambda _k, v: _stable(v, dtype.valueType))
+        return F.map_from_entries(
+            F.array_sort(
+                F.map_entries(value),
+                lambda left, right: F.when(left["key"] < right["key"], -1)
+                .when(left["key"] > right["key"], 1)
+                .otherwise(0),
+            )
+        )
+    if isinstance(dtype, T.ArrayType) and _has_map(dtype.elementType):
+        return F.transform(col, lambda x: _stable(x, dtype.elementType))
+    if isinstance(dtype, T.StructType) and _has_map(dtype):
+        return F.when(
+            col.isNotNull(),
+            F.struct(*[_stable(col[f.name], f.dataType).alias(f.name) for f in dtype.fields]),
+        )
+    return col
+
+
+def _has_map(dtype: T.DataType) -> bool:
+    if isinstance(dtype, T.MapType):
+        return True
+    if isinstance(dtype, T.ArrayType):
+        return _has_map(dtype.elementType)
+    if isinstance(dtype, T.StructType):
+        return any(_has_map(f.dataType) for f in dtype.fields)
+    return False
 
 
 def to_landing_columns(df: DataFrame) -> DataFrame:
     """Project a snapshot to landing column types.
 
-    Complex types are written as JSON strings (spec §1); map entries are sorted by key so the
-    text is stable. Everything else keeps its Spark type.
+    Complex types are written as JSON strings (spec §1); map entries are sorted by key at
+    every depth so the text is stable. Everything else (binary, decimal, date, timestamp)
+    keeps its Spark type and so its Parquet logical type.
     """
     out = []
     for field in df.schema.fields:
         col = F.col(quote(field.name))
-        if isinstance(field.dataType, T.MapType):
-            sorted_map = F.map_from_entries(
-                F.array_sort(
-                    F.map_entries(col),
-                    lambda left, right: F.when(left["key"] < right["key"], -1)
-                    .when(left["key"] > right["key"], 1)
-                    .otherwise(0),
-                )
+        if isinstance(field.dataType, (T.MapType, T.StructType, T.ArrayType)):
+            out.append(
+                F.when(col.isNotNull(), F.to_json(_stable(col, field.dataType))).alias(field.name)
             )
-            out.append(F.when(col.isNotNull(), F.to_json(sorted_map)).alias(field.name))
-        elif isinstance(field.dataType, (T.StructType, T.ArrayType)):
-            out.append(F.to_json(col).alias(field.name))
         else:
             out.append(col)
     return df.select(*out)
@@ -98,16 +150,19 @@ def stage_parquet_files(
     codec: str,
     max_rows_per_file: int,
     first_sequence: int,
+    text: TextFormat | None = None,
 ) -> list[StagedFile]:
     """Write an ordered change set with Spark and give the files their sequence names.
 
     Spark writes the (globally sorted) DataFrame as part files; their order (task number, then
     file counter) is the row order. Empty part files are dropped: the landing zone must never
-    see an empty file.
+    see an empty file. With ``text``, every Parquet part becomes one delimited text file
+    (written deterministically by :mod:`diffcdc.sinks.text`, compressed with ``codec``).
     """
+    part_codec = "snappy" if text is not None else codec
     (
         changes.write.mode("errorifexists")
-        .option("compression", "uncompressed" if codec == "none" else codec)
+        .option("compression", "uncompressed" if part_codec == "none" else part_codec)
         .option("maxRecordsPerFile", max_rows_per_file)
         .parquet(raw_dir)
     )
@@ -124,9 +179,12 @@ def stage_parquet_files(
         rows = pq.ParquetFile(path).metadata.num_rows
         if rows == 0:
             continue
-        final = data_file_name(sequence)
+        final = data_file_name(sequence, text.extension if text else "parquet")
         target = os.path.join(out_dir, final)
-        os.rename(path, target)
+        if text is None:
+            os.rename(path, target)
+        else:
+            write_text_file(path, target, text, codec)
         staged.append(StagedFile(final, sequence, rows, os.path.getsize(target), file_sha256(target)))
         sequence += 1
     return staged
@@ -134,14 +192,36 @@ def stage_parquet_files(
 
 def sequence_numbers(storage: LandingStorage, folder: str) -> dict[int, str]:
     """Every sequence-named file of a table: number → where it is (folder relative path)."""
-    found: dict[int, str] = {}
+    return {n: path for n, (path, _) in _sequence_files(storage, folder).items()}
+
+
+def _sequence_files(storage: LandingStorage, folder: str) -> dict[int, tuple[str, int]]:
+    found: dict[int, tuple[str, int]] = {}
     for sub in ("", *CLEANUP_FOLDERS):
         where = join(folder, sub)
         for info in storage.list_dir(where):
             match = _SEQ_RE.match(info.name)
             if match:
-                found[int(match.group(1))] = join(where, info.name)
+                found[int(match.group(1))] = (join(where, info.name), info.size)
     return found
+
+
+def known_files(commits: Sequence[Any]) -> dict[int, tuple[str, int]]:
+    """Number → (name, bytes) of every file committed since the table was last (re)created."""
+    out: dict[int, tuple[str, int]] = {}
+    for commit in commits:
+        record = commit.record
+        if record.get("recreate"):
+            out = {}
+        for f in record.get("files", []):
+            out[int(f["sequence"])] = (f["name"], int(f["bytes"]))
+    return out
+
+
+def last_data_mtime(storage: LandingStorage, folder: str) -> float:
+    """The newest modification time of a data file in the table folder (0 when none)."""
+    times = [i.mtime for i in storage.list_dir(folder) if _SEQ_RE.match(i.name)]
+    return max(times, default=0.0)
 
 
 def check_continuation(
@@ -151,16 +231,26 @@ def check_continuation(
     table: str,
     published_through: int,
     batch: set[int] | frozenset[int] = frozenset(),
+    known: dict[int, tuple[str, int]] | None = None,
 ) -> None:
     """Refuse a landing folder that does not match what the state says was published.
 
     ``published_through`` is the highest sequence number this engine published for the
-    table (0 for none). Numbers above it that are not part of the batch being published were
-    written by someone else; a folder without any file at or above it lost files we wrote
-    (the service always keeps the last processed file).
+    table (0 for none); the next number is one more. The table folder and both cleanup
+    folders are searched. Numbers above it that are not part of the batch being published
+    were written by someone else; a folder without any file at or above it lost files we
+    wrote (the service always keeps the last processed file). ``known`` (number → name and
+    size of the files we wrote) also exposes a foreign file under one of our numbers.
     """
-    numbers = sequence_numbers(storage, folder)
+    found = _sequence_files(storage, folder)
+    numbers = {n: path for n, (path, _) in found.items()}
     foreign = sorted(n for n in numbers if n > published_through and n not in batch)
+    for number, (name, size) in sorted((known or {}).items()):
+        if number in found and number <= published_through:
+            path, info_size = found[number]
+            if path.rsplit("/", 1)[-1] != name or info_size != size:
+                foreign.insert(0, number)
+                break
     where = f"{storage.describe()}/{folder}"
     if foreign:
         raise LandingZoneMismatch(
@@ -169,7 +259,7 @@ def check_continuation(
             table=table,
             path=numbers[foreign[0]],
             hint=f"another publisher writes into {where}; stop it, or re-create the table "
-            "(diffcdc reload) to start a fresh initial load",
+            f"(diffcdc reload --table {table} --yes) to start a fresh initial load",
         )
     if published_through > 0 and not any(n >= published_through for n in numbers):
         raise LandingZoneMismatch(
@@ -178,7 +268,7 @@ def check_continuation(
             table=table,
             path=where,
             hint="the table folder was deleted or re-created by someone else; re-create the "
-            "table (diffcdc reload) to publish a fresh initial load",
+            f"table (diffcdc reload --table {table} --yes) to publish a fresh initial load",
         )
 
 
@@ -218,10 +308,45 @@ def publish_metadata(storage: LandingStorage, item: PublishItem, table: str) -> 
             hint="re-create the table (diffcdc reload) to change its keys",
         )
     if existing != ours:
+        fields = sorted(k for k in {*existing, *ours} if existing.get(k) != ours.get(k))
         raise LandingZoneMismatch(
-            f"_metadata.json in the landing zone differs from this table's settings "
-            f"({existing} vs {ours})",
+            f"_metadata.json in the landing zone differs from this table's settings in "
+            f"{', '.join(fields)} ({existing} vs {ours})",
             table=table,
             path=item.target,
             hint="change the table settings back, or re-create the table (diffcdc reload)",
         )
+
+
+def ensure_partner_events(
+    storage: LandingStorage, document: dict[str, Any], staging_dir: str, table: str
+) -> bool:
+    """Write ``_partnerEvents.json`` at the landing root once; refuse a different one.
+
+    Returns True when this call created it. The spec asks for one ``partnerName`` everywhere,
+    so a file with other content is an error, never overwritten.
+    """
+    os.makedirs(staging_dir, exist_ok=True)
+    path = os.path.join(staging_dir, PARTNER_EVENTS_FILE)
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(document, handle, indent=2)
+    if storage.stat(PARTNER_EVENTS_FILE) is None:
+        try:
+            storage.put_if_absent(path, PARTNER_EVENTS_FILE)
+            return True
+        except FileExistsError:
+            pass
+    try:
+        existing = json.loads(storage.read_bytes(PARTNER_EVENTS_FILE))
+    except ValueError:
+        existing = None
+    if existing != document:
+        raise LandingZoneMismatch(
+            f"{PARTNER_EVENTS_FILE} at the landing root says {json.dumps(existing)}, this "
+            f"table's [partner] settings say {json.dumps(document)}",
+            table=table,
+            path=f"{storage.describe()}/{PARTNER_EVENTS_FILE}",
+            hint="keep partner settings the same for every table of a landing zone; if the "
+            "file is stale, delete it and run again",
+        )
+    return False

@@ -12,14 +12,16 @@ name with a condition that fails if the target exists. The mirroring service ign
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import shutil
+import time
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ..errors import PublishConflict, StorageError
+from ..errors import PublishConflict, StorageError, TransientStorageError
 
 #: Suffix of our own temporary upload names (``_<final name>.<run>.diffcdc-tmp``).
 TEMP_SUFFIX = ".diffcdc-tmp"
@@ -172,6 +174,92 @@ class LandingStorage(ABC):
                 on_published(item, was_created)
         return created
 
+    # -- fileDetectionStrategy LastUpdateTimeFileDetection -----------------------------------
+
+    #: Seconds a back end may spend getting one file stamped later than the previous one.
+    mtime_wait = 30.0
+
+    def put_after(self, local_path: str, path: str, after: float) -> FileInfo:
+        """``put_if_absent``, with the new file's modification time strictly above ``after``.
+
+        Generic version for back ends whose times the service sets: wait on the local clock
+        until past ``after``'s whole second (HTTP Last-Modified has one-second resolution),
+        create the file, and check. Back ends override it to guarantee the order before the
+        file becomes visible (local: set the time first; ADLS: check the stamp of the
+        temporary upload before the rename).
+        """
+        wait = math.floor(after) + 1 - time.time()
+        if wait > 0:
+            time.sleep(wait)
+        self.put_if_absent(local_path, path)
+        info = self.stat(path)
+        if info is None or info.mtime <= after:
+            raise StorageError(
+                f"{path} got modification time {info.mtime if info else None}, not after the "
+                f"previous file's {after}",
+                path=path,
+                hint="the storage clock went backwards; files may be read out of order",
+            )
+        return info
+
+    def publish_time_ordered(
+        self,
+        items: Sequence[PublishItem],
+        after: float,
+        on_published: Callable[[PublishItem, bool], None] | None = None,
+    ) -> int:
+        """Publish one file after the other, each modified strictly later than the one before.
+
+        For ``LastUpdateTimeFileDetection`` (the service reads files in modification-time
+        order). ``after`` is the newest time among the table's existing data files. Files
+        already in place (a resumed publish) keep their time; the next one goes after it.
+        """
+        created = 0
+        last = after
+        for item in items:
+            info = None
+            was_created = False
+            if self.stat(item.target) is None:
+                try:
+                    info = self.put_after(item.local_path, item.target, last)
+                    was_created = True
+                except FileExistsError:
+                    info = None
+            if info is None:
+                was_created = self.publish_one(item)  # same content, or PublishConflict
+                info = self.stat(item.target)
+            if info is not None:
+                last = max(last, info.mtime)
+            created += int(was_created)
+            if on_published is not None:
+                on_published(item, was_created)
+        return created
+
+    def drop_folder(self, folder: str, timeout: float, poll: float = 0.5) -> None:
+        """Delete a table folder and return only once it is really gone.
+
+        The mirroring service may still be reading the folder, so a failed delete is retried
+        until ``timeout`` seconds have passed.
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            error: Exception | None = None
+            try:
+                self.delete_tree(folder)
+            except (StorageError, OSError) as exc:
+                error = exc
+            if not self.folder_exists(folder):
+                return
+            if time.monotonic() >= deadline:
+                raise TransientStorageError(
+                    f"table folder {folder} still exists {timeout:.0f} s after deleting it"
+                    + (f" ({error})" if error else ""),
+                    path=f"{self.describe()}/{folder}",
+                    hint="the mirroring service may still be reading it; run again later "
+                    "(the drop is recorded and resumes)",
+                )
+            time.sleep(poll)
+
 
 class LocalStorage(LandingStorage):
     """A landing zone in a local (or mounted) folder."""
@@ -247,6 +335,32 @@ class LocalStorage(LandingStorage):
 
     def set_mtime(self, path: str, mtime: float) -> None:
         os.utime(self._abs(path), (mtime, mtime))
+
+    def put_after(self, local_path: str, path: str, after: float) -> FileInfo:
+        """Stamp the temporary copy later than ``after`` (1 ms at least), then link it into
+        place: the file appears with its final time, never out of order."""
+        final = self._abs(path)
+        folder = os.path.dirname(final)
+        os.makedirs(folder, exist_ok=True)
+        tmp = os.path.join(folder, temp_name_for(os.path.basename(final)))
+        try:
+            shutil.copyfile(local_path, tmp)
+            with open(tmp, "rb") as handle:
+                os.fsync(handle.fileno())
+            own = os.stat(tmp).st_mtime_ns
+            wanted = max(own, int(after * 1_000_000_000) + 1_000_000)
+            if wanted != own:
+                os.utime(tmp, ns=(wanted, wanted))
+            os.link(tmp, final)
+        finally:
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
+        _fsync_dir(folder)
+        info = self.stat(path)
+        assert info is not None
+        return info
 
 
 def _fsync_dir(folder: str) -> None:
