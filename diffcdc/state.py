@@ -44,8 +44,8 @@ def new_run_id() -> str:
     return dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:8]
 
 
-def write_json_exclusive(path: str, document: dict[str, Any]) -> None:
-    """Create ``path`` atomically with ``document``; FileExistsError if it exists."""
+def _write_temp_json(path: str, document: dict[str, Any]) -> str:
+    """Write ``document`` fully (and fsync it) to a hidden temp file beside ``path``."""
     folder = os.path.dirname(path)
     os.makedirs(folder, exist_ok=True)
     tmp = os.path.join(folder, f".{os.path.basename(path)}.{uuid.uuid4().hex}.tmp")
@@ -53,21 +53,22 @@ def write_json_exclusive(path: str, document: dict[str, Any]) -> None:
         json.dump(document, handle, indent=1, sort_keys=True, default=str)
         handle.flush()
         os.fsync(handle.fileno())
+    return tmp
+
+
+def write_json_exclusive(path: str, document: dict[str, Any]) -> None:
+    """Create ``path`` atomically with ``document``; FileExistsError if it exists."""
+    tmp = _write_temp_json(path, document)
     try:
-        os.link(tmp, path)
+        os.link(tmp, path)  # the no-overwrite rename: fails when the name is taken
     finally:
         os.unlink(tmp)
-    _fsync_dir(folder)
+    _fsync_dir(os.path.dirname(path))
 
 
 def write_json_replace(path: str, document: dict[str, Any]) -> None:
     """Write ``path`` atomically, replacing an older version (reports, not commits)."""
-    folder = os.path.dirname(path)
-    os.makedirs(folder, exist_ok=True)
-    tmp = os.path.join(folder, f".{os.path.basename(path)}.{uuid.uuid4().hex}.tmp")
-    with open(tmp, "w", encoding="utf-8") as handle:
-        json.dump(document, handle, indent=1, sort_keys=True, default=str)
-    os.replace(tmp, path)
+    os.replace(_write_temp_json(path, document), path)
 
 
 def _fsync_dir(folder: str) -> None:
