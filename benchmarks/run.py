@@ -34,6 +34,7 @@ from typing import Any
 from .baselines import ENGINES, NEEDS_SPARK, Case, EngineUnavailable
 from .diffcdc_runner import run_diffcdc
 from .generate import Rates, cached_base, generate
+from .measure import tree_rss
 from .verify import compare, read_changes, summarize, truth_changes
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -117,25 +118,37 @@ def _worker(spec_path: str) -> None:
 
 
 def run_isolated(engine: str, case: Case, master: str | None, conf: dict[str, str],
-                 timeout: float) -> dict[str, Any]:
+                 timeout: float, max_rss: int | None = None) -> dict[str, Any]:
     """Run one engine in a fresh Python process (its own JVM for Spark engines)."""
-    os.makedirs(case.work, exist_ok=True)
+    os.makedirs(os.path.dirname(case.work), exist_ok=True)
     fd, spec_path = tempfile.mkstemp(prefix="spec-", suffix=".json", dir=os.path.dirname(case.work))
     result = spec_path.replace("spec-", "result-")
     with os.fdopen(fd, "w") as handle:
         json.dump({"engine": engine, "case": asdict(case), "master": master, "spark_conf": conf,
                    "result": result}, handle)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [REPO, os.environ.get("PYTHONPATH")])))
-    proc = subprocess.Popen([sys.executable, "-m", "benchmarks.run", "--worker", spec_path], cwd=REPO,
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, 9)  # the worker's own process group: it and its JVM
-        proc.communicate()
-        return {"status": "timeout", "error": f"killed after {timeout:.0f} s"}
-    finally:
-        os.remove(spec_path)
+    log_path = case.work + ".log"  # beside, not inside: the worker starts by emptying case.work
+    with open(log_path, "wb") as log_file:
+        proc = subprocess.Popen([sys.executable, "-m", "benchmarks.run", "--worker", spec_path], cwd=REPO,
+                                env=env, stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True)
+    # watch the worker's whole tree: a runaway engine is stopped before it starves the machine
+    started, peak, killed = time.monotonic(), 0, None
+    while proc.poll() is None:
+        rss = tree_rss(proc.pid)
+        peak = max(peak, rss)
+        if max_rss and rss > max_rss:
+            killed = {"status": "memory-limit",
+                      "error": f"stopped at {rss / 2**30:.1f} GiB RSS (limit {max_rss / 2**30:.1f} GiB)"}
+        elif time.monotonic() - started > timeout:
+            killed = {"status": "timeout", "error": f"stopped after {timeout:.0f} s"}
+        if killed:
+            os.killpg(proc.pid, 9)  # the worker's own process group: it and its JVM
+            proc.wait()
+            break
+        time.sleep(0.1)
+    os.remove(spec_path)
+    if killed:
+        return {**killed, "worker_peak_rss_bytes": peak, "log": log_path}
     try:
         with open(result) as handle:
             record = json.load(handle)
@@ -143,8 +156,12 @@ def run_isolated(engine: str, case: Case, master: str | None, conf: dict[str, st
     except (OSError, ValueError):
         record = {}
     if not record.get("status"):
-        record.update(status="error", error=f"worker exit code {proc.returncode}",
-                      log_tail=out.decode(errors="replace")[-3000:])
+        with open(log_path, "rb") as handle:
+            tail = handle.read()[-3000:].decode(errors="replace")
+        record.update(status="error", error=f"worker exit code {proc.returncode}", log_tail=tail)
+    else:
+        os.remove(log_path)
+    record["worker_peak_rss_bytes"] = peak  # whole worker life, setup and JVM start included
     return record
 
 
@@ -153,7 +170,7 @@ def run_isolated(engine: str, case: Case, master: str | None, conf: dict[str, st
 def run_matrix(sizes: list[int], scenarios: list[str], engines: list[str], *, data_root: str,
                work_root: str, seed: int = 42, isolate: bool = True, spark: Any = None,
                master: str | None = None, conf: dict[str, str] | None = None,
-               timeout: float = 3600, keep_work: bool = False, out_path: str | None = None,
+               timeout: float = 3600, max_rss: int | None = None, keep_work: bool = False, out_path: str | None = None,
                log: Any = print) -> dict[str, Any]:
     """Run every engine on every (size, scenario); verify; return (and save) the results."""
     conf = conf or {}
@@ -171,14 +188,14 @@ def run_matrix(sizes: list[int], scenarios: list[str], engines: list[str], *, da
             for engine in engines:
                 case = Case(prev=prev, cur=cur, work=os.path.join(work_root, f"n{rows}-{scenario}-{engine}"))
                 if isolate:
-                    record = run_isolated(engine, case, master, conf, timeout)
+                    record = run_isolated(engine, case, master, conf, timeout, max_rss)
                 else:
                     if engine in NEEDS_SPARK and spark is None:
                         spark, shared_jvm = start_spark(master, conf)
                     record = run_engine(engine, case, spark)
                     if engine in NEEDS_SPARK and shared_jvm is not None:
                         record["jvm_startup_seconds"] = shared_jvm
-                record.update(rows=rows, scenario=scenario, engine=engine)
+                record.update(rows=rows, scenario=scenario, engine=engine, load_average=os.getloadavg())
                 if record["status"] == "ok":
                     got = read_changes(record.pop("output_files"), case.key)
                     record["changes"] = {k: v["count"] for k, v in summarize(got).items()}
@@ -260,6 +277,19 @@ def save(results: dict[str, Any], path: str) -> None:
     os.replace(path + ".tmp", path)
 
 
+def parse_size(text: str) -> int | None:
+    """'12g', '800m', '50%' (of physical memory), a byte count, or '0'/'none' for no limit."""
+    text = text.strip().lower()
+    if text in ("", "0", "none"):
+        return None
+    if text.endswith("%"):
+        return int(machine_info()["memory_bytes"] * float(text[:-1]) / 100)
+    units = {"k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
+    if text[-1] in units:
+        return int(float(text[:-1]) * units[text[-1]])
+    return int(text)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--worker", help=argparse.SUPPRESS)
@@ -272,6 +302,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--isolate", choices=["process", "none"], default="process")
     parser.add_argument("--timeout", type=float, default=3600, help="seconds per engine run")
+    parser.add_argument("--max-rss", default="50%",
+                        help="stop a worker whose process tree exceeds this (bytes, 12g, or %% of RAM)")
     parser.add_argument("--data", default=os.path.join(HERE, "data"))
     parser.add_argument("--work", default=os.path.join(HERE, "work"))
     parser.add_argument("--out", default=None, help="results JSON (default benchmarks/results/<time>.json)")
@@ -298,7 +330,8 @@ def main(argv: list[str] | None = None) -> int:
     results = run_matrix(sizes, scenarios, engines, data_root=args.data, work_root=args.work,
                          seed=args.seed, isolate=args.isolate == "process", master=args.master,
                          conf=spark_conf(args.spark_driver_memory, args.spark_conf),
-                         timeout=args.timeout, keep_work=args.keep_work, out_path=out)
+                         timeout=args.timeout, max_rss=parse_size(args.max_rss), keep_work=args.keep_work,
+                         out_path=out)
     from .report import markdown
 
     table = markdown(results)
@@ -311,7 +344,7 @@ def main(argv: list[str] | None = None) -> int:
         print("chart:", draw(results, os.path.splitext(out)[0] + ".png"))
     print("results:", out)
     bad = [r for r in results["runs"] if r["status"] == "ok" and not r["matches_truth"]]
-    failed = [r for r in results["runs"] if r["status"] in ("error", "timeout")]
+    failed = [r for r in results["runs"] if r["status"] == "error"]
     return 1 if bad or failed else 0
 
 
