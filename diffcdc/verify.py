@@ -28,6 +28,7 @@ from .diff import MARKER_DELETE, MARKER_INSERT, MARKER_UPDATE, MARKER_UPSERT, RO
 from .errors import InputRefused, LandingZoneMismatch
 from .sinks.landing import METADATA_FILE, sequence_numbers, to_landing_columns
 from .sinks.storage import LandingStorage, join
+from .sinks.text import coerce, read_text_file
 from .sources.files import SnapshotEntry, read_snapshot
 
 
@@ -39,6 +40,8 @@ class MirrorTable:
     columns: list[str] = field(default_factory=list)
     rows: dict[tuple[Any, ...], list[dict[str, Any]]] = field(default_factory=dict)
     files: int = 0
+    #: Delimited text: column → declared DataType (snapshot values are compared as that type).
+    types: dict[str, str] = field(default_factory=dict)
 
     def apply(self, row: dict[str, Any], marker: int) -> None:
         key = tuple(_norm(row.get(k)) for k in self.keys)
@@ -85,6 +88,9 @@ def replay(storage: LandingStorage, folder: str, upto: int | None = None) -> Mir
     meta = json.loads(meta_bytes)
     upsert_default = bool(meta.get("isUpsertDefaultRowMarker"))
     table = MirrorTable(keys=list(meta.get("keyColumns") or []))
+    text_ext = meta.get("FileExtension") if meta.get("SchemaDefinition") or meta.get("FileExtension") else None
+    if text_ext:
+        table.types = {c["Name"]: c["DataType"] for c in meta.get("SchemaDefinition", {}).get("Columns", [])}
     if not table.keys:
         raise LandingZoneMismatch("_metadata.json has no keyColumns", path=join(folder, METADATA_FILE))
     numbers = sequence_numbers(storage, folder)
@@ -92,11 +98,19 @@ def replay(storage: LandingStorage, folder: str, upto: int | None = None) -> Mir
         if upto is not None and number > upto:
             break
         path = numbers[number]
-        if not path.endswith(".parquet"):
-            raise LandingZoneMismatch("only Parquet landing files can be replayed", path=path)
-        data = pq.read_table(io.BytesIO(_read(storage, path)))
+        extension = path.rsplit(".", 1)[-1]
+        if text_ext:
+            if extension != text_ext:
+                raise LandingZoneMismatch(
+                    f"file extension {extension!r} differs from FileExtension {text_ext!r}", path=path
+                )
+            rows = read_text_file(_read(storage, path), meta)
+        elif extension == "parquet":
+            rows = pq.read_table(io.BytesIO(_read(storage, path))).to_pylist()
+        else:
+            raise LandingZoneMismatch("a text file, but _metadata.json declares no FileExtension", path=path)
         default = MARKER_UPSERT if upsert_default else MARKER_INSERT
-        for row in data.to_pylist():
+        for row in rows:
             marker = row.pop(ROW_MARKER, None)
             table.apply(row, default if marker is None else int(marker))
         table.files += 1
@@ -144,6 +158,10 @@ def compare(
     """Compare the replayed table with snapshot rows as multisets over ``columns``."""
     skip = {c.lower() for c in ignore}
     cols = [c for c in columns if c.lower() not in skip]
+    if mirror.types:
+        snapshot_rows = (
+            {c: coerce(v, mirror.types.get(c, "String")) for c, v in r.items()} for r in snapshot_rows
+        )
     expected = Counter(tuple(_norm(r.get(c)) for c in cols) for r in snapshot_rows)
     actual = mirror.row_tuples(cols)
     key_idx = [cols.index(k) for k in mirror.keys if k in cols]

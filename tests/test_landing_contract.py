@@ -1,0 +1,405 @@
+"""The Open Mirroring landing contract (spec §1) beyond the core engine.
+
+One contract suite runs for Parquet and for every delimited-text variant: every written file is
+parsed back using only what ``_metadata.json`` declares, and the files are replayed with the
+``diffcdc verify`` logic. Then: the ``_metadata.json`` option combinations, partner events,
+schema folders, sequence continuation with the cleanup folders, foreign and lost files, schema
+evolution under both policies, re-creation (also after a crash in the middle) and drop.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import shutil
+from decimal import Decimal
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from diffcdc import engine
+from diffcdc.errors import (
+    ConfigError,
+    KeyViolation,
+    LandingZoneMismatch,
+    SchemaChangeError,
+)
+from diffcdc.sinks.text import coerce, read_text_file
+from diffcdc.state import TableState
+from tests.helpers import UTC, Workspace, norm
+
+AWKWARD = [
+    "plain", "com,ma", "semi;colon", "pi|pe", "tab\there", 'dq"uote', "sq'uote", "back\\slash",
+    "sl/ash", "line\r\nbreak", "cr\ronly", "lf\nonly", "", "N/A", "null", "NULL", " padded ",
+    "é€ü", None,
+]
+SCHEMA = pa.schema([
+    ("id", pa.int64()),
+    ("s", pa.string()),
+    ("d", pa.float64()),
+    ("dec", pa.decimal128(10, 3)),
+    ("day", pa.date32()),
+    ("ts", pa.timestamp("us", tz="UTC")),
+    ("local", pa.timestamp("us")),
+    ("blob", pa.binary()),
+    ("flag", pa.bool_()),
+    ("st", pa.struct([("a", pa.int32()), ("m", pa.map_(pa.string(), pa.int32()))])),
+])
+
+
+def row(i: int, s: str | None) -> dict:
+    return {
+        "id": i,
+        "s": s,
+        "d": [1.5, float("nan"), -0.0, None, 1e300][i % 5],
+        "dec": [Decimal("1.500"), Decimal("-0.001"), None][i % 3],
+        "day": dt.date(1999, 12, 31) + dt.timedelta(days=i),
+        "ts": dt.datetime(2026, 1, 2, 3, 4, 5, 123456, tzinfo=UTC) if i % 4 else None,
+        "local": dt.datetime(2026, 5, 6, 7, 8, 9, i),
+        "blob": bytes([i, 0, 255]) if i % 3 else None,
+        "flag": [True, False, None][i % 3],
+        # map keys out of order, nested in a struct: the JSON text must sort them
+        "st": {"a": i, "m": [("z", 1), ("b", i)]} if i % 2 else None,
+    }
+
+
+def json_of(st: dict | None) -> str | None:
+    if st is None:
+        return None
+    return json.dumps({"a": st["a"], "m": dict(sorted(st["m"]))}, separators=(",", ":"))
+
+
+VARIANTS = {
+    "parquet": dict(codec="zstd"),
+    "csv": dict(file_format="csv"),
+    "tsv": dict(file_format="tsv", codec="gzip", text=dict(
+        row_separator="\n", quote_character="'", escape_character="'", null_value="N/A",
+        encoding="utf-16")),
+    "psv": dict(file_format="psv", codec="zstd", text=dict(
+        row_separator="\r", escape_character='"', null_value="null", encoding="windows-1252")),
+    "dat": dict(file_format="text", file_extension="dat", codec="snappy", text=dict(
+        column_separator=";", quote_character="", escape_character="\\", null_value="NULL",
+        row_separator="\n")),
+}
+
+
+def metadata(ws: Workspace) -> dict:
+    with open(os.path.join(ws.folder, "_metadata.json"), encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+def file_rows(ws: Workspace, name: str) -> list[dict]:
+    """A landing file's rows; text is parsed with nothing but _metadata.json."""
+    with open(os.path.join(ws.folder, name), "rb") as handle:
+        data = handle.read()
+    if name.endswith(".parquet"):
+        return pq.read_table(os.path.join(ws.folder, name)).to_pylist()
+    return read_text_file(data, metadata(ws))
+
+
+def expected_row(source: dict, types: dict[str, str]) -> dict:
+    out = {**source, "st": json_of(source["st"])}
+    return {c: coerce(v, types[c]) for c, v in out.items()} if types else out
+
+
+def check_files(ws: Workspace, names: list[str], rows: dict[int, dict], initial: bool) -> None:
+    meta = metadata(ws)
+    types = {c["Name"]: c["DataType"] for c in meta.get("SchemaDefinition", {}).get("Columns", [])}
+    for name in names:
+        got = file_rows(ws, name)
+        assert got, name
+        for r in got:
+            assert (list(r)[-1] == "__rowMarker__") != initial  # marker last; none on initial load
+            marker = r.pop("__rowMarker__", 0)
+            if marker == 2:
+                assert all(v is None for c, v in r.items() if c != "id")
+                continue
+            want = expected_row(rows[r["id"]], types)
+            assert {c: norm(v) for c, v in r.items()} == {c: norm(v) for c, v in want.items()}
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_landing_contract(spark, tmp_path, variant):
+    options = VARIANTS[variant]
+    ws = Workspace(str(tmp_path), keys=("id",), max_rows_per_file=8, **options)
+    first = {i: row(i, s) for i, s in enumerate(AWKWARD)}
+    ws.write("1.parquet", list(first.values()), SCHEMA)
+    files = ws.run(spark).snapshots[0].files
+    ext = ws.table.extension
+    assert files == [f"{n:020d}.{ext}" for n in range(1, 4)] == ws.data_files()
+    check_files(ws, files, first, initial=True)
+
+    meta = metadata(ws)
+    assert meta["keyColumns"] == ["id"]
+    if variant == "parquet":
+        schema = pq.read_schema(os.path.join(ws.folder, files[0]))
+        assert schema.field("dec").type == pa.decimal128(10, 3)
+        assert schema.field("day").type == pa.date32()
+        assert schema.field("ts").type == pa.timestamp("us", tz="UTC")
+        assert schema.field("local").type == pa.timestamp("us")
+        assert schema.field("blob").type == pa.binary()
+        assert schema.field("st").type == pa.string()
+        assert pq.ParquetFile(os.path.join(ws.folder, files[0])).metadata.row_group(0).column(0).compression == "ZSTD"
+        assert set(meta) == {"keyColumns"}
+    else:
+        props = meta["FileFormatTypeProperties"]
+        assert set(props) == {"FirstRowAsHeader", "RowSeparator", "ColumnSeparator", "QuoteCharacter",
+                              "EscapeCharacter", "NullValue", "Encoding"}
+        assert props["FirstRowAsHeader"] is True
+        assert meta["FileExtension"] == ext
+        assert ("FileFormat" in meta) == (ext != "csv") and meta.get("FileFormat", "DelimitedText") == "DelimitedText"
+        columns = meta["SchemaDefinition"]["Columns"]
+        assert [c["Name"] for c in columns] == SCHEMA.names
+        assert {c["Name"]: c["DataType"] for c in columns} == {
+            "id": "Int64", "s": "String", "d": "Double", "dec": "Double", "day": "IDate",
+            "ts": "DateTime", "local": "DateTime", "blob": "ByteArray", "flag": "Boolean",
+            "st": "String",
+        }
+        assert [c["IsNullable"] for c in columns] == [False] + [True] * 9
+        if options.get("codec") is None:
+            with open(os.path.join(ws.folder, files[0]), "rb") as handle:
+                head = handle.read(200).decode("utf-8")
+            assert head.startswith("id,s,d,dec,day,ts,local,blob,flag,st\r\n")
+
+    # changes: updates (awkward values swapped around), deletes, inserts, a column order change
+    second = {i: row(i, AWKWARD[(i + 3) % len(AWKWARD)]) for i in range(2, len(AWKWARD))}
+    second.update({100: row(100, "new,\"one\"\r\n"), 101: row(101, None)})
+    table = pa.Table.from_pylist(list(second.values()), SCHEMA)
+    ws.write("2.parquet", table.select(list(reversed(SCHEMA.names))))
+    snap = ws.run(spark).snapshots[0]
+    assert (snap.inserted, snap.deleted) == (2, 2) and snap.updated > 0
+    check_files(ws, snap.files, second, initial=False)
+    ws.assert_mirror_equals(spark, "2.parquet")
+
+
+@pytest.mark.parametrize("upsert", [False, True], ids=["insert-default", "upsert-default"])
+@pytest.mark.parametrize("by_time", [False, True], ids=["sequential", "last-update-time"])
+def test_metadata_option_combinations(spark, tmp_path, upsert, by_time):
+    ws = Workspace(str(tmp_path), keys=("id",), max_rows_per_file=1, upsert_default=upsert,
+                   file_detection="last_update_time" if by_time else "sequential")
+    ws.write("1.parquet", [{"id": i, "v": "a"} for i in range(3)])
+    ws.run(spark)
+    expected = {"keyColumns": ["id"]}
+    if by_time:
+        expected["fileDetectionStrategy"] = "LastUpdateTimeFileDetection"
+    if upsert:
+        expected["isUpsertDefaultRowMarker"] = True
+    assert metadata(ws) == expected
+    assert all("__rowMarker__" not in ws.landing_rows(f)[0] for f in ws.data_files())  # initial load
+    ws.write("2.parquet", [{"id": 0, "v": "a"}, {"id": 1, "v": "b"}, {"id": 7, "v": "c"}])
+    files = ws.run(spark).snapshots[0].files
+    markers = [(r["id"], r["__rowMarker__"]) for f in files for r in ws.landing_rows(f)]
+    assert markers == [(2, 2), (1, 4 if upsert else 1), (7, 4 if upsert else 0)]
+    ws.assert_mirror_equals(spark, "2.parquet")
+    if by_time:  # modification times strictly follow the change order
+        times = [os.stat(os.path.join(ws.folder, f)).st_mtime_ns for f in ws.data_files()]
+        assert all(a < b for a, b in zip(times, times[1:])), times
+
+
+def test_partner_events_and_schema_folders(spark, tmp_path):
+    partner = {"partner_name": "Contoso", "source_type": "SQL", "source_version": 2019,
+               "additional_information": {"k": "v"}}
+    sales = Workspace(str(tmp_path), table="Orders", schema_name="Sales", partner=partner)
+    sales.write("1.parquet", [{"id": 1, "v": "s"}])
+    sales.run(spark)
+    assert sales.folder == os.path.join(sales.landing, "Sales.schema", "Orders")
+    assert sales.data_files() == ["00000000000000000001.parquet"]
+    with open(os.path.join(sales.landing, "_partnerEvents.json")) as handle:
+        assert json.load(handle) == {"partnerName": "Contoso", "sourceInfo": {
+            "sourceType": "SQL", "sourceVersion": "2019", "additionalInformation": {"k": "v"}}}
+    # same table name in another schema: its own folder and its own state
+    hr = Workspace(str(tmp_path / "hr"), table="Orders", schema_name="HR", partner=partner)
+    hr.landing, hr.state = sales.landing, sales.state
+    hr.table = hr.table.model_copy(update={"landing": sales.landing})
+    hr.write("1.parquet", [{"id": 1, "v": "h"}, {"id": 2, "v": "h"}])
+    hr.run(spark, )
+    assert sorted(os.listdir(sales.state)) == ["HR.schema.Orders", "Sales.schema.Orders"]
+    hr.assert_mirror_equals(spark, "1.parquet")
+    sales.assert_mirror_equals(spark, "1.parquet")
+    # a different partner file is refused before anything is published
+    other = hr.table.model_copy(update={"partner": hr.table.partner.model_copy(update={"partner_name": "Other"})})
+    hr.table = other
+    with pytest.raises(LandingZoneMismatch, match="_partnerEvents.json"):
+        hr.run(spark)
+
+
+@pytest.mark.parametrize("cleanup", ["_ProcessedFiles", "_FilesReadyToDelete"])
+def test_continuation_foreign_lost_and_reload(spark, tmp_path, cleanup):
+    ws = Workspace(str(tmp_path), keys=("id",))
+    ws.write("1.parquet", [{"id": 1, "v": "a"}])
+    ws.run(spark)
+    ws.write("2.parquet", [{"id": 1, "v": "b"}])
+    ws.run(spark)
+    # the service moved the processed files away, keeping only the last one
+    moved = os.path.join(ws.folder, cleanup)
+    os.makedirs(moved)
+    for name in ws.data_files():
+        os.rename(os.path.join(ws.folder, name), os.path.join(moved, name))
+    ws.write("3.parquet", [{"id": 1, "v": "c"}])
+    assert ws.run(spark).snapshots[0].files == ["00000000000000000003.parquet"]
+    ws.assert_mirror_equals(spark, "3.parquet")
+    ws.write("4.parquet", [{"id": 1, "v": "d"}])
+    # a foreign file under one of our numbers (same name, other content) is refused
+    third = os.path.join(ws.folder, "00000000000000000003.parquet")
+    os.rename(third, third + ".bak")
+    with open(third, "wb") as handle:
+        handle.write(b"not ours")
+    before = ws.snapshot_state()
+    with pytest.raises(LandingZoneMismatch, match="never wrote"):
+        ws.run(spark)
+    assert ws.snapshot_state() == before
+    os.replace(third + ".bak", third)
+    # a number above ours in a cleanup folder is foreign too
+    with open(os.path.join(moved, "00000000000000000009.parquet"), "wb") as handle:
+        handle.write(b"x")
+    with pytest.raises(LandingZoneMismatch, match="number 9"):
+        ws.run(spark)
+    # the folder lost our files (re-created by someone else): refused, the way out is a reload
+    shutil.rmtree(ws.folder)
+    os.makedirs(ws.folder)
+    with pytest.raises(LandingZoneMismatch, match="lost files") as err:
+        ws.run(spark)
+    assert "diffcdc reload --table T --yes" in str(err.value)
+    report = ws.run(spark, reload=True)
+    assert [s.snapshot_id for s in report.snapshots] == ["4.parquet"]
+    assert report.snapshots[0].recreated and ws.data_files() == ["00000000000000000001.parquet"]
+    assert "__rowMarker__" not in ws.landing_rows("00000000000000000001.parquet")[0]
+    ws.assert_mirror_equals(spark, "4.parquet")
+    assert TableState(ws.state, "T").head().next_sequence == 2
+    assert ws.run(spark).outcome == "nothing to do"
+
+
+EMP = pa.schema([("id", pa.int64()), ("name", pa.string()), ("city", pa.string())])
+CHANGES = {
+    "removed": (pa.schema([("id", pa.int64()), ("name", pa.string())]), lambda r: {"id": r["id"], "name": r["name"]}),
+    "renamed": (pa.schema([("id", pa.int64()), ("name", pa.string()), ("town", pa.string())]),
+                lambda r: {"id": r["id"], "name": r["name"], "town": r["city"]}),
+    "retyped": (pa.schema([("id", pa.int64()), ("name", pa.string()), ("city", pa.int32())]),
+                lambda r: {"id": r["id"], "name": r["name"], "city": len(r["city"] or "")}),
+}
+PEOPLE = [{"id": 1, "name": "a", "city": "X"}, {"id": 2, "name": "b", "city": None}]
+
+
+def test_schema_changes_fail_policy(spark, tmp_path):
+    ws = Workspace(str(tmp_path), keys=("id",), file_format="csv")
+    ws.write("1.parquet", PEOPLE, EMP)
+    ws.run(spark)
+    before = ws.snapshot_state()
+    cases = {**CHANGES, "added": (pa.schema([*EMP, ("extra", pa.string())]), lambda r: {**r, "extra": "e"})}
+    for change, (schema, convert) in cases.items():
+        ws.write("2.parquet", [convert(r) for r in PEOPLE], schema)
+        with pytest.raises(SchemaChangeError) as err:
+            ws.run(spark)
+        assert err.value.exit_code == 3 and "schema_policy" in str(err.value), change
+        assert "diffcdc reload --table T --yes" in str(err.value)
+        assert ws.snapshot_state() == before, change
+        os.remove(os.path.join(ws.source, "2.parquet"))
+    # keys and landing settings can never change under a published table
+    ws.write("2.parquet", PEOPLE, EMP)
+    ws.table = ws.table.model_copy(update={"keys": ["name"]})
+    with pytest.raises(KeyViolation, match="keyColumns can never change"):
+        ws.run(spark)
+    ws.table = ws.table.model_copy(update={"keys": ["id"], "upsert_default": True})
+    with pytest.raises(ConfigError, match="isUpsertDefaultRowMarker"):
+        ws.run(spark)
+    assert ws.snapshot_state() == before
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "csv"])
+def test_schema_changes_recreate_policy(spark, tmp_path, fmt):
+    ws = Workspace(str(tmp_path), keys=("id",), schema_policy="recreate", file_format=fmt)
+    ws.write("1.parquet", PEOPLE, EMP)
+    ws.run(spark)
+    ws.write("2.parquet", PEOPLE + [{"id": 3, "name": "c", "city": "Z"}], EMP)
+    ws.run(spark)
+    assert len(ws.data_files()) == 2
+    steps = [  # each relative to the one before
+        ("removed", pa.schema([("id", pa.int64()), ("name", pa.string())]),
+         [{"id": 1, "name": "a"}, {"id": 2, "name": "b"}]),
+        ("removed", pa.schema([("id", pa.int64()), ("label", pa.string())]),  # renamed
+         [{"id": 1, "label": "a"}, {"id": 2, "label": "b"}]),
+        ("retyped", pa.schema([("id", pa.int64()), ("label", pa.int32())]),
+         [{"id": 1, "label": 1}, {"id": 2, "label": None}]),
+    ]
+    for n, (change, schema, rows) in enumerate(steps, start=3):
+        ws.write(f"{n}.parquet", rows, schema)
+        snap = ws.run(spark).snapshots[0]
+        assert snap.recreated and change in snap.recreated, (n, snap.recreated)
+        assert ws.data_files() == [f"00000000000000000001.{ws.table.extension}"], change
+        assert "__rowMarker__" not in file_rows(ws, ws.data_files()[0])[0]
+        assert (snap.inserted, snap.updated, snap.deleted) == (2, 0, 0)
+        ws.assert_mirror_equals(spark, f"{n}.parquet")
+        if fmt == "csv":
+            assert [c["Name"] for c in metadata(ws)["SchemaDefinition"]["Columns"]] == schema.names
+    head = TableState(ws.state, "T").head()
+    assert head.next_sequence == 2 and head.record["recreate"]
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "psv"])
+def test_removed_column_continues_with_nulls(spark, tmp_path, fmt):
+    ws = Workspace(str(tmp_path), keys=("id",), removed_columns="null", file_format=fmt)
+    ws.write("1.parquet", PEOPLE, EMP)
+    ws.run(spark)
+    narrow, convert = CHANGES["removed"]
+    ws.write("2.parquet", [convert(r) for r in PEOPLE] + [{"id": 3, "name": "c"}], narrow)
+    snap = ws.run(spark).snapshots[0]
+    # the row that had a city now has NULL there: an update; the new row an insert
+    assert (snap.inserted, snap.updated, snap.deleted, snap.recreated) == (1, 1, 0, None)
+    rows = file_rows(ws, snap.files[0])
+    if fmt == "parquet":
+        assert all("city" not in r for r in rows)  # new files simply lack the column
+    else:  # text keeps its SchemaDefinition: the column is written as NULL
+        assert all(r["city"] is None for r in rows)
+        assert [c["Name"] for c in metadata(ws)["SchemaDefinition"]["Columns"]] == EMP.names
+    ws.assert_mirror_equals(spark, "2.parquet")
+
+
+def test_reload_survives_a_crash_and_drop_forgets_the_table(spark, tmp_path, monkeypatch):
+    ws = Workspace(str(tmp_path), keys=("id",))
+    ws.write("1.parquet", [{"id": 1, "v": "a"}, {"id": 2, "v": "b"}])
+    ws.run(spark)
+    ws.write("2.parquet", [{"id": 1, "v": "z"}])
+    ws.run(spark)
+    # a reload dies before its commit: the request stays in state, the next plain run does it
+    original = engine.process_snapshot
+
+    def die(*args, **kwargs):
+        raise RuntimeError("killed")
+
+    monkeypatch.setattr(engine, "process_snapshot", die)
+    with pytest.raises(Exception, match="killed"):
+        ws.run(spark, reload=True)
+    assert TableState(ws.state, "T").reload_request() is not None
+    # ... and dies again after the old folder was dropped, in the middle of publishing
+    monkeypatch.setattr(engine, "process_snapshot", original)
+    calls = {"n": 0}
+    real_publish = engine.publish_commit
+
+    def publish_then_die(state, storage, commit):
+        if commit.record.get("recreate") and calls["n"] == 0:
+            calls["n"] += 1
+            storage.drop_folder(commit.record["landing_folder"], 5)
+            state.mark_dropped(commit.version)
+            raise RuntimeError("killed while publishing")
+        return real_publish(state, storage, commit)
+
+    monkeypatch.setattr(engine, "publish_commit", publish_then_die)
+    with pytest.raises(Exception, match="killed while publishing"):
+        ws.run(spark)
+    assert TableState(ws.state, "T").reload_request() is None  # the commit carries it now
+    assert not os.path.exists(ws.folder)
+    monkeypatch.setattr(engine, "publish_commit", real_publish)
+    report = ws.run(spark)
+    assert report.resumed_versions == [3]
+    assert ws.data_files() == ["00000000000000000001.parquet"]
+    ws.assert_mirror_equals(spark, "2.parquet")
+
+    from diffcdc.table_ops import drop_table
+
+    drop_table(ws.table, ws.state)
+    assert not os.path.exists(ws.folder) and not os.path.exists(os.path.join(ws.state, "T"))
+    report = ws.run(spark)  # starts over: an initial load of every snapshot
+    assert [s.snapshot_id for s in report.snapshots] == ["1.parquet", "2.parquet"]
+    ws.assert_mirror_equals(spark, "2.parquet")
