@@ -479,11 +479,10 @@ class _Handler(BaseHTTPRequestHandler):
             except OSError:
                 pass
             return
-        self.send_response(status)
+        self.send_response(status)  # sends Server and Date
         out = {
             "x-ms-request-id": self.request_id,
             "x-ms-version": self.headers.get("x-ms-version") or SERVICE_VERSION,
-            "Date": formatdate(usegmt=True),
         }
         if self.headers.get("x-ms-client-request-id"):
             out["x-ms-client-request-id"] = self.headers["x-ms-client-request-id"]

@@ -98,30 +98,37 @@ def _table(rows: dict, seed: int) -> pa.Table:
 @given(snapshots=snapshot_sequences())
 def test_replaying_landing_files_reproduces_every_snapshot(spark, snapshots):
     with tempfile.TemporaryDirectory() as root:
-        ws = Workspace(root, keys=("k1", "k2"), max_rows_per_file=4)
-        ids = [f"{i:08d}.parquet" for i in range(1, len(snapshots) + 1)]
-        for i, (sid, rows) in enumerate(zip(ids, snapshots)):
-            ws.write(sid, _table(rows, seed=i))
-        report = ws.run(spark)
-        assert [s.snapshot_id for s in report.snapshots] == ids
-        previous: dict = {}
-        last_seq = 0
-        for sid, rows, result in zip(ids, snapshots, report.snapshots):
-            expected = expected_counts(previous, rows)
-            got = {k: getattr(result, k) for k in ("inserted", "updated", "deleted")}
-            assert got == expected, sid  # minimal: exactly the rows that changed
-            last_seq += len(result.files)
-            ws.assert_mirror_equals(spark, sid, upto=last_seq)
-            previous = rows
-        ws.assert_mirror_equals(spark, ids[-1])
-        # every file is non-empty, at most max_rows_per_file rows, numbered consecutively
-        files = ws.data_files()
-        assert files == [f"{n:020d}.parquet" for n in range(1, len(files) + 1)]
-        initial = set(report.snapshots[0].files)
-        for name in files:
-            rows = ws.landing_rows(name)
-            assert 0 < len(rows) <= 4
-            assert (list(rows[0])[-1] == "__rowMarker__") == (name not in initial)
-        # rerunning a finished run is a no-op
-        assert ws.run(spark).outcome == "nothing to do"
-        assert ws.data_files() == files
+        check_replay_property(spark, Workspace(root, keys=("k1", "k2"), max_rows_per_file=4), snapshots)
+
+
+def check_replay_property(spark, ws: Workspace, snapshots: list[dict]) -> None:
+    """The property's body, for any workspace (local or remote landing root).
+
+    ``ws`` has keys (k1, k2) and at most 4 rows per landing file.
+    """
+    ids = [f"{i:08d}.parquet" for i in range(1, len(snapshots) + 1)]
+    for i, (sid, rows) in enumerate(zip(ids, snapshots)):
+        ws.write(sid, _table(rows, seed=i))
+    report = ws.run(spark)
+    assert [s.snapshot_id for s in report.snapshots] == ids
+    previous: dict = {}
+    last_seq = 0
+    for sid, rows, result in zip(ids, snapshots, report.snapshots):
+        expected = expected_counts(previous, rows)
+        got = {k: getattr(result, k) for k in ("inserted", "updated", "deleted")}
+        assert got == expected, sid  # minimal: exactly the rows that changed
+        last_seq += len(result.files)
+        ws.assert_mirror_equals(spark, sid, upto=last_seq)
+        previous = rows
+    ws.assert_mirror_equals(spark, ids[-1])
+    # every file is non-empty, at most max_rows_per_file rows, numbered consecutively
+    files = ws.data_files()
+    assert files == [f"{n:020d}.parquet" for n in range(1, len(files) + 1)]
+    initial = set(report.snapshots[0].files)
+    for name in files:
+        rows = ws.landing_rows(name)
+        assert 0 < len(rows) <= 4
+        assert (list(rows[0])[-1] == "__rowMarker__") == (name not in initial)
+    # rerunning a finished run is a no-op
+    assert ws.run(spark).outcome == "nothing to do"
+    assert ws.data_files() == files
