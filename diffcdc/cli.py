@@ -101,7 +101,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--state", default=None, help="state root (default ./state)")
     run.add_argument("--exclude", type=_csv, default=None, help="columns left out of the fingerprint")
     run.add_argument("--schema", dest="schema_name", help="schema folder name (<schema>.schema/)")
-    run.add_argument("--codec", choices=["snappy", "zstd", "gzip", "none"], help="Parquet codec")
+    run.add_argument("--codec", choices=["snappy", "zstd", "gzip", "none"],
+                     help="landing file codec (default: snappy for Parquet, none for text)")
     run.add_argument("--max-rows-per-file", type=int, help="rows per landing file at most")
     run.add_argument("--fingerprint-bits", type=int, choices=[64, 128], help="fingerprint width")
     run.add_argument("--csv-infer-schema", action="store_true", default=None, help="infer CSV types")
@@ -120,6 +121,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--max-delete-ratio", type=float, help="gate: deleted rows / previous rows")
     run.add_argument("--min-row-ratio", type=float, help="gate: rows / previous rows at least")
     run.add_argument("--max-row-ratio", type=float, help="gate: rows / previous rows at most")
+    _add_landing_contract_args(run)
+    _add_reload_and_drop(sub, run, common)
 
     status = sub.add_parser("status", parents=[common], help="show tables and their last runs")
     status.add_argument("--state", default="state", help="state root (default ./state)")
@@ -184,6 +187,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _cmd_status(args)
     if args.command == "verify":
         return _cmd_verify(args)
+    if args.command == "reload":
+        return _cmd_reload(args)
+    if args.command == "drop":
+        return _cmd_drop(args)
     if args.command == "demo":
         from .demo import run_demo
 
@@ -225,6 +232,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             fingerprint_bits=args.fingerprint_bits,
             csv_infer_schema=args.csv_infer_schema,
             quality=_quality_from_args(args),
+            **_landing_contract_fields(args),
         )
         config = RunConfig(state=args.state or "state", tables=[table])
     if args.landing_options:
@@ -243,7 +251,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     overrides = _parse_overrides(args.override_check, [t.name for t in config.tables])
     spark = build_spark(config.spark.master, config.spark.conf)
-    reports = run_many(spark, config, overrides=overrides)
+    reports = run_many(
+        spark, config, overrides=overrides, reload=frozenset(getattr(args, "reload_tables", ()))
+    )
     if args.json:
         print(json.dumps({"ok": all(r.error is None for r in reports),
                           "tables": [r.to_dict() for r in reports]}, indent=1, default=str))
@@ -375,7 +385,9 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     options.update(dict(args.landing_options))
     ignore = args.ignore
     if ignore is None:
-        head = TableState(state_root or "state", args.table).head()
+        from .config import state_name
+
+        head = TableState(state_root or "state", state_name(args.table, schema_name)).head()
         ignore = list(head.record.get("exclude", [])) if head else []
     storage = open_landing(landing, **options)
     try:
@@ -396,6 +408,138 @@ def _cmd_verify(args: argparse.Namespace) -> int:
               f"{result.snapshot_rows}; snapshot rows missing or different for keys "
               f"{result.missing}; mirror rows not in the snapshot for keys {result.unexpected}")
     return 0 if result.identical else 1
+
+
+# -- landing contract options, reload and drop (docs/landing.md) ------------------------------
+
+
+def _add_landing_contract_args(run: argparse.ArgumentParser) -> None:
+    add = run.add_argument
+    add("--format", dest="file_format", choices=["parquet", "csv", "tsv", "psv", "text"],
+        help="landing files: parquet (default) or delimited text")
+    add("--file-extension", help="extension of text files (needed with --format text)")
+    add("--row-separator", help="text: \\r\\n (default), \\n or \\r")
+    add("--column-separator", help="text: one character (default from --format; \\t for tab)")
+    add("--quote-char", dest="quote_character", help='text: quote character (default "), or ""')
+    add("--escape-char", dest="escape_character", help="text: escape character (default \\), or ''")
+    add("--null-value", help="text: how NULL is written (default: empty)")
+    add("--encoding", help="text: character encoding (default UTF-8)")
+    add("--upsert-default", action="store_true", default=None,
+        help="_metadata.json isUpsertDefaultRowMarker: inserts and updates land as UPSERT (4)")
+    add("--file-detection", choices=["sequential", "last_update_time"],
+        help="last_update_time: fileDetectionStrategy LastUpdateTimeFileDetection")
+    add("--schema-policy", choices=["fail", "recreate"],
+        help="removed, renamed or retyped columns: fail (default, exit 3) or recreate the table")
+    add("--removed-columns", choices=["policy", "null"],
+        help="null: a removed column continues as NULL instead of following --schema-policy")
+    add("--partner-name", help="_partnerEvents.json partnerName (with --partner-source-type)")
+    add("--partner-source-type", help="_partnerEvents.json sourceInfo.sourceType (SQL, Oracle...)")
+    add("--partner-source-version", help="_partnerEvents.json sourceInfo.sourceVersion")
+    add("--drop-timeout", type=float, help="seconds to wait for a dropped table folder to vanish")
+
+
+def _landing_contract_fields(args: argparse.Namespace) -> dict[str, Any]:
+    """TableConfig fields from the options above (None: not given, the default applies)."""
+    text = {
+        k: getattr(args, k)
+        for k in ("row_separator", "column_separator", "quote_character", "escape_character",
+                  "null_value", "encoding")
+        if getattr(args, k, None) is not None
+    }
+    partner = None
+    if args.partner_name or args.partner_source_type:
+        partner = {"partner_name": args.partner_name or "", "source_type": args.partner_source_type or "",
+                   "source_version": args.partner_source_version}
+    return {
+        "file_format": args.file_format,
+        "file_extension": args.file_extension,
+        "text": text or None,
+        "upsert_default": args.upsert_default,
+        "file_detection": args.file_detection,
+        "schema_policy": args.schema_policy,
+        "removed_columns": args.removed_columns,
+        "partner": partner,
+        "drop_timeout": args.drop_timeout,
+    }
+
+
+def _add_reload_and_drop(
+    sub: Any, run: argparse.ArgumentParser, common: argparse.ArgumentParser
+) -> None:
+    reload = sub.add_parser(
+        "reload",
+        help="re-create a table on purpose: drop its landing folder, publish a fresh initial load",
+        description="Takes every option of 'run'. Drops the table folder, waits until it is "
+        "gone, publishes the newest snapshot (the last committed one when nothing is pending) as "
+        "a fresh initial load numbered from 1, and resets the table's state. The request is "
+        "recorded first: if the reload dies, the next run finishes it. Needs --yes.",
+    )
+    for action in run._actions:  # every run option, including ones added later
+        if "-h" not in action.option_strings:
+            reload._add_action(action)
+    reload.add_argument("--yes", action="store_true", help="confirm: the mirrored table is rebuilt")
+
+    drop = sub.add_parser("drop", parents=[common],
+                          help="drop a table on purpose: delete its landing folder and state")
+    drop.add_argument("--table", required=True, help="landing table name")
+    drop.add_argument("--schema", dest="schema_name", help="schema folder name")
+    drop.add_argument("--landing", help="landing zone root (or --config)")
+    drop.add_argument("--config", help="TOML config holding the table")
+    _add_landing_option_arg(drop)
+    drop.add_argument("--state", default=None, help="state root (default ./state)")
+    drop.add_argument("--yes", action="store_true", help="confirm: the mirrored table is dropped")
+
+
+def _cmd_reload(args: argparse.Namespace) -> int:
+    if not args.table and not args.only:
+        raise UsageError("reload needs --table (with --config: the table to re-create)")
+    names = list(args.only or [args.table])
+    if not args.yes:
+        raise UsageError(
+            f"refusing to re-create {', '.join(names)} without --yes: the table folder is deleted "
+            "and the mirrored table rebuilt from a fresh initial load",
+            hint="add --yes to confirm",
+        )
+    if args.config:
+        args.only, args.table = names, None
+    args.reload_tables = names
+    return _cmd_run(args)
+
+
+def _cmd_drop(args: argparse.Namespace) -> int:
+    from .config import load_config, table_from_args
+    from .table_ops import drop_table
+
+    _check_landing_arg(args.landing)
+    state_root = args.state
+    if args.config:
+        config = load_config(args.config)
+        table = next((t for t in config.tables if t.name == args.table), None)
+        if table is None:
+            raise UsageError(f"--table {args.table} is not in the config", path=args.config)
+        state_root = state_root or config.state
+    elif args.landing:
+        # Only the location matters for a drop; source and keys are placeholders.
+        table = table_from_args(name=args.table, source=".", keys=["-"], landing=args.landing,
+                                schema_name=args.schema_name)
+    else:
+        raise UsageError("drop needs --landing or --config")
+    if args.landing_options:
+        table = table.model_copy(update={"landing_options": {**table.landing_options,
+                                                             **dict(args.landing_options)}})
+    folder = f"{table.schema_name}.schema/{table.name}" if table.schema_name else table.name
+    if not args.yes:
+        raise UsageError(
+            f"refusing to drop {table.name} without --yes: {table.landing}/{folder} is deleted "
+            "(the mirrored table is dropped) and the table's state forgotten",
+            hint="add --yes to confirm",
+        )
+    where = drop_table(table, state_root or "state", say=lambda m: log.info("%s: %s", table.name, m))
+    if args.json:
+        print(json.dumps({"ok": True, "dropped": where}))
+    else:
+        print(f"{table.name}: dropped {where}; the next run publishes a fresh initial load")
+    return 0
 
 
 if __name__ == "__main__":  # pragma: no cover

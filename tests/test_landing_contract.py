@@ -403,3 +403,31 @@ def test_reload_survives_a_crash_and_drop_forgets_the_table(spark, tmp_path, mon
     report = ws.run(spark)  # starts over: an initial load of every snapshot
     assert [s.snapshot_id for s in report.snapshots] == ["1.parquet", "2.parquet"]
     ws.assert_mirror_equals(spark, "2.parquet")
+
+
+def test_cli_text_options_reload_verify_and_drop(spark, tmp_path, monkeypatch, capsys):
+    from diffcdc.cli import main
+
+    monkeypatch.chdir(tmp_path)  # Spark resolves relative paths elsewhere: absolute ones below
+    src, landing, state = (str(tmp_path / n) for n in ("src", "landing", "state"))
+    os.makedirs(src)
+    pq.write_table(pa.Table.from_pylist([{"id": 1, "v": "a\tb"}, {"id": 2, "v": None}]), f"{src}/1.parquet")
+    base = ["--source", src, "--keys", "id", "--table", "T", "--landing", landing, "--state", state]
+    text = ["--format", "tsv", "--row-separator", "\\n", "--null-value", "N/A", "--codec", "gzip",
+            "--upsert-default", "--partner-name", "Contoso", "--partner-source-type", "Oracle"]
+    assert main(["run", *base, *text]) == 0
+    with open("landing/T/_metadata.json") as handle:
+        meta = json.load(handle)
+    assert meta["FileFormatTypeProperties"]["RowSeparator"] == "\n"
+    assert meta["FileFormatTypeProperties"]["ColumnSeparator"] == "\t"
+    assert meta["isUpsertDefaultRowMarker"] is True and meta["FileFormat"] == "DelimitedText"
+    assert os.path.exists("landing/_partnerEvents.json")
+    assert main(["reload", *base, *text]) == 2  # no --yes: refused, nothing happens
+    capsys.readouterr()
+    assert main(["reload", *base, *text, "--yes", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["tables"][0]["snapshots"][0]["recreated"]
+    assert main(["verify", "--landing", landing, "--table", "T", "--snapshot", f"{src}/1.parquet"]) == 0
+    assert main(["drop", "--table", "T", "--landing", landing, "--state", state]) == 2
+    assert os.path.exists("landing/T")
+    assert main(["drop", "--table", "T", "--landing", landing, "--state", state, "--yes"]) == 0
+    assert not os.path.exists("landing/T") and not os.path.exists("state/T")
