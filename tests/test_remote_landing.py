@@ -31,7 +31,12 @@ from azure.storage.filedatalake import ResourceTypes, generate_account_sas
 from hypothesis import HealthCheck, given, settings
 
 from diffcdc.cli import main
-from diffcdc.errors import LandingZoneMismatch, PublishConflict, TransientStorageError
+from diffcdc.errors import (
+    LandingZoneMismatch,
+    PublishConflict,
+    StorageError,
+    TransientStorageError,
+)
 from diffcdc.sinks.adls import AdlsStorage
 from diffcdc.sinks.landing import table_folder
 from diffcdc.sinks.storage import is_temp_name, open_landing
@@ -284,6 +289,16 @@ def test_foreign_files_are_never_overwritten(spark, server, tmp_path) -> None:
     assert server.read_file(FS, f"{ws.folder}/{seq(2)[0]}") == b"written by someone else"
     assert ws.data_files() == seq(1, 2) and ws.temp_files() == []
     assert not TableState(ws.state, "T").head().published
+
+
+def test_a_missing_filesystem_fails_before_any_work(spark, server, tmp_path) -> None:
+    ws = RemoteWorkspace(str(tmp_path), server)
+    ws.table = ws.table.model_copy(update={"landing": server.url("nosuchworkspace", ROOT)})
+    ws.write("0001.parquet", rows(range(3)))
+    with pytest.raises(StorageError, match="filesystem 'nosuchworkspace' does not exist") as err:
+        ws.run(spark)
+    assert "workspace" in (err.value.hint or "")
+    assert TableState(ws.state, "T").head() is None
 
 
 # ------------------------------------------------------------------------------------------

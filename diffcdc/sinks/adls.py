@@ -594,7 +594,15 @@ class AdlsStorage(LandingStorage):
                         entry.last_modified.timestamp(),
                     )
                 )
-        except ResourceNotFoundError:
+        except ResourceNotFoundError as exc:
+            if _error_code(exc) in ("FilesystemNotFound", "ContainerNotFound"):
+                # A wrong filesystem (workspace) must not look like an empty table folder.
+                raise StorageError(
+                    f"list {folder or '/'} in {self.describe()}: the filesystem "
+                    f"{self.location.file_system!r} does not exist (HTTP 404 {_error_code(exc)})",
+                    path=folder,
+                    hint="check the filesystem (OneLake: workspace) name in the landing URL",
+                ) from None
             return []
         except (AzureError, ValueError) as exc:
             raise self._error(exc, "list", folder) from None
