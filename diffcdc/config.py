@@ -154,6 +154,28 @@ class TableConfig(BaseModel):
             raise ValueError(f"key columns cannot be excluded from the fingerprint: {sorted(clash)}")
         return self
 
+    @model_validator(mode="before")
+    @classmethod
+    def _sas_out_of_url(cls, data: Any) -> Any:
+        """A SAS token on a remote landing URL moves to ``landing_options["sas_token"]``.
+
+        So ``landing`` never holds a secret, wherever it is shown.
+        """
+        if not isinstance(data, dict):
+            return data
+        landing, options = data.get("landing"), data.get("landing_options")
+        if not (isinstance(landing, str) and "://" in landing and "?" in landing):
+            return data
+        if options is not None and not isinstance(options, dict):
+            return data  # the field's own validation reports it
+        url, _, query = landing.partition("?")
+        options = dict(options or {})
+        if query:
+            if options.get("sas_token") or options.get("sas_token_env"):
+                raise ValueError("a SAS token on the landing URL and sas_token(_env) in landing_options")
+            options["sas_token"] = query
+        return {**data, "landing": url, "landing_options": options}
+
     @field_validator("file_extension")
     @classmethod
     def _extension(cls, value: str | None) -> str | None:

@@ -390,7 +390,7 @@ def test_cli_run_status_verify_remote_without_leaking_secrets(
                quote(unquote(signature), safe="")}
     monkeypatch.setenv("TEST_LANDING_SAS", sas)
     monkeypatch.setenv("TEST_LANDING_KEY", server.account_key)
-    for name in ("Keyed", "Sas", "WrongKey", "Busy"):
+    for name in ("Keyed", "Sas", "SasUrl", "WrongKey", "Busy"):
         os.makedirs(tmp_path / "src" / name)
         pq.write_table(rows(range(5)), tmp_path / "src" / name / "0001.parquet")
     fast = "retry_backoff = 0.01, retry_backoff_max = 0.05, retry_total = 1"
@@ -412,6 +412,12 @@ landing_options = {{ account_key = "{server.account_key}", {fast} }}
 source = "src/Sas"
 keys = ["id"]
 landing_options = {{ sas_token_env = "TEST_LANDING_SAS", {fast} }}
+
+[tables.SasUrl]
+source = "src/SasUrl"
+keys = ["id"]
+landing = "{server.url(FS, ROOT)}?{sas}"
+landing_options = {{ {fast} }}
 
 [tables.WrongKey]
 source = "src/WrongKey"
@@ -437,7 +443,7 @@ landing_options = {{ account_key_env = "TEST_LANDING_KEY", {fast} }}
     code, run = cli("run", "--config", str(config))
     assert code == 1
     outcome = {t["table"]: (t["outcome"], (t["error"] or {}).get("error")) for t in run["tables"]}
-    assert outcome == {"Keyed": ("ok", None), "Sas": ("ok", None),
+    assert outcome == {"Keyed": ("ok", None), "Sas": ("ok", None), "SasUrl": ("ok", None),
                        "WrongKey": ("failed", "StorageError"),
                        "Busy": ("failed", "TransientStorageError")}
     wrong = next(t for t in run["tables"] if t["table"] == "WrongKey")["error"]
