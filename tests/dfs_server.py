@@ -49,8 +49,6 @@ import time
 import traceback
 import uuid
 from collections import defaultdict
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from email.utils import formatdate, parsedate_to_datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -338,17 +336,6 @@ class DfsServer:
                     chosen = fault
         return chosen
 
-    @contextmanager
-    def _track(self, op: str) -> Iterator[None]:
-        with self.lock:
-            self.inflight[op] += 1
-            self.max_inflight[op] = max(self.max_inflight[op], self.inflight[op])
-        try:
-            yield
-        finally:
-            with self.lock:
-                self.inflight[op] -= 1
-
 
 class _HttpServer(ThreadingHTTPServer):
     daemon_threads = True
@@ -420,18 +407,24 @@ class _Handler(BaseHTTPRequestHandler):
         self.status = 0
         self._body: bytes | None = None
         self._drop_response = False
+        self._tracked = False
+        self._recorded = False
         try:
             if account != self.dfs.account:
                 raise DfsError(404, "ResourceNotFound")
             self._authenticate()
-            with self.dfs._track(self.op):
-                fault = self.dfs._pick_fault(self.op, self.path_name)
-                if fault is not None and self._apply_fault(fault):
-                    return
-                handler = getattr(self, f"_op_{self.op}", None)
-                if handler is None:
-                    raise DfsError(400, "UnsupportedOperation")
-                handler()
+            with self.dfs.lock:
+                self.dfs.inflight[self.op] += 1
+                self.dfs.max_inflight[self.op] = max(self.dfs.max_inflight[self.op],
+                                                     self.dfs.inflight[self.op])
+                self._tracked = True
+            fault = self.dfs._pick_fault(self.op, self.path_name)
+            if fault is not None and self._apply_fault(fault):
+                return
+            handler = getattr(self, f"_op_{self.op}", None)
+            if handler is None:
+                raise DfsError(400, "UnsupportedOperation")
+            handler()
         except DfsError as err:
             self._read_body()
             self._send_error(err)
@@ -443,7 +436,20 @@ class _Handler(BaseHTTPRequestHandler):
             self._read_body()
             self._send_error(DfsError(500, "TestServerBug"))
         finally:
-            with self.dfs.lock:
+            self._done()
+
+    def _done(self) -> None:
+        """Record the request and end its in-flight count, once.
+
+        Called before the answer is written, so a client that has its answer (and sends the
+        next request) always finds this one recorded and no longer in flight.
+        """
+        with self.dfs.lock:
+            if self._tracked:
+                self.dfs.inflight[self.op] -= 1
+                self._tracked = False
+            if not self._recorded:
+                self._recorded = True
                 self.dfs.requests.append(
                     Request(self.op, self.command, self.fs_name, self.path_name, self.status,
                             self.auth_kind, dict(self.query))
@@ -473,12 +479,14 @@ class _Handler(BaseHTTPRequestHandler):
         self.status = status
         if self._drop_response:  # the work is done, the answer is lost
             self.status = -status
+            self._done()
             self.close_connection = True
             try:
                 self.connection.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
             return
+        self._done()
         self.send_response(status)  # sends Server and Date
         out = {
             "x-ms-request-id": self.request_id,
@@ -523,6 +531,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self.rfile.read(max(1, length // 2))
             self.close_connection = True
             self.status = -1
+            self._done()
             try:
                 self.connection.shutdown(socket.SHUT_RDWR)
             except OSError:

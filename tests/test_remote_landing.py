@@ -222,7 +222,7 @@ def test_process_killed_mid_remote_publish_is_resumed(spark, server, tmp_path, m
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
     env.update(AZURE_STORAGE_ACCOUNT_KEY=server.account_key, DIFFCDC_CRASH_AT="publish:2")
     proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300,
-                          cwd=str(tmp_path))
+                          check=False, cwd=str(tmp_path))
     assert proc.returncode == 137, proc.stderr
     assert server.account_key not in proc.stdout + proc.stderr
     wait_idle(server)
