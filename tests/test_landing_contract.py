@@ -214,7 +214,7 @@ def test_partner_events_and_schema_folders(spark, tmp_path):
     hr.landing, hr.state = sales.landing, sales.state
     hr.table = hr.table.model_copy(update={"landing": sales.landing})
     hr.write("1.parquet", [{"id": 1, "v": "h"}, {"id": 2, "v": "h"}])
-    hr.run(spark, )
+    hr.run(spark)
     assert sorted(os.listdir(sales.state)) == ["HR.schema.Orders", "Sales.schema.Orders"]
     hr.assert_mirror_equals(spark, "1.parquet")
     sales.assert_mirror_equals(spark, "1.parquet")
@@ -470,3 +470,43 @@ def test_text_round_trip_of_any_value(spec, codec):
         assert [r['v c,"'] for r in rows] == values
 
     check()
+
+
+@pytest.mark.parametrize("name", ["__rowMarker__", "__ROWMARKER__", "__diffcdc_change"])
+def test_columns_clashing_with_ours_are_refused(spark, tmp_path, name):
+    ws = Workspace(str(tmp_path), keys=("id",), file_format="csv")
+    ws.write("1.parquet", [{"id": 1, name: 1}])
+    with pytest.raises(SchemaChangeError, match="clashes") as err:
+        ws.run(spark)
+    assert err.value.exit_code == 3 and ws.data_files() == []
+
+
+@pytest.mark.integration
+def test_adls_publishes_in_last_modified_order_and_drops(tmp_path, monkeypatch):
+    """Last-Modified cannot be set on ADLS: files are stamped in order before they appear."""
+    from diffcdc.sinks.storage import PublishItem, file_sha256, open_landing
+    from tests.dfs_server import DfsServer
+
+    for name in ("AZURE_STORAGE_ACCOUNT_KEY", "AZURE_STORAGE_KEY", "AZURE_STORAGE_SAS_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    items = []
+    for n in range(1, 4):
+        local = tmp_path / f"{n}.bin"
+        local.write_bytes(bytes([n]) * (100 + n))
+        items.append(PublishItem(str(local), f"T/{n:020d}.parquet", file_sha256(str(local)),
+                                 local.stat().st_size))
+    with DfsServer() as server:
+        server.create_filesystem("ws")
+        storage = open_landing(server.url("ws", "db/Files/LandingZone"), account_key=server.account_key,
+                               retry_backoff=0.01, retry_backoff_max=0.05)
+        try:
+            assert storage.publish_time_ordered(items, 0.0) == 3
+            times = [storage.stat(i.target).mtime for i in items]
+            assert all(a < b for a, b in zip(times, times[1:])), times
+            assert storage.publish_time_ordered(items, 0.0) == 0  # resumed: nothing twice
+            assert [f.name for f in storage.list_dir("T")] == [i.target[2:] for i in items]
+            storage.drop_folder("T", timeout=5)
+            assert not storage.folder_exists("T")
+        finally:
+            storage.close()
+        assert server.errors == []
