@@ -25,6 +25,8 @@ from .config import RunConfig, TableConfig
 from .diff import CHANGE, DUP, change_rows, classify, state_metrics
 from .errors import DiffcdcError, InputRefused, LateSnapshotError, StateError
 from .faults import crash_point
+from .fingerprint import FINGERPRINT_VERSION, fingerprint_columns, fingerprint_exprs, quote
+from .landing_plan import plan_landing
 from .quality import (
     ChangeCounts,
     GateReport,
@@ -34,8 +36,6 @@ from .quality import (
     gate_snapshot,
     validate_overrides,
 )
-from .fingerprint import FINGERPRINT_VERSION, fingerprint_columns, fingerprint_exprs, quote
-from .landing_plan import plan_landing
 from .schema import check_snapshot_columns, resolve_columns
 from .sinks.landing import (
     check_continuation,

@@ -406,8 +406,7 @@ def read_text_file(data: bytes, meta: dict[str, Any]) -> list[dict[str, Any]]:
     fmt = TextFormat.from_metadata(meta)
     types = {c["Name"]: c["DataType"] for c in (meta.get("SchemaDefinition") or {}).get("Columns", [])}
     text = decompress(data).decode(fmt.encoding)
-    if text.startswith("\ufeff"):
-        text = text[1:]
+    text = text.removeprefix("\ufeff")
     rows = fmt.parse(text)
     if not rows:
         raise LandingZoneMismatch("delimited text file has no header row")
