@@ -16,6 +16,14 @@ def _engine_order(name: str) -> int:
     return ORDER.index(name) if name in ORDER else len(ORDER)
 
 
+def _state(r: dict[str, Any]) -> str:
+    """Bytes of state per row; for diffcdc also the newest version alone (older ones are kept
+    for rollback)."""
+    text = f"{r['state_bytes'] / max(r['rows'], 1):.1f}"
+    latest = (r.get("notes") or {}).get("state_latest_bytes")
+    return text + (f" ({latest / max(r['rows'], 1):.1f} latest)" if latest else "")
+
+
 def markdown(results: dict[str, Any]) -> str:
     """One row per (rows, scenario, engine), time ratios against DuckDB from the same run."""
     meta = results.get("meta", {})
@@ -45,7 +53,7 @@ def markdown(results: dict[str, Any]) -> str:
         ch = r["changes"]
         lines.append(
             head + f"| {r['seconds']:.2f} | {ratio} | {jvm} | {r.get('setup_seconds', 0):.1f} "
-            f"| {r['peak_rss_bytes'] / 2**30:.2f} | {r['state_bytes'] / max(r['rows'], 1):.1f} "
+            f"| {r['peak_rss_bytes'] / 2**30:.2f} | {_state(r)} "
             f"| {r['output_bytes'] / 2**20:.1f} | {ch.get('insert', 0):,}/{ch.get('update', 0):,}/"
             f"{ch.get('delete', 0):,} | {'yes' if r['matches_truth'] else 'NO'} |"
         )
