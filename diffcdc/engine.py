@@ -77,6 +77,8 @@ class SnapshotResult:
     first_sequence: int | None
     seconds: float
     gate: list[dict[str, Any]] = field(default_factory=list)
+    #: Seconds spent in the quality gate beyond the diff pass (user expectations, samples).
+    gate_seconds: float = 0.0
     #: Why the table was re-created with this snapshot (None: it continued).
     recreated: str | None = None
 
@@ -388,7 +390,9 @@ def process_snapshot(
         say(f"{sid}: fingerprinting and diffing (version {version})")
         metrics = _stage_state(spark, df, base, state, keys, exclude, table.fingerprint_bits, vdir)
         crash_point("after_state_staged")
+        gate_started = time.monotonic()
         gates = _run_gate(df, keys, head, metrics, gate, table.name, sid)
+        gate_seconds = round(time.monotonic() - gate_started, 3)
         staged_state = spark.read.parquet(os.path.join(vdir, "state"))
         changed = metrics["inserted"] + metrics["updated"] + metrics["deleted"]
         files = []
@@ -483,6 +487,7 @@ def process_snapshot(
         first_sequence=first_sequence if files else None,
         seconds=round(time.monotonic() - started, 3),
         gate=[g.to_dict() for g in gates],
+        gate_seconds=gate_seconds,
         recreated=plan.recreate["reason"] if plan.recreate else None,
         **counts,
     )

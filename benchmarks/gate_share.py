@@ -1,0 +1,97 @@
+"""The quality gate's share of a diffcdc run (issue target: at most 30% of run time).
+
+The built-in checks (key presence, NULL and duplicate keys, row-count and delete ratios) are
+computed by the same Spark pass that fingerprints and diffs the snapshot, so they are timed by
+comparing a run with the gate switched off as far as it goes (ratios off) against the default
+gate; user great-expectations expectations cost a scan of their own and are timed directly
+(``gate_seconds`` in the run report).
+
+    python -m benchmarks.gate_share --rows 1000000 [--out benchmarks/results/gate-share.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import time
+from typing import Any
+
+from .generate import Rates, generate
+
+EXPECTATIONS = [
+    {"type": "expect_column_values_to_not_be_null", "kwargs": {"column": "customer_id"}},
+    {"type": "expect_column_values_to_be_between",
+     "kwargs": {"column": "quantity", "min_value": 0, "max_value": 1_000_000}},
+    {"type": "expect_column_value_lengths_to_be_between",
+     "kwargs": {"column": "name", "min_value": 0, "max_value": 200}},
+]
+
+
+def _steady_run(spark: Any, data: str, work: str, quality: Any) -> dict[str, Any]:
+    from diffcdc.config import TableConfig
+    from diffcdc.engine import run_table
+
+    shutil.rmtree(work, ignore_errors=True)
+    source = os.path.join(work, "source")
+    os.makedirs(source)
+    table = TableConfig(name="bench", source=source, keys=["id"], landing=os.path.join(work, "landing"))
+    state = os.path.join(work, "state")
+    os.symlink(os.path.join(data, "snap-001"), os.path.join(source, "snap-001"))
+    run_table(spark, table, state, quality=quality)
+    os.symlink(os.path.join(data, "snap-002"), os.path.join(source, "snap-002"))
+    started = time.perf_counter()
+    report = run_table(spark, table, state, quality=quality)
+    seconds = time.perf_counter() - started
+    snapshot = report.snapshots[0]
+    return {"seconds": round(seconds, 3), "gate_seconds": snapshot.gate_seconds}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--out", default=None)
+    args = parser.parse_args(argv)
+
+    from diffcdc.quality import QualityConfig
+    from diffcdc.spark import build_spark
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    data = os.path.join(here, "data", f"gate-n{args.rows}")
+    generate(data, args.rows, rates=Rates())
+    work = os.path.join(here, "work", "gate-share")
+    spark = build_spark()
+    variants = {
+        "minimal (ratios off)": QualityConfig(min_row_ratio=None, max_row_ratio=None, max_delete_ratio=None),
+        "default built-in checks": QualityConfig(),
+        "built-ins + 3 GX expectations": QualityConfig(expectations=EXPECTATIONS),
+    }
+    _steady_run(spark, data, work, variants["minimal (ratios off)"])  # JVM/JIT warm-up
+    results: dict[str, list[dict[str, Any]]] = {name: [] for name in variants}
+    for _ in range(args.repeat):  # interleaved, so machine noise hits every variant alike
+        for name, quality in variants.items():
+            results[name].append(_steady_run(spark, data, work, quality))
+    summary = {}
+    base = min(r["seconds"] for r in results["minimal (ratios off)"])
+    for name, runs in results.items():
+        best = min(runs, key=lambda r: r["seconds"])
+        summary[name] = {
+            "best_seconds": best["seconds"],
+            "gate_seconds": best["gate_seconds"],
+            "gate_share_direct": round(best["gate_seconds"] / best["seconds"], 3),
+            "extra_vs_minimal_share": round(max(best["seconds"] - base, 0.0) / best["seconds"], 3),
+            "runs": runs,
+        }
+    doc = {"rows": args.rows, "repeat": args.repeat, "variants": summary,
+           "command": f"python -m benchmarks.gate_share --rows {args.rows} --repeat {args.repeat}"}
+    text = json.dumps(doc, indent=1)
+    print(text)
+    if args.out:
+        with open(args.out, "w", encoding="utf-8") as handle:
+            handle.write(text + "\n")
+
+
+if __name__ == "__main__":
+    main()
