@@ -208,7 +208,7 @@ class TableState:
         try:
             write_json_exclusive(path, {"version": version, "published_at": now_iso(), **info})
         except FileExistsError:
-            pass  # another resumer finished first: same outcome
+            return  # another resumer finished first: same outcome
 
     # -- re-creating and dropping the table ---------------------------------------------------
 

@@ -303,6 +303,11 @@ class LocalStorage(LandingStorage):
             return handle.read()
 
     def put_if_absent(self, local_path: str, path: str) -> None:
+        self._link_new(local_path, path)
+
+    def _link_new(self, local_path: str, path: str, after: float | None = None) -> None:
+        """Copy to a temporary name, optionally stamp it later than ``after`` (by 1 ms at
+        least), then link it to its final name: it appears complete and with its final time."""
         final = self._abs(path)
         folder = os.path.dirname(final)
         os.makedirs(folder, exist_ok=True)
@@ -311,6 +316,11 @@ class LocalStorage(LandingStorage):
             shutil.copyfile(local_path, tmp)
             with open(tmp, "rb") as handle:
                 os.fsync(handle.fileno())
+            if after is not None:
+                own = os.stat(tmp).st_mtime_ns
+                wanted = max(own, int(after * 1_000_000_000) + 1_000_000)
+                if wanted != own:
+                    os.utime(tmp, ns=(wanted, wanted))
             # link() is the no-overwrite rename: it fails with EEXIST when the name is taken.
             os.link(tmp, final)
         finally:
@@ -337,27 +347,8 @@ class LocalStorage(LandingStorage):
         os.utime(self._abs(path), (mtime, mtime))
 
     def put_after(self, local_path: str, path: str, after: float) -> FileInfo:
-        """Stamp the temporary copy later than ``after`` (1 ms at least), then link it into
-        place: the file appears with its final time, never out of order."""
-        final = self._abs(path)
-        folder = os.path.dirname(final)
-        os.makedirs(folder, exist_ok=True)
-        tmp = os.path.join(folder, temp_name_for(os.path.basename(final)))
-        try:
-            shutil.copyfile(local_path, tmp)
-            with open(tmp, "rb") as handle:
-                os.fsync(handle.fileno())
-            own = os.stat(tmp).st_mtime_ns
-            wanted = max(own, int(after * 1_000_000_000) + 1_000_000)
-            if wanted != own:
-                os.utime(tmp, ns=(wanted, wanted))
-            os.link(tmp, final)
-        finally:
-            try:
-                os.unlink(tmp)
-            except FileNotFoundError:
-                pass
-        _fsync_dir(folder)
+        """Put the file in place with a modification time later than ``after``."""
+        self._link_new(local_path, path, after)
         info = self.stat(path)
         assert info is not None
         return info
