@@ -60,8 +60,11 @@ def data_files(folder: str) -> list[str]:
     out = []
     for root, dirs, files in os.walk(folder):
         dirs[:] = sorted(d for d in dirs if not d.startswith(("_", ".")))
-        out += [os.path.join(root, f) for f in sorted(files)
-                if f.endswith(".parquet") and not f.startswith(("_", "."))]
+        out += [
+            os.path.join(root, f)
+            for f in sorted(files)
+            if f.endswith(".parquet") and not f.startswith(("_", "."))
+        ]
     return out
 
 
@@ -73,11 +76,20 @@ def _fresh(path: str) -> str:
 
 def _finish(m: Any, output: str, state_bytes: int, setup: float = 0.0, **notes: Any) -> EngineRun:
     files = data_files(output)
-    return EngineRun(m.seconds, m.peak_rss_bytes, files, state_bytes, sum(map(os.path.getsize, files)),
-                     setup, m.rss_before_bytes, dict(notes))
+    return EngineRun(
+        m.seconds,
+        m.peak_rss_bytes,
+        files,
+        state_bytes,
+        sum(map(os.path.getsize, files)),
+        setup,
+        m.rss_before_bytes,
+        dict(notes),
+    )
 
 
 # --- (a) Spark exceptAll both ways + classification -------------------------------------------
+
 
 def run_except_all(case: Case, spark: SparkSession) -> EngineRun:
     """``cur.exceptAll(prev)`` and ``prev.exceptAll(cur)``, full-outer-joined on the key."""
@@ -91,8 +103,13 @@ def run_except_all(case: Case, spark: SparkSession) -> EngineRun:
         added = cur.exceptAll(prev).withColumn("_a", F.lit(True))  # new rows and new versions
         removed = prev.exceptAll(cur).select(case.key, F.lit(True).alias("_r"))  # old keys
         joined = added.join(removed, on=case.key, how="full_outer")
-        marker = (F.when(F.col("_r").isNull(), 0).when(F.col("_a").isNull(), 2).otherwise(1)
-                  .cast("int").alias(MARKER))
+        marker = (
+            F.when(F.col("_r").isNull(), 0)
+            .when(F.col("_a").isNull(), 2)
+            .otherwise(1)
+            .cast("int")
+            .alias(MARKER)
+        )
         values = [c for c in cur.columns if c != case.key]
         joined.select(case.key, *values, marker).write.parquet(output)
     # the next run needs this snapshot again, in full
@@ -100,6 +117,7 @@ def run_except_all(case: Case, spark: SparkSession) -> EngineRun:
 
 
 # --- (b) Delta Lake MERGE (delta-rs) + change data feed --------------------------------------
+
 
 def _reader(path: str) -> Any:
     import pyarrow.dataset as ds
@@ -133,8 +151,12 @@ def run_delta(case: Case, spark: SparkSession | None = None) -> EngineRun:
             names = _reader(case.cur).schema.names
             differs = " OR ".join(f"(t.{c} IS DISTINCT FROM s.{c})" for c in names if c != case.key)
             metrics = (
-                dt.merge(_reader(case.cur), f"t.{case.key} = s.{case.key}", source_alias="s",
-                         target_alias="t")
+                dt.merge(
+                    _reader(case.cur),
+                    f"t.{case.key} = s.{case.key}",
+                    source_alias="s",
+                    target_alias="t",
+                )
                 .when_matched_update_all(predicate=differs)
                 .when_not_matched_insert_all()
                 .when_not_matched_by_source_delete()
@@ -149,33 +171,51 @@ def run_delta(case: Case, spark: SparkSession | None = None) -> EngineRun:
         # a MERGE that changes nothing makes no commit: then there is no feed to read
         feed = iter(())
         if version > before:
-            feed = pa.RecordBatchReader.from_stream(dt.load_cdf(starting_version=version, ending_version=version))
+            feed = pa.RecordBatchReader.from_stream(
+                dt.load_cdf(starting_version=version, ending_version=version)
+            )
             # delta-rs yields string_view columns, which some Arrow kernels cannot filter yet
-            plain = pa.schema([f.with_type(pa.string()) if pa.types.is_string_view(f.type) else f
-                               for f in feed.schema])
+            plain = pa.schema(
+                [
+                    f.with_type(pa.string()) if pa.types.is_string_view(f.type) else f
+                    for f in feed.schema
+                ]
+            )
             feed = feed.cast(plain)
         for batch in feed:
             batch = batch.filter(pc.not_equal(batch.column("_change_type"), "update_preimage"))
             if batch.num_rows == 0:
                 continue
             if writer is None:
-                writer = pq.ParquetWriter(os.path.join(output, f"cdf-{part:05d}.parquet"), batch.schema)
+                writer = pq.ParquetWriter(
+                    os.path.join(output, f"cdf-{part:05d}.parquet"), batch.schema
+                )
             writer.write_batch(batch)
             rows += batch.num_rows
         if writer is not None:
             writer.close()
-    keep = {k: metrics.get(k) for k in ("num_target_rows_inserted", "num_target_rows_updated",
-                                        "num_target_rows_deleted", "num_target_rows_copied")}
+    keep = {
+        k: metrics.get(k)
+        for k in (
+            "num_target_rows_inserted",
+            "num_target_rows_updated",
+            "num_target_rows_deleted",
+            "num_target_rows_copied",
+        )
+    }
     return _finish(m, output, du(table), setup, version=version, feed_rows=rows, **keep)
 
 
 # --- (c) DuckDB: full outer join on the key with a row hash ----------------------------------
 
+
 def _quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def run_duckdb(case: Case, spark: SparkSession | None = None, threads: int | None = None) -> EngineRun:
+def run_duckdb(
+    case: Case, spark: SparkSession | None = None, threads: int | None = None
+) -> EngineRun:
     """``hash(all value columns)`` per side, full outer join on the key, changed rows to Parquet."""
     try:
         import duckdb
@@ -188,7 +228,11 @@ def run_duckdb(case: Case, spark: SparkSession | None = None, threads: int | Non
     if threads:
         con.execute(f"SET threads = {int(threads)}")
     cur_src = f"read_parquet('{case.cur}/*.parquet')"
-    prev_src = f"read_parquet('{case.prev}/*.parquet')" if case.prev else f"(SELECT * FROM {cur_src} LIMIT 0)"
+    prev_src = (
+        f"read_parquet('{case.prev}/*.parquet')"
+        if case.prev
+        else f"(SELECT * FROM {cur_src} LIMIT 0)"
+    )
     with measure() as m:
         names = [r[0] for r in con.execute(f"DESCRIBE SELECT * FROM {cur_src}").fetchall()]
         key = _quote(case.key)
@@ -197,7 +241,7 @@ def run_duckdb(case: Case, spark: SparkSession | None = None, threads: int | Non
         con.execute(f"""
             COPY (
               SELECT COALESCE(n.{key}, o.{key}) AS {key},
-                     {', '.join('n.' + v for v in values)},
+                     {", ".join("n." + v for v in values)},
                      (CASE WHEN o.{key} IS NULL THEN 0 WHEN n.{key} IS NULL THEN 2 ELSE 1 END)::INTEGER
                        AS {MARKER}
               FROM (SELECT {key}, {row_hash} AS _h FROM {prev_src}) o

@@ -1,6 +1,6 @@
 """Results JSON -> PNG: time (JVM start-up excluded) and peak memory per scenario and size.
 
-    python -m benchmarks.chart benchmarks/results/run-....json
+python -m benchmarks.chart benchmarks/results/run-....json
 """
 
 from __future__ import annotations
@@ -24,7 +24,9 @@ def draw(results: dict[str, Any], path: str) -> str:
 
     failed = [r for r in results["runs"] if r["status"] != "ok"]
     runs = [r for r in results["runs"] if r["status"] == "ok"]
-    scenarios = [s for s in results["meta"].get("scenarios", []) if any(r["scenario"] == s for r in runs)]
+    scenarios = [
+        s for s in results["meta"].get("scenarios", []) if any(r["scenario"] == s for r in runs)
+    ]
     engines = sorted({r["engine"] for r in runs + failed}, key=_engine_order)
     sizes = sorted({r["rows"] for r in runs})
     if not runs:
@@ -33,28 +35,49 @@ def draw(results: dict[str, Any], path: str) -> str:
     width = 0.8 / max(len(engines), 1)
     for col, scenario in enumerate(scenarios):
         for row, (metric, label, scale) in enumerate(
-            [("seconds", "wall time, s, log scale (JVM start-up excluded)", 1.0),
-             ("peak_rss_bytes", "peak RSS of process tree, GiB", 2**30)]
+            [
+                ("seconds", "wall time, s, log scale (JVM start-up excluded)", 1.0),
+                ("peak_rss_bytes", "peak RSS of process tree, GiB", 2**30),
+            ]
         ):
             ax = axes[row][col]
             for i, engine in enumerate(engines):
                 xs, ys = [], []
                 for j, rows in enumerate(sizes):
-                    match = [r for r in runs if (r["engine"], r["scenario"], r["rows"]) == (engine, scenario, rows)]
+                    match = [
+                        r
+                        for r in runs
+                        if (r["engine"], r["scenario"], r["rows"]) == (engine, scenario, rows)
+                    ]
                     if match:
                         xs.append(j + (i - (len(engines) - 1) / 2) * width)
                         ys.append(match[0][metric] / scale)
-                bars = ax.bar(xs, ys, width, label=engine if (row, col) == (0, 0) else None,
-                              color=COLORS.get(engine))
+                bars = ax.bar(
+                    xs,
+                    ys,
+                    width,
+                    label=engine if (row, col) == (0, 0) else None,
+                    color=COLORS.get(engine),
+                )
                 if row == 0:
                     ax.bar_label(bars, fmt="%.1f", fontsize=7, padding=1)
                 for j, rows in enumerate(sizes):  # runs that did not finish: say why, in place
                     for r in failed:
                         if (r["engine"], r["scenario"], r["rows"]) == (engine, scenario, rows):
-                            ax.text(j + (i - (len(engines) - 1) / 2) * width, 0.02, r["status"],
-                                    rotation=90, fontsize=7, ha="center", va="bottom",
-                                    color=COLORS.get(engine), transform=ax.get_xaxis_transform())
-            ax.set_xticks(range(len(sizes)), [f"{s / 1e6:g}M" if s >= 1e5 else f"{s:,}" for s in sizes])
+                            ax.text(
+                                j + (i - (len(engines) - 1) / 2) * width,
+                                0.02,
+                                r["status"],
+                                rotation=90,
+                                fontsize=7,
+                                ha="center",
+                                va="bottom",
+                                color=COLORS.get(engine),
+                                transform=ax.get_xaxis_transform(),
+                            )
+            ax.set_xticks(
+                range(len(sizes)), [f"{s / 1e6:g}M" if s >= 1e5 else f"{s:,}" for s in sizes]
+            )
             ax.set_ylabel(label, fontsize=8)
             if row == 0:
                 ax.set_title(scenario)
@@ -62,8 +85,11 @@ def draw(results: dict[str, Any], path: str) -> str:
             ax.grid(axis="y", alpha=0.3)
     fig.legend(loc="upper right", fontsize=8, ncol=len(engines))
     meta = results["meta"]
-    fig.suptitle(f"snapshot diff, {meta.get('cpus')} CPUs, Spark {meta.get('spark_conf')}, "
-                 f"isolation={meta.get('isolate')}", fontsize=9)
+    fig.suptitle(
+        f"snapshot diff, {meta.get('cpus')} CPUs, Spark {meta.get('spark_conf')}, "
+        f"isolation={meta.get('isolate')}",
+        fontsize=9,
+    )
     fig.tight_layout(rect=(0, 0, 1, 0.95))
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     fig.savefig(path, dpi=110)

@@ -50,8 +50,24 @@ SCHEMA = pa.schema(
 )
 VALUE_COLUMNS = [f.name for f in SCHEMA if f.name != KEY]
 CITIES = pa.array(
-    ["Bellevue", "Redmond", "Seattle", "Tacoma", "Olympia", "Spokane", "Yakima", "Everett",
-     "Kent", "Renton", "Auburn", "Bothell", "Kirkland", "Issaquah", "Lynnwood", "Bremerton"]
+    [
+        "Bellevue",
+        "Redmond",
+        "Seattle",
+        "Tacoma",
+        "Olympia",
+        "Spokane",
+        "Yakima",
+        "Everett",
+        "Kent",
+        "Renton",
+        "Auburn",
+        "Bothell",
+        "Kirkland",
+        "Issaquah",
+        "Lynnwood",
+        "Bremerton",
+    ]
 )
 EPOCH_2020_DAYS = 18262
 EPOCH_2020_US = EPOCH_2020_DAYS * 86_400_000_000
@@ -85,7 +101,9 @@ def _cents(arr: pa.Array) -> np.ndarray:
     return words[2 * arr.offset : 2 * (arr.offset + len(arr)) : 2].copy()
 
 
-def _with_nulls(values: np.ndarray, rng: np.random.Generator, rate: float, typ: pa.DataType) -> pa.Array:
+def _with_nulls(
+    values: np.ndarray, rng: np.random.Generator, rate: float, typ: pa.DataType
+) -> pa.Array:
     return pa.array(values, type=typ, mask=rng.random(len(values)) < rate)
 
 
@@ -105,7 +123,10 @@ def make_rows(ids: np.ndarray, rng: np.random.Generator) -> pa.Table:
         _decimal(rng.integers(-10_000_000, 100_000_000, n)),
         _with_nulls(np.round(rng.normal(50.0, 20.0, n), 6), rng, 0.02, pa.float64()),
         pa.array((EPOCH_2020_DAYS + rng.integers(0, 2000, n)).astype(np.int32), pa.date32()),
-        pa.array(EPOCH_2020_US + rng.integers(0, 2000 * 86_400_000_000, n), SCHEMA.field("updated_at").type),
+        pa.array(
+            EPOCH_2020_US + rng.integers(0, 2000 * 86_400_000_000, n),
+            SCHEMA.field("updated_at").type,
+        ),
         _with_nulls(rng.random(n) < 0.5, rng, 0.03, pa.bool_()),
     ]
     return pa.Table.from_arrays(columns, schema=SCHEMA)
@@ -123,7 +144,11 @@ def _changed(name: str, old: pa.Array, rng: np.random.Generator) -> pa.Array:
         return pa.array(((old.to_numpy(zero_copy_only=False) + 1 + k) % 1001).astype(np.int32))
     if name == "name":
         fresh = pc.binary_join_element_wise("new-", pc.cast(pa.array(k), pa.string()), "")
-        return pc.if_else(pc.is_null(old), fresh, pc.if_else(to_null, null, pc.binary_join_element_wise(old, "~", "")))
+        return pc.if_else(
+            pc.is_null(old),
+            fresh,
+            pc.if_else(to_null, null, pc.binary_join_element_wise(old, "~", "")),
+        )
     if name == "city":
         cand = CITIES.take(pa.array(k % len(CITIES)))
         alt = CITIES.take(pa.array((k + 1) % len(CITIES)))
@@ -197,7 +222,9 @@ def generate_next(
         u = rng.random(n)
         dele = u < rates.deletes
         keyc = (u >= rates.deletes) & (u < rates.deletes + rates.key_changes)
-        upd = (u >= rates.deletes + rates.key_changes) & (u < rates.deletes + rates.key_changes + rates.updates)
+        upd = (u >= rates.deletes + rates.key_changes) & (
+            u < rates.deletes + rates.key_changes + rates.updates
+        )
         table = _apply_updates(table, upd, rng)
         ids = table.column(KEY).to_numpy()
         moved = table.filter(pa.array(keyc))
@@ -217,7 +244,9 @@ def generate_next(
         }
         for kind, kids in truth.items():
             if len(kids):
-                writer.write_table(pa.table({"id": kids, "kind": pa.array([kind] * len(kids))}, truth_schema))
+                writer.write_table(
+                    pa.table({"id": kids, "kind": pa.array([kind] * len(kids))}, truth_schema)
+                )
         counts["updates"] += int(upd.sum())
         counts["deletes"] += int(dele.sum())
         counts["key_changes"] += int(keyc.sum())
@@ -231,8 +260,13 @@ def generate_next(
         "update": counts["updates"],
         "delete": counts["deletes"] + counts["key_changes"],
     }
-    return {"snapshot": os.path.basename(out_dir), "generated": counts, "expected": expected,
-            "truth": os.path.basename(truth_path), "next_id": next_id}
+    return {
+        "snapshot": os.path.basename(out_dir),
+        "generated": counts,
+        "expected": expected,
+        "truth": os.path.basename(truth_path),
+        "next_id": next_id,
+    }
 
 
 def link_tree(src: str, dst: str) -> None:
@@ -247,8 +281,13 @@ def link_tree(src: str, dst: str) -> None:
 
 def cached_base(folder: str, rows: int, seed: int, chunk_rows: int = 1_000_000) -> dict:
     """Snapshot 1 in ``folder``/snap-001, generated once and shared by every scenario."""
-    params = {"rows": rows, "seed": seed, "chunk_rows": chunk_rows, "row_group_rows": ROW_GROUP_ROWS,
-              "generator_version": 1}
+    params = {
+        "rows": rows,
+        "seed": seed,
+        "chunk_rows": chunk_rows,
+        "row_group_rows": ROW_GROUP_ROWS,
+        "generator_version": 1,
+    }
     meta_path = os.path.join(folder, "base.json")
     if os.path.exists(meta_path):
         with open(meta_path) as handle:
@@ -263,15 +302,29 @@ def cached_base(folder: str, rows: int, seed: int, chunk_rows: int = 1_000_000) 
     return info
 
 
-def generate(out: str, rows: int, seed: int = 42, rates: Rates = Rates(), snapshots: int = 2,
-             chunk_rows: int = 1_000_000, base_cache: str | None = None) -> dict:
+def generate(
+    out: str,
+    rows: int,
+    seed: int = 42,
+    rates: Rates = Rates(),
+    snapshots: int = 2,
+    chunk_rows: int = 1_000_000,
+    base_cache: str | None = None,
+) -> dict:
     """Write snapshots 1..``snapshots`` and ground truth under ``out``; reuse if already there.
 
     ``base_cache``: a folder where snapshot 1 is generated once and hard-linked from, so
     scenarios of the same size and seed share it.
     """
-    params = {"rows": rows, "seed": seed, "rates": asdict(rates), "snapshots": snapshots,
-              "chunk_rows": chunk_rows, "row_group_rows": ROW_GROUP_ROWS, "generator_version": 1}
+    params = {
+        "rows": rows,
+        "seed": seed,
+        "rates": asdict(rates),
+        "snapshots": snapshots,
+        "chunk_rows": chunk_rows,
+        "row_group_rows": ROW_GROUP_ROWS,
+        "generator_version": 1,
+    }
     meta_path = os.path.join(out, "truth.json")
     if os.path.exists(meta_path):
         with open(meta_path) as handle:
@@ -290,8 +343,13 @@ def generate(out: str, rows: int, seed: int = 42, rates: Rates = Rates(), snapsh
     next_id = info["next_id"]
     for index in range(2, snapshots + 1):
         info = generate_next(
-            os.path.join(out, f"snap-{index - 1:03d}"), os.path.join(out, f"snap-{index:03d}"),
-            os.path.join(out, f"truth-{index:03d}.parquet"), rates, seed, index, next_id,
+            os.path.join(out, f"snap-{index - 1:03d}"),
+            os.path.join(out, f"snap-{index:03d}"),
+            os.path.join(out, f"truth-{index:03d}.parquet"),
+            rates,
+            seed,
+            index,
+            next_id,
         )
         next_id = info["next_id"]
         meta["snapshots"].append(info)
@@ -303,7 +361,9 @@ def generate(out: str, rows: int, seed: int = 42, rates: Rates = Rates(), snapsh
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--rows", type=int, required=True)
     parser.add_argument("--out", required=True)
     parser.add_argument("--seed", type=int, default=42)

@@ -71,7 +71,7 @@ class PeakSampler:
             if self._stop.wait(self.interval):
                 return
 
-    def __enter__(self) -> PeakSampler:
+    def __enter__(self) -> PeakSampler:  # noqa: PYI034 - py310 has no typing.Self
         self.peak = tree_rss(self.root)
         self._thread.start()
         return self

@@ -1,6 +1,6 @@
 """Results JSON -> Markdown table (the one pasted into benchmarks/README.md).
 
-    python -m benchmarks.report benchmarks/results/run-....json
+python -m benchmarks.report benchmarks/results/run-....json
 """
 
 from __future__ import annotations
@@ -29,19 +29,28 @@ def markdown(results: dict[str, Any]) -> str:
     meta = results.get("meta", {})
     lines = [
         f"Command: `{meta.get('command', '?')}`  ",
-        f"Machine: {meta.get('cpus')} CPUs, {meta.get('memory_bytes', 0) / 2**30:.0f} GiB RAM; "
-        f"isolation: {meta.get('isolate')}; Spark conf: {meta.get('spark_conf')}; "
-        f"commit {meta.get('git_commit')}; {meta.get('date')}",
+        (
+            f"Machine: {meta.get('cpus')} CPUs, {meta.get('memory_bytes', 0) / 2**30:.0f} GiB RAM; "
+            f"isolation: {meta.get('isolate')}; Spark conf: {meta.get('spark_conf')}; "
+            f"commit {meta.get('git_commit')}; {meta.get('date')}"
+        ),
         "",
-        "| rows | scenario | engine | time s | × DuckDB | JVM start s | setup s | peak RSS GiB "
-        "| state B/row | output MiB | changes (ins/upd/del) | matches truth |",
+        (
+            "| rows | scenario | engine | time s | × DuckDB | JVM start s | setup s | peak RSS GiB "
+            "| state B/row | output MiB | changes (ins/upd/del) | matches truth |"
+        ),
         "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|",
     ]
     order = {s: i for i, s in enumerate(meta.get("scenarios", []))}
-    runs = sorted(results.get("runs", []),
-                  key=lambda r: (r["rows"], order.get(r["scenario"], 99), _engine_order(r["engine"])))
-    duck = {(r["rows"], r["scenario"]): r["seconds"] for r in runs
-            if r["engine"] == "duckdb" and r["status"] == "ok"}
+    runs = sorted(
+        results.get("runs", []),
+        key=lambda r: (r["rows"], order.get(r["scenario"], 99), _engine_order(r["engine"])),
+    )
+    duck = {
+        (r["rows"], r["scenario"]): r["seconds"]
+        for r in runs
+        if r["engine"] == "duckdb" and r["status"] == "ok"
+    }
     for r in runs:
         head = f"| {r['rows']:,} | {r['scenario']} | {r['engine']} "
         if r["status"] != "ok":
@@ -59,13 +68,18 @@ def markdown(results: dict[str, Any]) -> str:
         )
     agree = results.get("agreement", [])
     if agree:
-        lines += ["", "| rows | scenario | expected (ins/upd/del) | engines agree | all match truth |",
-                  "|---:|---|---|---|---|"]
+        lines += [
+            "",
+            "| rows | scenario | expected (ins/upd/del) | engines agree | all match truth |",
+            "|---:|---|---|---|---|",
+        ]
         for a in agree:
             e = a["expected"]
-            lines.append(f"| {a['rows']:,} | {a['scenario']} | {e['insert']:,}/{e['update']:,}/"
-                         f"{e['delete']:,} | {a['engines_agree']} ({', '.join(a['compared'])}) "
-                         f"| {a['all_match_truth']} |")
+            lines.append(
+                f"| {a['rows']:,} | {a['scenario']} | {e['insert']:,}/{e['update']:,}/"
+                f"{e['delete']:,} | {a['engines_agree']} ({', '.join(a['compared'])}) "
+                f"| {a['all_match_truth']} |"
+            )
     return "\n".join(lines) + "\n"
 
 

@@ -50,7 +50,10 @@ SCENARIOS: dict[str, Rates | None] = {
 
 # --- data --------------------------------------------------------------------------------------
 
-def prepare(data_root: str, rows: int, scenario: str, seed: int) -> tuple[str | None, str, str | None]:
+
+def prepare(
+    data_root: str, rows: int, scenario: str, seed: int
+) -> tuple[str | None, str, str | None]:
     """Generate (or reuse) the files of one scenario; return (prev, cur, truth parquet)."""
     base = os.path.join(data_root, f"n{rows}-s{seed}", "base")
     rates = SCENARIOS[scenario]
@@ -59,11 +62,15 @@ def prepare(data_root: str, rows: int, scenario: str, seed: int) -> tuple[str | 
         return None, os.path.join(base, "snap-001"), None
     out = os.path.join(data_root, f"n{rows}-s{seed}", scenario)
     generate(out, rows, seed, rates, snapshots=2, base_cache=base)
-    return (os.path.join(out, "snap-001"), os.path.join(out, "snap-002"),
-            os.path.join(out, "truth-002.parquet"))
+    return (
+        os.path.join(out, "snap-001"),
+        os.path.join(out, "snap-002"),
+        os.path.join(out, "truth-002.parquet"),
+    )
 
 
 # --- Spark -------------------------------------------------------------------------------------
+
 
 def spark_conf(driver_memory: str | None, extra: list[str]) -> dict[str, str]:
     conf = {"spark.driver.memory": driver_memory} if driver_memory else {}
@@ -86,6 +93,7 @@ def start_spark(master: str | None, conf: dict[str, str]) -> tuple[Any, float]:
 
 # --- one engine on one case --------------------------------------------------------------------
 
+
 def run_engine(engine: str, case: Case, spark: Any = None) -> dict[str, Any]:
     """Run one engine; never raises: the record's ``status`` says what happened."""
     shutil.rmtree(case.work, ignore_errors=True)
@@ -95,8 +103,11 @@ def run_engine(engine: str, case: Case, spark: Any = None) -> dict[str, Any]:
     except EngineUnavailable as exc:
         return {"status": "unavailable", "error": str(exc)}
     except Exception as exc:  # noqa: BLE001 - recorded, the other engines still run
-        return {"status": "error", "error": f"{type(exc).__name__}: {exc}",
-                "traceback": traceback.format_exc()[-4000:]}
+        return {
+            "status": "error",
+            "error": f"{type(exc).__name__}: {exc}",
+            "traceback": traceback.format_exc()[-4000:],
+        }
     return {"status": "ok", **asdict(run)}
 
 
@@ -117,28 +128,52 @@ def _worker(spec_path: str) -> None:
             json.dump(record, handle, default=str)
 
 
-def run_isolated(engine: str, case: Case, master: str | None, conf: dict[str, str],
-                 timeout: float, max_rss: int | None = None) -> dict[str, Any]:
+def run_isolated(
+    engine: str,
+    case: Case,
+    master: str | None,
+    conf: dict[str, str],
+    timeout: float,
+    max_rss: int | None = None,
+) -> dict[str, Any]:
     """Run one engine in a fresh Python process (its own JVM for Spark engines)."""
     os.makedirs(os.path.dirname(case.work), exist_ok=True)
     fd, spec_path = tempfile.mkstemp(prefix="spec-", suffix=".json", dir=os.path.dirname(case.work))
     result = spec_path.replace("spec-", "result-")
     with os.fdopen(fd, "w") as handle:
-        json.dump({"engine": engine, "case": asdict(case), "master": master, "spark_conf": conf,
-                   "result": result}, handle)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [REPO, os.environ.get("PYTHONPATH")])))
+        json.dump(
+            {
+                "engine": engine,
+                "case": asdict(case),
+                "master": master,
+                "spark_conf": conf,
+                "result": result,
+            },
+            handle,
+        )
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join(filter(None, [REPO, os.environ.get("PYTHONPATH")]))
+    )
     log_path = case.work + ".log"  # beside, not inside: the worker starts by emptying case.work
     with open(log_path, "wb") as log_file:
-        proc = subprocess.Popen([sys.executable, "-m", "benchmarks.run", "--worker", spec_path], cwd=REPO,
-                                env=env, stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "benchmarks.run", "--worker", spec_path],
+            cwd=REPO,
+            env=env,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     # watch the worker's whole tree: a runaway engine is stopped before it starves the machine
     started, peak, killed = time.monotonic(), 0, None
     while proc.poll() is None:
         rss = tree_rss(proc.pid)
         peak = max(peak, rss)
         if max_rss and rss > max_rss:
-            killed = {"status": "memory-limit",
-                      "error": f"stopped at {rss / 2**30:.1f} GiB RSS (limit {max_rss / 2**30:.1f} GiB)"}
+            killed = {
+                "status": "memory-limit",
+                "error": f"stopped at {rss / 2**30:.1f} GiB RSS (limit {max_rss / 2**30:.1f} GiB)",
+            }
         elif time.monotonic() - started > timeout:
             killed = {"status": "timeout", "error": f"stopped after {timeout:.0f} s"}
         if killed:
@@ -167,16 +202,37 @@ def run_isolated(engine: str, case: Case, master: str | None, conf: dict[str, st
 
 # --- the matrix --------------------------------------------------------------------------------
 
-def run_matrix(sizes: list[int], scenarios: list[str], engines: list[str], *, data_root: str,
-               work_root: str, seed: int = 42, isolate: bool = True, spark: Any = None,
-               master: str | None = None, conf: dict[str, str] | None = None,
-               timeout: float = 3600, max_rss: int | None = None, keep_work: bool = False, out_path: str | None = None,
-               log: Any = print) -> dict[str, Any]:
+
+def run_matrix(
+    sizes: list[int],
+    scenarios: list[str],
+    engines: list[str],
+    *,
+    data_root: str,
+    work_root: str,
+    seed: int = 42,
+    isolate: bool = True,
+    spark: Any = None,
+    master: str | None = None,
+    conf: dict[str, str] | None = None,
+    timeout: float = 3600,
+    max_rss: int | None = None,
+    keep_work: bool = False,
+    out_path: str | None = None,
+    log: Any = print,
+) -> dict[str, Any]:
     """Run every engine on every (size, scenario); verify; return (and save) the results."""
     conf = conf or {}
     results: dict[str, Any] = {"meta": machine_info(), "runs": [], "agreement": []}
-    results["meta"].update(sizes=sizes, scenarios=scenarios, engines=engines, seed=seed,
-                           isolate="process" if isolate else "none", spark_conf=conf, master=master)
+    results["meta"].update(
+        sizes=sizes,
+        scenarios=scenarios,
+        engines=engines,
+        seed=seed,
+        isolate="process" if isolate else "none",
+        spark_conf=conf,
+        master=master,
+    )
     shared_jvm = None
     for rows in sizes:
         for scenario in scenarios:
@@ -186,7 +242,9 @@ def run_matrix(sizes: list[int], scenarios: list[str], engines: list[str], *, da
             want = truth_changes(truth_path, cur)
             digests = {}
             for engine in engines:
-                case = Case(prev=prev, cur=cur, work=os.path.join(work_root, f"n{rows}-{scenario}-{engine}"))
+                case = Case(
+                    prev=prev, cur=cur, work=os.path.join(work_root, f"n{rows}-{scenario}-{engine}")
+                )
                 if isolate:
                     record = run_isolated(engine, case, master, conf, timeout, max_rss)
                 else:
@@ -195,7 +253,13 @@ def run_matrix(sizes: list[int], scenarios: list[str], engines: list[str], *, da
                     record = run_engine(engine, case, spark)
                     if engine in NEEDS_SPARK and shared_jvm is not None:
                         record["jvm_startup_seconds"] = shared_jvm
-                record.update(rows=rows, scenario=scenario, engine=engine, load_average=os.getloadavg())
+                record.update(
+                    rows=rows,
+                    scenario=scenario,
+                    engine=engine,
+                    load_average=os.getloadavg(),
+                    git_commit=_git_commit(),  # others may commit to the engine during a long run
+                )
                 if record["status"] == "ok":
                     got = read_changes(record.pop("output_files"), case.key)
                     record["changes"] = {k: v["count"] for k, v in summarize(got).items()}
@@ -210,13 +274,17 @@ def run_matrix(sizes: list[int], scenarios: list[str], engines: list[str], *, da
                 if out_path:
                     save(results, out_path)
             truth_digest = {k: v["sha1"] for k, v in summarize(want).items()}
-            results["agreement"].append({
-                "rows": rows, "scenario": scenario,
-                "expected": {k: int(len(v)) for k, v in want.items()},
-                "engines_agree": len({json.dumps(d, sort_keys=True) for d in digests.values()}) <= 1,
-                "all_match_truth": all(d == truth_digest for d in digests.values()),
-                "compared": sorted(digests),
-            })
+            results["agreement"].append(
+                {
+                    "rows": rows,
+                    "scenario": scenario,
+                    "expected": {k: len(v) for k, v in want.items()},
+                    "engines_agree": len({json.dumps(d, sort_keys=True) for d in digests.values()})
+                    <= 1,
+                    "all_match_truth": all(d == truth_digest for d in digests.values()),
+                    "compared": sorted(digests),
+                }
+            )
     results["ratios"] = ratios(results["runs"])
     if out_path:
         save(results, out_path)
@@ -228,9 +296,11 @@ def _line(r: dict[str, Any]) -> str:
         return f"  {r['engine']:<10} {r['status'].upper()}: {str(r.get('error', ''))[:300]}"
     jvm = f" (+{r['jvm_startup_seconds']:.1f} s JVM)" if "jvm_startup_seconds" in r else ""
     check = "matches truth" if r["matches_truth"] else f"MISMATCH {r['mismatch']}"
-    return (f"  {r['engine']:<10} {r['seconds']:8.2f} s{jvm}  peak {r['peak_rss_bytes'] / 2**30:.2f} GiB"
-            f"  state {r['state_bytes'] / 2**20:.1f} MiB  out {r['output_bytes'] / 2**20:.1f} MiB"
-            f"  {r['changes']}  {check}")
+    return (
+        f"  {r['engine']:<10} {r['seconds']:8.2f} s{jvm}  peak {r['peak_rss_bytes'] / 2**30:.2f} GiB"
+        f"  state {r['state_bytes'] / 2**20:.1f} MiB  out {r['output_bytes'] / 2**20:.1f} MiB"
+        f"  {r['changes']}  {check}"
+    )
 
 
 def ratios(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -238,16 +308,34 @@ def ratios(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
     keys = sorted({(r["rows"], r["scenario"]) for r in runs})
     for rows, scenario in keys:
-        secs = {r["engine"]: r["seconds"] for r in runs
-                if r["rows"] == rows and r["scenario"] == scenario and r["status"] == "ok"}
+        secs = {
+            r["engine"]: r["seconds"]
+            for r in runs
+            if r["rows"] == rows and r["scenario"] == scenario and r["status"] == "ok"
+        }
         entry: dict[str, Any] = {"rows": rows, "scenario": scenario, "seconds": secs}
         if "duckdb" in secs:
             entry["vs_duckdb"] = {e: round(s / secs["duckdb"], 2) for e, s in secs.items()}
         if "diffcdc" in secs:
-            entry["diffcdc_speedup"] = {e: round(s / secs["diffcdc"], 2) for e, s in secs.items()
-                                        if e != "diffcdc"}
+            entry["diffcdc_speedup"] = {
+                e: round(s / secs["diffcdc"], 2) for e, s in secs.items() if e != "diffcdc"
+            }
         out.append(entry)
     return out
+
+
+def _git_commit() -> str:
+    """Short HEAD commit, with ``+dirty`` when tracked files under ``diffcdc/`` are modified."""
+
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", *args], check=False, cwd=REPO, capture_output=True, text=True
+        ).stdout.strip()
+
+    head = git("rev-parse", "--short", "HEAD")
+    return head + (
+        "+dirty" if git("status", "--porcelain", "--untracked-files=no", "diffcdc") else ""
+    )
 
 
 def machine_info() -> dict[str, Any]:
@@ -263,11 +351,17 @@ def machine_info() -> dict[str, Any]:
             versions[name] = __import__(name).__version__
         except Exception:  # noqa: BLE001
             versions[name] = None
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
-                            text=True).stdout.strip()
-    return {"date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "cpus": os.cpu_count(), "memory_bytes": mem,
-            "platform": platform.platform(), "python": platform.python_version(), "versions": versions,
-            "git_commit": commit, "command": " ".join(["python -m benchmarks.run", *sys.argv[1:]])}
+    commit = _git_commit()
+    return {
+        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "cpus": os.cpu_count(),
+        "memory_bytes": mem,
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "versions": versions,
+        "git_commit": commit,
+        "command": " ".join(["python -m benchmarks.run", *sys.argv[1:]]),
+    }
 
 
 def save(results: dict[str, Any], path: str) -> None:
@@ -291,7 +385,9 @@ def parse_size(text: str) -> int | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--sizes", default="1000000", help="comma-separated row counts")
     parser.add_argument("--scenarios", default="steady,first-load,zero,half")
@@ -302,14 +398,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--isolate", choices=["process", "none"], default="process")
     parser.add_argument("--timeout", type=float, default=3600, help="seconds per engine run")
-    parser.add_argument("--max-rss", default="50%",
-                        help="stop a worker whose process tree exceeds this (bytes, 12g, or %% of RAM)")
+    parser.add_argument(
+        "--max-rss",
+        default="50%",
+        help="stop a worker whose process tree exceeds this (bytes, 12g, or %% of RAM)",
+    )
     parser.add_argument("--data", default=os.path.join(HERE, "data"))
     parser.add_argument("--work", default=os.path.join(HERE, "work"))
-    parser.add_argument("--out", default=None, help="results JSON (default benchmarks/results/<time>.json)")
+    parser.add_argument(
+        "--out", default=None, help="results JSON (default benchmarks/results/<time>.json)"
+    )
     parser.add_argument("--no-chart", action="store_true")
     parser.add_argument("--keep-work", action="store_true")
-    parser.add_argument("--smoke", action="store_true", help="2,000 rows, in-process, all scenarios")
+    parser.add_argument(
+        "--smoke", action="store_true", help="2,000 rows, in-process, all scenarios"
+    )
     args = parser.parse_args(argv)
     if args.worker:
         _worker(args.worker)
@@ -323,15 +426,28 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"unknown {name}(s) {bad}; choose from {sorted(known)}")
     if args.smoke:
         sizes, args.isolate = [2000], "none"
-    out = args.out or os.path.join(HERE, "results", time.strftime("run-%Y%m%d-%H%M%S") +
-                                   ("-smoke" if args.smoke else "") + ".json")
+    out = args.out or os.path.join(
+        HERE,
+        "results",
+        time.strftime("run-%Y%m%d-%H%M%S") + ("-smoke" if args.smoke else "") + ".json",
+    )
     if args.smoke and not args.out:
         out = os.path.join(args.work, "smoke.json")
-    results = run_matrix(sizes, scenarios, engines, data_root=args.data, work_root=args.work,
-                         seed=args.seed, isolate=args.isolate == "process", master=args.master,
-                         conf=spark_conf(args.spark_driver_memory, args.spark_conf),
-                         timeout=args.timeout, max_rss=parse_size(args.max_rss), keep_work=args.keep_work,
-                         out_path=out)
+    results = run_matrix(
+        sizes,
+        scenarios,
+        engines,
+        data_root=args.data,
+        work_root=args.work,
+        seed=args.seed,
+        isolate=args.isolate == "process",
+        master=args.master,
+        conf=spark_conf(args.spark_driver_memory, args.spark_conf),
+        timeout=args.timeout,
+        max_rss=parse_size(args.max_rss),
+        keep_work=args.keep_work,
+        out_path=out,
+    )
     from .report import markdown
 
     table = markdown(results)

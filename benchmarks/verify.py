@@ -35,16 +35,21 @@ def read_changes(files: list[str], key: str = "id") -> dict[str, np.ndarray]:
             ids = table.column(key).to_numpy()
             marks = table.column("__rowMarker__").to_numpy()
             for code in np.unique(marks):
-                parts.setdefault(_MARKERS.get(int(code), f"marker{code}"), []).append(ids[marks == code])
+                parts.setdefault(_MARKERS.get(int(code), f"marker{code}"), []).append(
+                    ids[marks == code]
+                )
         elif "_change_type" in names:
             table = pq.read_table(path, columns=[key, "_change_type"])
             kinds = pc.cast(table.column("_change_type"), pa.string())
             for value in pc.unique(kinds).to_pylist():
                 mask = pc.equal(kinds, value)
                 parts.setdefault(_CDF.get(value, value), []).append(
-                    table.column(key).filter(mask).to_numpy())
+                    table.column(key).filter(mask).to_numpy()
+                )
         else:
-            parts.setdefault("insert", []).append(pq.read_table(path, columns=[key]).column(key).to_numpy())
+            parts.setdefault("insert", []).append(
+                pq.read_table(path, columns=[key]).column(key).to_numpy()
+            )
     out = {kind: np.empty(0, dtype=np.int64) for kind in KINDS}
     for kind, arrays in parts.items():
         out[kind] = np.sort(np.concatenate(arrays).astype(np.int64))
@@ -56,8 +61,9 @@ def truth_changes(truth_path: str | None, cur: str, key: str = "id") -> dict[str
     out = {kind: np.empty(0, dtype=np.int64) for kind in KINDS}
     if truth_path is None:
         files = [os.path.join(cur, f) for f in sorted(os.listdir(cur)) if f.endswith(".parquet")]
-        out["insert"] = np.sort(np.concatenate(
-            [pq.read_table(f, columns=[key]).column(key).to_numpy() for f in files]))
+        out["insert"] = np.sort(
+            np.concatenate([pq.read_table(f, columns=[key]).column(key).to_numpy() for f in files])
+        )
         return out
     table = pq.read_table(truth_path)
     kinds = table.column("kind")
@@ -72,14 +78,16 @@ def summarize(changes: dict[str, np.ndarray]) -> dict[str, Any]:
     for kind, ids in sorted(changes.items()):
         ids = np.ascontiguousarray(ids, dtype=np.int64)
         out[kind] = {
-            "count": int(len(ids)),
+            "count": len(ids),
             "duplicates": int(len(ids) - len(np.unique(ids))) if len(ids) else 0,
             "sha1": hashlib.sha1(ids.tobytes()).hexdigest(),
         }
     return out
 
 
-def compare(got: dict[str, np.ndarray], want: dict[str, np.ndarray], limit: int = 5) -> dict[str, Any]:
+def compare(
+    got: dict[str, np.ndarray], want: dict[str, np.ndarray], limit: int = 5
+) -> dict[str, Any]:
     """Per kind: keys missing from ``got`` and extra in ``got`` (counts and a few examples)."""
     diff: dict[str, Any] = {}
     for kind in sorted(set(got) | set(want)):
@@ -89,7 +97,11 @@ def compare(got: dict[str, np.ndarray], want: dict[str, np.ndarray], limit: int 
         extra = np.setdiff1d(g, w, assume_unique=False)
         dups = len(g) - len(np.unique(g))
         if len(missing) or len(extra) or dups:
-            diff[kind] = {"missing": int(len(missing)), "extra": int(len(extra)), "duplicates": int(dups),
-                          "missing_examples": missing[:limit].tolist(),
-                          "extra_examples": extra[:limit].tolist()}
+            diff[kind] = {
+                "missing": len(missing),
+                "extra": len(extra),
+                "duplicates": int(dups),
+                "missing_examples": missing[:limit].tolist(),
+                "extra_examples": extra[:limit].tolist(),
+            }
     return diff

@@ -14,8 +14,8 @@ import pytest
 pytest.importorskip("duckdb")
 pytest.importorskip("deltalake")
 
-from benchmarks.generate import Rates, generate  # noqa: E402
-from benchmarks.run import SCENARIOS, run_matrix  # noqa: E402
+from benchmarks.generate import Rates, generate
+from benchmarks.run import SCENARIOS, run_matrix
 
 pytestmark = pytest.mark.slow
 
@@ -27,13 +27,22 @@ def _rows(path: str) -> dict[int, tuple]:
 
 
 def test_generator_truth_matches_a_brute_force_diff(tmp_path):
-    meta = generate(str(tmp_path / "d"), rows=3000, seed=7, snapshots=3,
-                    rates=Rates(updates=0.05, deletes=0.02, inserts=0.03, key_changes=0.01), chunk_rows=1000)
+    meta = generate(
+        str(tmp_path / "d"),
+        rows=3000,
+        seed=7,
+        snapshots=3,
+        rates=Rates(updates=0.05, deletes=0.02, inserts=0.03, key_changes=0.01),
+        chunk_rows=1000,
+    )
     for index in (2, 3):
         old = _rows(str(tmp_path / "d" / f"snap-{index - 1:03d}"))
         new = _rows(str(tmp_path / "d" / f"snap-{index:03d}"))
         truth = pq.read_table(str(tmp_path / "d" / f"truth-{index:03d}.parquet")).to_pylist()
-        got = {kind: {t["id"] for t in truth if t["kind"] == kind} for kind in ("insert", "update", "delete")}
+        got = {
+            kind: {t["id"] for t in truth if t["kind"] == kind}
+            for kind in ("insert", "update", "delete")
+        }
         assert got["insert"] == new.keys() - old.keys()
         assert got["delete"] == old.keys() - new.keys()
         assert got["update"] == {k for k in old.keys() & new.keys() if old[k] != new[k]}
@@ -41,8 +50,14 @@ def test_generator_truth_matches_a_brute_force_diff(tmp_path):
         assert expected == {kind: len(ids) for kind, ids in got.items()}
         assert all(expected.values())
     # same seed, same bytes
-    again = generate(str(tmp_path / "e"), rows=3000, seed=7, snapshots=3,
-                     rates=Rates(updates=0.05, deletes=0.02, inserts=0.03, key_changes=0.01), chunk_rows=1000)
+    again = generate(
+        str(tmp_path / "e"),
+        rows=3000,
+        seed=7,
+        snapshots=3,
+        rates=Rates(updates=0.05, deletes=0.02, inserts=0.03, key_changes=0.01),
+        chunk_rows=1000,
+    )
     assert again["snapshots"] == meta["snapshots"]
     assert _rows(str(tmp_path / "e" / "snap-003")) == _rows(str(tmp_path / "d" / "snap-003"))
 
@@ -52,9 +67,15 @@ def test_all_engines_agree_with_ground_truth(spark, tmp_path):
     if importlib.util.find_spec("diffcdc.engine") is not None:
         engines.insert(0, "diffcdc")
     results = run_matrix(
-        [2000], list(SCENARIOS), engines, data_root=str(tmp_path / "data"),
-        work_root=str(tmp_path / "work"), isolate=False, spark=spark,
-        out_path=str(tmp_path / "results.json"), log=lambda _: None,
+        [2000],
+        list(SCENARIOS),
+        engines,
+        data_root=str(tmp_path / "data"),
+        work_root=str(tmp_path / "work"),
+        isolate=False,
+        spark=spark,
+        out_path=str(tmp_path / "results.json"),
+        log=lambda _: None,
     )
     assert os.path.exists(tmp_path / "results.json")
     for run in results["runs"]:
