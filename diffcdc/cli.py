@@ -57,6 +57,14 @@ def _landing_option(text: str) -> tuple[str, Any]:
     return key, raw
 
 
+def _config_table(config: Any, name: str, path: str) -> Any:
+    """The table called ``name`` in a loaded config, or a usage error naming the file."""
+    table = next((t for t in config.tables if t.name == name), None)
+    if table is None:
+        raise UsageError(f"--table {name} is not in the config", path=path)
+    return table
+
+
 def _check_landing_arg(landing: str | None) -> None:
     """Refuse a SAS token on a ``--landing`` URL (it would show in process lists)."""
     if landing and "://" in landing and "?" in landing:
@@ -373,9 +381,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         from .config import load_config
 
         config = load_config(args.config)
-        table = next((t for t in config.tables if t.name == args.table), None)
-        if table is None:
-            raise UsageError(f"--table {args.table} is not in the config", path=args.config)
+        table = _config_table(config, args.table, args.config)
         landing = landing or table.landing
         options = dict(table.landing_options)
         schema_name = schema_name or table.schema_name
@@ -514,9 +520,7 @@ def _cmd_drop(args: argparse.Namespace) -> int:
     state_root = args.state
     if args.config:
         config = load_config(args.config)
-        table = next((t for t in config.tables if t.name == args.table), None)
-        if table is None:
-            raise UsageError(f"--table {args.table} is not in the config", path=args.config)
+        table = _config_table(config, args.table, args.config)
         state_root = state_root or config.state
     elif args.landing:
         # Only the location matters for a drop; source and keys are placeholders.
