@@ -32,6 +32,10 @@ DEFAULT_CONF: dict[str, str] = {
     "spark.sql.shuffle.partitions": "8",
     "spark.sql.adaptive.enabled": "true",
     "spark.driver.memory": "2g",
+    # Throughput collector: a diff is a batch job, pauses do not matter, CPU does. Measured at
+    # 5M rows on 2 cores: steady run 15.6 s with G1 (the JDK default), 12.7 s with ParallelGC.
+    "spark.driver.extraJavaOptions": "-XX:+UseParallelGC",
+    "spark.executor.extraJavaOptions": "-XX:+UseParallelGC",
 }
 
 
