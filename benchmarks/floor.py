@@ -1,0 +1,228 @@
+"""Where a steady diffcdc run spends its time, against what any Spark diff must spend.
+
+Everything runs in one process with a warm JVM, each measurement repeated, so the ratios are
+between figures taken on the same machine minutes apart:
+
+* ``duckdb`` — the DuckDB baseline's whole steady diff (the issue's yardstick);
+* ``spark_scan_hash`` — Spark reading the new snapshot and computing diffcdc's fingerprint for
+  every row, reduced to one value: no shuffle, no write. Any Spark diff that compares rows
+  pays at least this;
+* ``spark_scan_hash_shuffle`` — the same plus shuffling ``(key, fingerprint)`` by key, which
+  any Spark diff that matches keys across snapshots pays as well;
+* ``spark_scan_rows`` — Spark reading the snapshot's full rows (what fetching the changed
+  rows costs when they are spread over every row group);
+* ``diffcdc`` — a complete steady run (``run_table``) on the same files;
+
+and, with ``--profile``, the Spark jobs of one extra steady run with their wall time and task
+CPU time from Spark's event log.
+
+    python -m benchmarks.floor --rows 5000000 [--repeat 3] [--profile] [--out FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from typing import Any
+
+from .baselines import Case, run_duckdb
+from .run import SCENARIOS, prepare
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _timed(fn: Callable[[], Any], repeat: int) -> dict[str, Any]:
+    fn()  # warm-up: code generation and JIT of this query shape
+    times = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - started)
+    return {
+        "min": round(min(times), 3),
+        "median": round(statistics.median(times), 3),
+        "all": [round(t, 3) for t in times],
+    }
+
+
+def _diffcdc_steady(spark: Any, prev: str, cur: str, work: str) -> Callable[[], float]:
+    """A callable doing one complete steady run (the first load is set up beforehand)."""
+    from diffcdc.config import TableConfig
+    from diffcdc.engine import run_table
+
+    base = os.path.join(work, "base")
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(os.path.join(base, "source"))
+    os.symlink(prev, os.path.join(base, "source", "snap-001"))
+    config = TableConfig(
+        name="bench",
+        source=os.path.join(base, "source"),
+        keys=["id"],
+        landing=os.path.join(base, "landing"),
+    )
+    run_table(spark, config, os.path.join(base, "state"))
+    counter = [0]
+
+    def once() -> float:
+        counter[0] += 1
+        run = os.path.join(work, f"run{counter[0]}")
+        shutil.copytree(base, run, symlinks=True)
+        os.symlink(cur, os.path.join(run, "source", "snap-002"))
+        table = config.model_copy(
+            update={"source": os.path.join(run, "source"), "landing": os.path.join(run, "landing")}
+        )
+        started = time.perf_counter()
+        run_table(spark, table, os.path.join(run, "state"))
+        seconds = time.perf_counter() - started
+        shutil.rmtree(run)
+        return seconds
+
+    return once
+
+
+def _spark_probes(spark: Any, cur: str) -> dict[str, Callable[[], Any]]:
+    from pyspark.sql import functions as F
+
+    from diffcdc.fingerprint import FP, fingerprint_exprs
+
+    def narrow() -> Any:
+        df = spark.read.parquet(cur)
+        return df.select("id", *fingerprint_exprs(df.schema, ["id"], [], 64))
+
+    return {
+        "spark_scan_hash": lambda: narrow().agg(F.max(FP)).collect(),
+        "spark_scan_hash_shuffle": lambda: (
+            narrow().repartition("id").write.format("noop").mode("overwrite").save()
+        ),
+        "spark_scan_rows": lambda: (
+            spark.read.parquet(cur).write.format("noop").mode("overwrite").save()
+        ),
+    }
+
+
+PROFILE_GROUP = "diffcdc-profile"
+
+
+def _event_lines(event_dir: str) -> Any:
+    """Lines of every (uncompressed) event log under ``event_dir``, rolled files in order."""
+    for path in sorted(glob.glob(os.path.join(event_dir, "**", "*"), recursive=True)):
+        if os.path.isfile(path):
+            with open(path, encoding="utf-8") as fh:
+                yield from fh
+
+
+def profile_jobs(event_dir: str, group: str = PROFILE_GROUP) -> list[dict[str, Any]]:
+    """The Spark jobs of one job group: wall time, tasks, task run, CPU and GC time."""
+    stages: dict[int, dict[str, Any]] = {}
+    jobs: dict[int, dict[str, Any]] = {}
+    for line in _event_lines(event_dir):
+        event = json.loads(line)
+        kind = event["Event"]
+        if kind == "SparkListenerStageCompleted":
+            info = event["Stage Info"]
+            acc = {a["Name"].rsplit(".", 1)[-1]: a.get("Value") for a in info["Accumulables"]}
+            stages[info["Stage ID"]] = {
+                "tasks": info["Number of Tasks"],
+                "cpu_s": int(acc.get("executorCpuTime", 0)) / 1e9,
+                "run_s": int(acc.get("executorRunTime", 0)) / 1e3,
+                "gc_s": int(acc.get("jvmGCTime", 0)) / 1e3,
+                "records_read": int(acc.get("recordsRead", 0)),
+            }
+        elif kind == "SparkListenerJobStart":
+            props = event.get("Properties") or {}
+            if props.get("spark.jobGroup.id") != group:
+                continue
+            jobs[event["Job ID"]] = {
+                "start": event["Submission Time"],
+                "stages": event["Stage IDs"],
+                "what": props.get("spark.job.description") or props.get("callSite.short", ""),
+            }
+        elif kind == "SparkListenerJobEnd" and event["Job ID"] in jobs:
+            jobs[event["Job ID"]]["end"] = event["Completion Time"]
+    out = []
+    for job_id, job in sorted(jobs.items()):
+        done = [stages[s] for s in job["stages"] if s in stages]
+        out.append(
+            {
+                "job": job_id,
+                "wall_s": round((job.get("end", job["start"]) - job["start"]) / 1e3, 3),
+                "tasks": sum(s["tasks"] for s in done),
+                "task_run_s": round(sum(s["run_s"] for s in done), 3),
+                "task_cpu_s": round(sum(s["cpu_s"] for s in done), 3),
+                "gc_s": round(sum(s["gc_s"] for s in done), 3),
+                "records_read": sum(s["records_read"] for s in done),
+            }
+        )
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=5_000_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--spark-driver-memory", default="2g")
+    parser.add_argument("--profile", action="store_true", help="per-job profile of one more run")
+    parser.add_argument("--data", default=os.path.join(HERE, "data"))
+    parser.add_argument("--out", default=None)
+    args = parser.parse_args(argv)
+
+    from diffcdc.spark import build_spark
+
+    prev, cur, _ = prepare(args.data, args.rows, "steady", args.seed)
+    assert prev is not None and SCENARIOS["steady"] is not None
+    work = tempfile.mkdtemp(prefix="diffcdc-floor-")
+    event_dir = os.path.join(work, "events")
+    os.makedirs(event_dir)
+    conf = {"spark.driver.memory": args.spark_driver_memory}
+    if args.profile:
+        conf.update(
+            {
+                "spark.eventLog.enabled": "true",
+                "spark.eventLog.dir": event_dir,
+                "spark.eventLog.compress": "false",
+            }
+        )
+    spark = build_spark(master="local[*]", conf=conf, app_name="diffcdc-floor")
+    try:
+        case = Case(prev=prev, cur=cur, work=os.path.join(work, "duckdb"))
+        results = {"duckdb": _timed(lambda: run_duckdb(case), args.repeat)}
+        for name, fn in _spark_probes(spark, cur).items():
+            results[name] = _timed(fn, args.repeat)
+        steady = _diffcdc_steady(spark, prev, cur, os.path.join(work, "diffcdc"))
+        results["diffcdc"] = _timed(steady, args.repeat)
+        jobs = None
+        if args.profile:
+            spark.sparkContext.setJobGroup(PROFILE_GROUP, "one profiled steady run")
+            steady()
+            spark.sparkContext.stop()  # flushes the event log
+            jobs = profile_jobs(event_dir)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    duck = results["duckdb"]["median"]
+    document = {
+        "command": "python -m benchmarks.floor "
+        + " ".join(argv if argv is not None else sys.argv[1:]),
+        "rows": args.rows,
+        "cpus": os.cpu_count(),
+        "seconds": results,
+        "x_duckdb_median": {k: round(v["median"] / duck, 2) for k, v in results.items()},
+        "diffcdc_jobs": jobs,
+    }
+    text = json.dumps(document, indent=2)
+    print(text)
+    if args.out:
+        with open(args.out, "w", encoding="utf-8") as fh:
+            fh.write(text + "\n")
+
+
+if __name__ == "__main__":
+    main()
