@@ -364,6 +364,8 @@ def _cmd_status(args: argparse.Namespace) -> int:
         if t.get("unpublished"):
             print(f"{t['table']}: version {t['version']} is committed but not fully published; "
                   "the next run finishes it")
+        for item in t.get("pending", []):
+            print(f"{t['table']}: pending: {item}")
     return 0
 
 

@@ -236,10 +236,17 @@ class TableState:
                 request = json.load(handle)
         except FileNotFoundError:
             return None
-        if any((c.record.get("recreate") or {}).get("request") == request["id"] for c in self.commits()):
+        if self.reload_carried_out(request):
             os.unlink(self.reload_path)  # a crash right after the commit left it behind
             return None
         return dict(request)
+
+    def reload_carried_out(self, request: dict[str, Any]) -> bool:
+        """Whether a commit has re-created the table for this reload request."""
+        return any(
+            (c.record.get("recreate") or {}).get("request") == request.get("id")
+            for c in self.commits()
+        )
 
     def clear_reload_request(self) -> None:
         with contextlib.suppress(FileNotFoundError):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 
@@ -49,8 +50,38 @@ def table_status(state_root: str, only: str | None = None) -> list[dict[str, Any
             else {},
         }
         entry["gate"] = _gate_summary(report)
+        entry["pending"] = _pending(state)
         out.append(entry)
     return out
+
+
+def _pending(state: TableState) -> list[str]:
+    """Operator requests recorded in state but not carried out yet (reload, a broken drop)."""
+    pending = []
+    reload = _read_json(state.reload_path)  # read only: status takes no lock, writes nothing
+    if reload is not None and not state.reload_carried_out(reload):
+        pending.append(
+            f"re-creation requested {reload.get('requested_at', '')} ({reload.get('reason', '')}): "
+            "the next run drops the table folder and publishes a fresh initial load"
+        )
+    drop = _read_json(state.drop_path)
+    if drop is not None:
+        pending.append(
+            f"drop of {drop.get('folder', '?')} started {drop.get('requested_at', '')} did not "
+            "finish: run `diffcdc drop` again; runs refuse the table until then"
+        )
+    return pending
+
+
+def _read_json(path: str) -> dict[str, Any] | None:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            value = json.load(handle)
+    except FileNotFoundError:
+        return None
+    except ValueError:  # damaged: still worth showing that something is pending
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 def _gate_summary(report: dict[str, Any]) -> str | None:

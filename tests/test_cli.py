@@ -164,3 +164,32 @@ def test_readme_config_example_is_valid(tmp_path):
     assert [t.name for t in config.tables] == ["Employees", "Departments"]
     assert config.tables[0].quality.max_delete_ratio == 0.5
     assert config.quality.merged(config.tables[1].quality).expectations[1].blocking is False
+
+
+def test_status_shows_pending_reload_and_unfinished_drop(spark, base, capsys):
+    from diffcdc.state import TableState, write_json_replace
+
+    write(str(base / "src" / "1.parquet"), rows(3))
+    assert main(run_args(base)) == 0
+    state = TableState(str(base / "state"), "T")
+    status = ["status", "--state", str(base / "state")]
+    capsys.readouterr()
+    assert main([*status, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["tables"][0]["pending"] == []
+
+    state.request_reload("requested with diffcdc reload")
+    write_json_replace(state.drop_path, {"requested_at": "2026-01-01T00:00:00Z", "folder": "T"})
+    assert main([*status, "--json"]) == 0
+    pending = json.loads(capsys.readouterr().out)["tables"][0]["pending"]
+    assert len(pending) == 2
+    assert "re-creation requested" in pending[0] and "drop of T" in pending[1]
+    assert main(status) == 0
+    out = capsys.readouterr().out
+    assert "T: pending: re-creation requested" in out and "run `diffcdc drop` again" in out
+    assert os.path.exists(state.reload_path)  # status only reads
+
+    os.unlink(state.drop_path)
+    assert main(["reload", *run_args(base)[1:], "--yes"]) == 0  # carries the request out
+    capsys.readouterr()
+    assert main([*status, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["tables"][0]["pending"] == []
