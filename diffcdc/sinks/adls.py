@@ -813,14 +813,7 @@ class AdlsStorage(LandingStorage):
                 raise self._error(exc, "stat", path) from None
             if props.last_modified.timestamp() > after:
                 self._rename_into_place(temp, path)
-                info = self.stat(path)
-                if info is None or info.mtime <= after:
-                    raise StorageError(
-                        f"{path} was stamped {info.mtime if info else None} after its rename, "
-                        f"not later than the previous file ({after})",
-                        path=path,
-                    )
-                return info
+                return self.stat_stamped_after(path, after)
             self._delete_quietly(temp)
             if time.monotonic() >= deadline:
                 raise TransientStorageError(

@@ -192,6 +192,10 @@ class LandingStorage(ABC):
         if wait > 0:
             time.sleep(wait)
         self.put_if_absent(local_path, path)
+        return self.stat_stamped_after(path, after)
+
+    def stat_stamped_after(self, path: str, after: float) -> FileInfo:
+        """The file's info, checked to be modified strictly later than ``after``."""
         info = self.stat(path)
         if info is None or info.mtime <= after:
             raise StorageError(
@@ -349,9 +353,7 @@ class LocalStorage(LandingStorage):
     def put_after(self, local_path: str, path: str, after: float) -> FileInfo:
         """Put the file in place with a modification time later than ``after``."""
         self._link_new(local_path, path, after)
-        info = self.stat(path)
-        assert info is not None
-        return info
+        return self.stat_stamped_after(path, after)
 
 
 def _fsync_dir(folder: str) -> None:
