@@ -93,3 +93,38 @@ def test_all_engines_agree_with_ground_truth(spark, tmp_path):
 
     assert "| 2,000 | steady |" in markdown(results)
     assert os.path.getsize(draw(results, str(tmp_path / "chart.png"))) > 1000
+
+
+def test_floor_benchmark_runs_and_reads_an_event_log(spark, tmp_path):
+    import json
+
+    from benchmarks import floor
+
+    out = tmp_path / "floor.json"
+    floor.main(["--rows", "2000", "--repeat", "1", "--data", str(tmp_path / "data"),
+                "--out", str(out)])
+    doc = json.loads(out.read_text())
+    assert set(doc["seconds"]) == {"duckdb", "spark_scan_hash", "spark_scan_hash_shuffle",
+                                   "spark_scan_rows", "diffcdc"}
+    assert all(v["min"] > 0 for v in doc["seconds"].values())
+
+    # The profile parser on a hand-written event log: only the profiled group's jobs count.
+    log = tmp_path / "events" / "app" / "events_1"
+    log.parent.mkdir(parents=True)
+    events = [
+        {"Event": "SparkListenerJobStart", "Job ID": 1, "Submission Time": 1000,
+         "Stage IDs": [4], "Properties": {"spark.jobGroup.id": floor.PROFILE_GROUP}},
+        {"Event": "SparkListenerJobStart", "Job ID": 2, "Submission Time": 1000,
+         "Stage IDs": [5], "Properties": {}},
+        {"Event": "SparkListenerStageCompleted", "Stage Info": {
+            "Stage ID": 4, "Number of Tasks": 3, "Accumulables": [
+                {"Name": "internal.metrics.executorCpuTime", "Value": 2_500_000_000},
+                {"Name": "internal.metrics.executorRunTime", "Value": 3000},
+                {"Name": "internal.metrics.input.recordsRead", "Value": 42}]}},
+        {"Event": "SparkListenerJobEnd", "Job ID": 1, "Completion Time": 2500},
+        {"Event": "SparkListenerJobEnd", "Job ID": 2, "Completion Time": 9000},
+    ]
+    log.write_text("\n".join(json.dumps(e) for e in events) + "\n")
+    assert floor.profile_jobs(str(tmp_path / "events")) == [{
+        "job": 1, "wall_s": 1.5, "tasks": 3, "task_run_s": 3.0, "task_cpu_s": 2.5,
+        "gc_s": 0.0, "records_read": 42}]
