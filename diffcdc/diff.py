@@ -60,8 +60,8 @@ def classify(
     snapshot without a second pass.
     """
     # Shuffle the narrow rows first, then aggregate: keys are (nearly) unique, so the
-    # map-side partial aggregation Spark would otherwise plan only costs time (at 5M rows it
-    # took the fingerprint stage from 3.6 s to 8.2 s; see benchmarks/README.md).
+    # map-side partial aggregation Spark would otherwise plan only costs time (at 5M rows the
+    # fingerprint stage took 8.2 s with it, 3.6 s without; see benchmarks/README.md).
     clustered = snapshot_fp.repartition(*[_c(k) for k in keys])
     grouped = clustered.groupBy(*[_c(k) for k in keys]).agg(
         *[F.max(_c(c)).alias(c) for c in fp_cols], F.count(F.lit(1)).alias(DUP)
