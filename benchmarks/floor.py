@@ -34,6 +34,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .baselines import Case, run_duckdb
+from .report import print_and_save
 from .run import SCENARIOS, prepare
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -217,11 +218,7 @@ def main(argv: list[str] | None = None) -> None:
         "x_duckdb_median": {k: round(v["median"] / duck, 2) for k, v in results.items()},
         "diffcdc_jobs": jobs,
     }
-    text = json.dumps(document, indent=2)
-    print(text)
-    if args.out:
-        with open(args.out, "w", encoding="utf-8") as fh:
-            fh.write(text + "\n")
+    print_and_save(document, args.out)
 
 
 if __name__ == "__main__":

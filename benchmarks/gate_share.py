@@ -12,13 +12,13 @@ gate; user great-expectations expectations cost a scan of their own and are time
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import time
 from typing import Any
 
 from .generate import Rates, generate
+from .report import print_and_save
 
 EXPECTATIONS = [
     {"type": "expect_column_values_to_not_be_null", "kwargs": {"column": "customer_id"}},
@@ -86,11 +86,7 @@ def main(argv: list[str] | None = None) -> None:
         }
     doc = {"rows": args.rows, "repeat": args.repeat, "variants": summary,
            "command": f"python -m benchmarks.gate_share --rows {args.rows} --repeat {args.repeat}"}
-    text = json.dumps(doc, indent=1)
-    print(text)
-    if args.out:
-        with open(args.out, "w", encoding="utf-8") as handle:
-            handle.write(text + "\n")
+    print_and_save(doc, args.out, indent=1)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,15 @@ from typing import Any
 ORDER = ["diffcdc", "duckdb", "delta", "exceptall"]
 
 
+def print_and_save(document: dict[str, Any], out: str | None, indent: int = 2) -> None:
+    """Print a result document as JSON and, with ``out``, write it there too."""
+    text = json.dumps(document, indent=indent)
+    print(text)
+    if out:
+        with open(out, "w", encoding="utf-8") as handle:
+            handle.write(text + "\n")
+
+
 def _engine_order(name: str) -> int:
     return ORDER.index(name) if name in ORDER else len(ORDER)
 
