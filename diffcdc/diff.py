@@ -1,8 +1,10 @@
 """Classify changes between a snapshot and the previous state: pure DataFrame logic, no IO.
 
-State rows are ``(key columns, fingerprint column(s), __diffcdc_change)``. The new state
-written by a run is the full outer join of the snapshot's ``(key, fingerprint)`` with the previous state's
-live rows, one row per key on either side, tagged with what happened to it:
+State rows are ``(key columns, fingerprint column(s), __diffcdc_change, __diffcdc_n)``. The
+new state written by a run is the full outer join of the snapshot's ``(key, fingerprint)``
+with the previous state's live rows, one row per key on either side, tagged with what happened
+to it, and with the number of snapshot rows that had the key (1; 0 for a tombstone; more than
+1 is a duplicate key, which the gate refuses, so it is never committed):
 
 =========  =====  ===================================================
 change     value  meaning
@@ -94,7 +96,7 @@ def classify(
 
 
 def state_metrics(keys: Sequence[str]) -> list[Column]:
-    """Aggregates over a classified state, computed while it is written (``observe``)."""
+    """Aggregates over a classified state (the run's counts and key statistics)."""
     null_key = F.lit(False)
     for k in keys:
         null_key = null_key | _c(k).isNull()

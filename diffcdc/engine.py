@@ -18,11 +18,11 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from pyspark.sql import DataFrame, Observation, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 from . import __version__
 from .config import RunConfig, TableConfig
-from .diff import DUP, change_rows, classify, state_metrics
+from .diff import change_rows, classify, state_metrics
 from .errors import DiffcdcError, InputRefused, LateSnapshotError, StateError
 from .faults import crash_point
 from .fingerprint import FINGERPRINT_VERSION, fingerprint_columns, fingerprint_exprs, quote
@@ -505,16 +505,13 @@ def _stage_state(
     fp_cols = fingerprint_columns(bits)
     narrow = df.select(*[quote(k) for k in keys], *fingerprint_exprs(df.schema, keys, exclude, bits))
     previous = spark.read.parquet(state.abspath(head.record["state_path"])) if head else None
-    observation = Observation("diffcdc_state")
-    classified = classify(narrow, previous, keys, fp_cols).observe(observation, *state_metrics(keys))
-    (
-        classified.drop(DUP)
-        .write.mode("errorifexists")
-        .option("compression", "zstd")
-        .parquet(os.path.join(vdir, "state"))
-    )
-    values = observation.get
-    return {k: int(v or 0) for k, v in values.items()}
+    target = os.path.join(vdir, "state")
+    classified = classify(narrow, previous, keys, fp_cols)
+    classified.write.mode("errorifexists").option("compression", "zstd").parquet(target)
+    # The counts come from the state just written (a narrow scan with generated code): an
+    # ``observe`` on the write evaluated them row by row and cost ~0.7 s at 5M rows.
+    (values,) = spark.read.parquet(target).agg(*state_metrics(keys)).collect()
+    return {k: int(v or 0) for k, v in values.asDict().items()}
 
 
 def _run_gate(
