@@ -66,6 +66,15 @@ def write_json_exclusive(path: str, document: dict[str, Any]) -> None:
     _fsync_dir(os.path.dirname(path))
 
 
+def read_json(path: str) -> Any:
+    """The JSON document at ``path``, or None when there is no such file."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)
+    except FileNotFoundError:
+        return None
+
+
 def write_json_replace(path: str, document: dict[str, Any]) -> None:
     """Write ``path`` atomically, replacing an older version (reports, not commits)."""
     os.replace(_write_temp_json(path, document), path)
@@ -231,10 +240,8 @@ class TableState:
 
     def reload_request(self) -> dict[str, Any] | None:
         """The pending reload request, or None (also once a commit has carried it out)."""
-        try:
-            with open(self.reload_path, encoding="utf-8") as handle:
-                request = json.load(handle)
-        except FileNotFoundError:
+        request = read_json(self.reload_path)
+        if request is None:
             return None
         if self.reload_carried_out(request):
             os.unlink(self.reload_path)  # a crash right after the commit left it behind
@@ -268,11 +275,7 @@ class TableState:
         return path
 
     def last_report(self) -> dict[str, Any] | None:
-        try:
-            with open(os.path.join(self.dir, "last_report.json"), encoding="utf-8") as handle:
-                return json.load(handle)
-        except FileNotFoundError:
-            return None
+        return read_json(os.path.join(self.dir, "last_report.json"))
 
     # -- housekeeping ----------------------------------------------------------------------
 

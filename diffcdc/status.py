@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any
 
-from .state import TableState
+from .state import TableState, read_json
 
 
 def table_status(state_root: str, only: str | None = None) -> list[dict[str, Any]]:
@@ -75,13 +74,10 @@ def _pending(state: TableState) -> list[str]:
 
 def _read_json(path: str) -> dict[str, Any] | None:
     try:
-        with open(path, encoding="utf-8") as handle:
-            value = json.load(handle)
-    except FileNotFoundError:
-        return None
+        value = read_json(path)
     except ValueError:  # damaged: still worth showing that something is pending
         return {}
-    return value if isinstance(value, dict) else {}
+    return None if value is None else value if isinstance(value, dict) else {}
 
 
 def _gate_summary(report: dict[str, Any]) -> str | None:
