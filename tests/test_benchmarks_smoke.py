@@ -27,14 +27,17 @@ def _rows(path: str) -> dict[int, tuple]:
 
 
 def test_generator_truth_matches_a_brute_force_diff(tmp_path):
-    meta = generate(
-        str(tmp_path / "d"),
-        rows=3000,
-        seed=7,
-        snapshots=3,
-        rates=Rates(updates=0.05, deletes=0.02, inserts=0.03, key_changes=0.01),
-        chunk_rows=1000,
-    )
+    def gen(folder: str) -> dict:
+        return generate(
+            str(tmp_path / folder),
+            rows=3000,
+            seed=7,
+            snapshots=3,
+            rates=Rates(updates=0.05, deletes=0.02, inserts=0.03, key_changes=0.01),
+            chunk_rows=1000,
+        )
+
+    meta = gen("d")
     for index in (2, 3):
         old = _rows(str(tmp_path / "d" / f"snap-{index - 1:03d}"))
         new = _rows(str(tmp_path / "d" / f"snap-{index:03d}"))
@@ -50,14 +53,7 @@ def test_generator_truth_matches_a_brute_force_diff(tmp_path):
         assert expected == {kind: len(ids) for kind, ids in got.items()}
         assert all(expected.values())
     # same seed, same bytes
-    again = generate(
-        str(tmp_path / "e"),
-        rows=3000,
-        seed=7,
-        snapshots=3,
-        rates=Rates(updates=0.05, deletes=0.02, inserts=0.03, key_changes=0.01),
-        chunk_rows=1000,
-    )
+    again = gen("e")
     assert again["snapshots"] == meta["snapshots"]
     assert _rows(str(tmp_path / "e" / "snap-003")) == _rows(str(tmp_path / "d" / "snap-003"))
 
