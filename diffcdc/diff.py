@@ -60,38 +60,60 @@ def classify(
     ``previous`` is the previous state version (or None for a first load). Duplicate snapshot
     keys are collapsed to one row whose DUP column counts them, so the caller can refuse the
     snapshot without a second pass.
+
+    The snapshot's ``(key, fingerprint)`` rows and the previous state's live rows are put in
+    one column layout (``new`` fingerprint, ``old`` fingerprint, one of them NULL), shuffled
+    together by key and aggregated once: a single hash aggregate is the full outer join, the
+    duplicate count and the classification, with no sort (a sort-merge join plus a separate
+    duplicate aggregate cost more; see benchmarks/README.md). The rows are shuffled before
+    they are aggregated because keys are (nearly) unique: the map-side partial aggregation
+    Spark would otherwise plan only costs time.
     """
-    # Shuffle the narrow rows first, then aggregate: keys are (nearly) unique, so the
-    # map-side partial aggregation Spark would otherwise plan only costs time (at 5M rows the
-    # fingerprint stage took 8.2 s with it, 3.6 s without; see benchmarks/README.md).
-    clustered = snapshot_fp.repartition(*[_c(k) for k in keys])
-    grouped = clustered.groupBy(*[_c(k) for k in keys]).agg(
-        *[F.max(_c(c)).alias(c) for c in fp_cols], F.count(F.lit(1)).alias(DUP)
+    key_cols = [_c(k) for k in keys]
+    new_fp = [f"{RESERVED_PREFIX}_new{c}" for c in fp_cols]
+    old_fp = [f"{RESERVED_PREFIX}_old{c}" for c in fp_cols]
+    # A first load has no old side: its old fingerprints are added as NULLs after the shuffle.
+    carried_old = old_fp if previous is not None else []
+    sides = snapshot_fp.select(
+        *key_cols,
+        *[_c(c).alias(n) for c, n in zip(fp_cols, new_fp)],
+        *[F.lit(None).cast("long").alias(o) for o in carried_old],
+        F.lit(1).alias(DUP),
+    )
+    if previous is not None:
+        old = live_state(previous).select(
+            *key_cols,
+            *[F.lit(None).cast("long").alias(n) for n in new_fp],
+            *[_c(c).alias(o) for c, o in zip(fp_cols, old_fp)],
+            F.lit(0).alias(DUP),
+        )
+        sides = sides.unionByName(old)
+    grouped = (
+        sides.repartition(*key_cols)
+        .groupBy(*key_cols)
+        .agg(
+            *[F.max(c).alias(c) for c in new_fp + carried_old],
+            F.sum(DUP).cast("long").alias(DUP),
+        )
     )
     if previous is None:
-        return grouped.select(
-            *[_c(k) for k in keys], *[_c(c) for c in fp_cols], F.lit(INSERT).alias(CHANGE), _c(DUP)
-        )
-    old = live_state(previous).select(
-        *[_c(k) for k in keys], *[_c(c).alias(f"__diffcdc_old{c}") for c in fp_cols]
-    )
-    joined = grouped.join(old, on=list(keys), how="full_outer")
-    new_present = F.col(DUP).isNotNull()
-    old_present = F.col(f"__diffcdc_old{fp_cols[0]}").isNotNull()
+        grouped = grouped.select("*", *[F.lit(None).cast("long").alias(o) for o in old_fp])
+    new_present = F.col(DUP) > 0
+    old_present = F.col(old_fp[0]).isNotNull()
     same = F.lit(True)
-    for c in fp_cols:
-        same = same & (_c(c) == F.col(f"__diffcdc_old{c}"))
+    for n, o in zip(new_fp, old_fp):
+        same = same & (F.col(n) == F.col(o))
     change = (
         F.when(~old_present, F.lit(INSERT))
         .when(~new_present, F.lit(DELETE))
         .when(same, F.lit(UNCHANGED))
         .otherwise(F.lit(UPDATE))
     )
-    return joined.select(
-        *[_c(k) for k in keys],
-        *[F.coalesce(_c(c), F.col(f"__diffcdc_old{c}")).alias(c) for c in fp_cols],
+    return grouped.select(
+        *key_cols,
+        *[F.coalesce(F.col(n), F.col(o)).alias(c) for c, n, o in zip(fp_cols, new_fp, old_fp)],
         change.alias(CHANGE),
-        F.coalesce(F.col(DUP), F.lit(0)).alias(DUP),
+        _c(DUP),
     )
 
 
