@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .baselines import Case, EngineRun, EngineUnavailable, data_files
@@ -79,6 +80,44 @@ def run_diffcdc(case: Case, spark: SparkSession) -> EngineRun:
         rss_before_bytes=m.rss_before_bytes,
         notes={"report": _jsonable(report), "state_latest_bytes": _latest_state_bytes(state)},
     )
+
+
+def steady_runs(
+    spark: SparkSession, prev: str, cur: str, work: str, quality: Any = None
+) -> Callable[[], tuple[float, Any]]:
+    """A callable doing one complete, timed steady run of ``cur`` after ``prev``.
+
+    The first load of ``prev`` is done once, here (untimed); every call copies its state,
+    landing and source folders and runs ``cur`` on the copy, so calls can repeat. Returns
+    ``(seconds, report)``.
+    """
+    table_config, run_table = _engine()
+    base = os.path.join(work, "base")
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(os.path.join(base, "source"))
+    os.symlink(prev, os.path.join(base, "source", "snap-001"))
+    config = table_config(
+        name=TABLE, source=os.path.join(base, "source"), keys=["id"],
+        landing=os.path.join(base, "landing"),
+    )
+    run_table(spark, config, os.path.join(base, "state"), quality=quality)
+    counter = [0]
+
+    def once() -> tuple[float, Any]:
+        counter[0] += 1
+        run = os.path.join(work, f"run{counter[0]}")
+        shutil.copytree(base, run, symlinks=True)
+        os.symlink(cur, os.path.join(run, "source", "snap-002"))
+        table = config.model_copy(
+            update={"source": os.path.join(run, "source"), "landing": os.path.join(run, "landing")}
+        )
+        started = time.perf_counter()
+        report = run_table(spark, table, os.path.join(run, "state"), quality=quality)
+        seconds = time.perf_counter() - started
+        shutil.rmtree(run)
+        return seconds, report
+
+    return once
 
 
 def _latest_state_bytes(state_root: str) -> int | None:

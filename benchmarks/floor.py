@@ -12,11 +12,14 @@ between figures taken on the same machine minutes apart:
 * ``spark_scan_rows`` — Spark reading the snapshot's full rows (what fetching the changed
   rows costs when they are spread over every row group);
 * ``diffcdc`` — a complete steady run (``run_table``) on the same files;
+* ``exceptall`` — the hand-written Spark ``exceptAll`` baseline on the same files (unless
+  ``--no-exceptall``): warm, like everything here, so its ratio to the Spark floors above
+  bounds how much faster than it any Spark diff can be;
 
 and, with ``--profile``, the Spark jobs of one extra steady run with their wall time and task
 CPU time from Spark's event log.
 
-    python -m benchmarks.floor --rows 5000000 [--repeat 3] [--profile] [--out FILE]
+    python -m benchmarks.floor --rows 5000000 [--repeat 3] [--profile] [--no-exceptall] [--out FILE]
 """
 
 from __future__ import annotations
@@ -33,7 +36,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .baselines import Case, run_duckdb
+from .baselines import Case, run_duckdb, run_except_all
+from .diffcdc_runner import steady_runs
 from .report import print_and_save
 from .run import SCENARIOS, prepare
 
@@ -52,41 +56,6 @@ def _timed(fn: Callable[[], Any], repeat: int) -> dict[str, Any]:
         "median": round(statistics.median(times), 3),
         "all": [round(t, 3) for t in times],
     }
-
-
-def _diffcdc_steady(spark: Any, prev: str, cur: str, work: str) -> Callable[[], float]:
-    """A callable doing one complete steady run (the first load is set up beforehand)."""
-    from diffcdc.config import TableConfig
-    from diffcdc.engine import run_table
-
-    base = os.path.join(work, "base")
-    shutil.rmtree(work, ignore_errors=True)
-    os.makedirs(os.path.join(base, "source"))
-    os.symlink(prev, os.path.join(base, "source", "snap-001"))
-    config = TableConfig(
-        name="bench",
-        source=os.path.join(base, "source"),
-        keys=["id"],
-        landing=os.path.join(base, "landing"),
-    )
-    run_table(spark, config, os.path.join(base, "state"))
-    counter = [0]
-
-    def once() -> float:
-        counter[0] += 1
-        run = os.path.join(work, f"run{counter[0]}")
-        shutil.copytree(base, run, symlinks=True)
-        os.symlink(cur, os.path.join(run, "source", "snap-002"))
-        table = config.model_copy(
-            update={"source": os.path.join(run, "source"), "landing": os.path.join(run, "landing")}
-        )
-        started = time.perf_counter()
-        run_table(spark, table, os.path.join(run, "state"))
-        seconds = time.perf_counter() - started
-        shutil.rmtree(run)
-        return seconds
-
-    return once
 
 
 def _spark_probes(spark: Any, cur: str) -> dict[str, Callable[[], Any]]:
@@ -172,6 +141,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--spark-driver-memory", default="2g")
     parser.add_argument("--profile", action="store_true", help="per-job profile of one more run")
+    parser.add_argument("--no-exceptall", action="store_true", help="skip the exceptAll baseline")
     parser.add_argument("--data", default=os.path.join(HERE, "data"))
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
@@ -198,8 +168,11 @@ def main(argv: list[str] | None = None) -> None:
         results = {"duckdb": _timed(lambda: run_duckdb(case), args.repeat)}
         for name, fn in _spark_probes(spark, cur).items():
             results[name] = _timed(fn, args.repeat)
-        steady = _diffcdc_steady(spark, prev, cur, os.path.join(work, "diffcdc"))
+        steady = steady_runs(spark, prev, cur, os.path.join(work, "diffcdc"))
         results["diffcdc"] = _timed(steady, args.repeat)
+        if not args.no_exceptall:
+            baseline = Case(prev=prev, cur=cur, work=os.path.join(work, "exceptall"))
+            results["exceptall"] = _timed(lambda: run_except_all(baseline, spark), args.repeat)
         jobs = None
         if args.profile:
             spark.sparkContext.setJobGroup(PROFILE_GROUP, "one profiled steady run")
@@ -216,6 +189,10 @@ def main(argv: list[str] | None = None) -> None:
         "cpus": os.cpu_count(),
         "seconds": results,
         "x_duckdb_median": {k: round(v["median"] / duck, 2) for k, v in results.items()},
+        "exceptall_x_median": (
+            {k: round(results["exceptall"]["median"] / v["median"], 2) for k, v in results.items()}
+            if "exceptall" in results else None
+        ),
         "diffcdc_jobs": jobs,
     }
     print_and_save(document, args.out)

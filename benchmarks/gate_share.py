@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
-import time
 from typing import Any
 
+from .diffcdc_runner import steady_runs
 from .generate import Rates, generate
 from .report import print_and_save
 
@@ -27,25 +26,6 @@ EXPECTATIONS = [
     {"type": "expect_column_value_lengths_to_be_between",
      "kwargs": {"column": "name", "min_value": 0, "max_value": 200}},
 ]
-
-
-def _steady_run(spark: Any, data: str, work: str, quality: Any) -> dict[str, Any]:
-    from diffcdc.config import TableConfig
-    from diffcdc.engine import run_table
-
-    shutil.rmtree(work, ignore_errors=True)
-    source = os.path.join(work, "source")
-    os.makedirs(source)
-    table = TableConfig(name="bench", source=source, keys=["id"], landing=os.path.join(work, "landing"))
-    state = os.path.join(work, "state")
-    os.symlink(os.path.join(data, "snap-001"), os.path.join(source, "snap-001"))
-    run_table(spark, table, state, quality=quality)
-    os.symlink(os.path.join(data, "snap-002"), os.path.join(source, "snap-002"))
-    started = time.perf_counter()
-    report = run_table(spark, table, state, quality=quality)
-    seconds = time.perf_counter() - started
-    snapshot = report.snapshots[0]
-    return {"seconds": round(seconds, 3), "gate_seconds": snapshot.gate_seconds}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -68,11 +48,18 @@ def main(argv: list[str] | None = None) -> None:
         "default built-in checks": QualityConfig(),
         "built-ins + 3 GX expectations": QualityConfig(expectations=EXPECTATIONS),
     }
-    _steady_run(spark, data, work, variants["minimal (ratios off)"])  # JVM/JIT warm-up
+    runs = {
+        name: steady_runs(spark, os.path.join(data, "snap-001"), os.path.join(data, "snap-002"),
+                          os.path.join(work, str(i)), quality)
+        for i, (name, quality) in enumerate(variants.items())
+    }
+    runs["minimal (ratios off)"]()  # JVM/JIT warm-up
     results: dict[str, list[dict[str, Any]]] = {name: [] for name in variants}
     for _ in range(args.repeat):  # interleaved, so machine noise hits every variant alike
-        for name, quality in variants.items():
-            results[name].append(_steady_run(spark, data, work, quality))
+        for name, once in runs.items():
+            seconds, report = once()
+            gate_seconds = report.snapshots[0].gate_seconds
+            results[name].append({"seconds": round(seconds, 3), "gate_seconds": gate_seconds})
     summary = {}
     base = min(r["seconds"] for r in results["minimal (ratios off)"])
     for name, runs in results.items():

@@ -101,7 +101,8 @@ def test_floor_benchmark_runs_and_reads_an_event_log(spark, tmp_path):
                 "--out", str(out)])
     doc = json.loads(out.read_text())
     assert set(doc["seconds"]) == {"duckdb", "spark_scan_hash", "spark_scan_hash_shuffle",
-                                   "spark_scan_rows", "diffcdc"}
+                                   "spark_scan_rows", "diffcdc", "exceptall"}
+    assert doc["exceptall_x_median"]["exceptall"] == 1.0
     assert all(v["min"] > 0 for v in doc["seconds"].values())
 
     # The profile parser on a hand-written event log: only the profiled group's jobs count.
