@@ -44,17 +44,10 @@ from __future__ import annotations
 
 import logging
 import os
-import random
-import re
-import ssl
-import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
-from email.utils import parsedate_to_datetime
 from typing import Any
-from urllib.parse import unquote, urlsplit
 
 from azure.core import MatchConditions
 from azure.core.credentials import AzureNamedKeyCredential
@@ -66,12 +59,25 @@ from azure.core.exceptions import (
     ServiceRequestError,
     ServiceResponseError,
 )
-from azure.storage.filedatalake import ExponentialRetry, FileSystemClient
+from azure.storage.filedatalake import FileSystemClient
 
 from ..errors import ConfigError, StorageError, TransientStorageError
+from .adls_transport import (
+    LOGGER,
+    RETRY_STATUS,
+    SCRUB,
+    BoundedRetry,
+    error_code,
+    first_line,
+    install_log_filter,
+    is_tls_verify_error,
+)
+from .adls_url import AdlsLocation, parse_adls_url
 from .storage import FileInfo, LandingStorage, PublishItem, join, temp_name_for
 
-log = logging.getLogger(__name__)
+__all__ = ["AdlsLocation", "AdlsStorage", "BoundedRetry", "parse_adls_url"]
+
+log = logging.getLogger(LOGGER)
 
 ENV_ACCOUNT_KEY = ("AZURE_STORAGE_ACCOUNT_KEY", "AZURE_STORAGE_KEY")
 ENV_SAS_TOKEN = "AZURE_STORAGE_SAS_TOKEN"
@@ -90,292 +96,6 @@ _DEFAULTS: dict[str, Any] = {
 _SECRET_OPTIONS = ("credential", "account_key", "sas_token")
 #: Options naming the environment variable that holds a secret option's value.
 _ENV_OPTIONS = {"account_key_env": "account_key", "sas_token_env": "sas_token"}
-_RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504, 507, 509})
-
-
-# ------------------------------------------------------------------------------------------
-# URLs
-
-
-@dataclass(frozen=True)
-class AdlsLocation:
-    """Where a remote landing root lives; holds no secret."""
-
-    account_url: str  #: ``https://host`` (host style) or ``http(s)://host:port/<account>``
-    account_name: str  #: used for SharedKey signing
-    file_system: str
-    root: str  #: path inside the filesystem, no leading or trailing ``/``
-    display: str  #: the URL as the user wrote it, without query string or user info
-
-
-def parse_adls_url(url: str) -> tuple[AdlsLocation, str | None]:
-    """Split a landing URL into its location and the SAS token it carries (if any)."""
-    parts = urlsplit(url.strip())
-    scheme = parts.scheme.lower()
-    sas = parts.query or None
-    host = parts.netloc.rsplit("@", 1)[-1]
-    if not host:
-        raise ConfigError(f"landing URL has no host: {_redact_url(url)}")
-    segments = [unquote(s) for s in parts.path.split("/") if s]
-    if scheme in ("abfss", "abfs"):
-        file_system = unquote(parts.netloc.rsplit("@", 1)[0]) if "@" in parts.netloc else ""
-        if not file_system:
-            raise ConfigError(
-                f"{_redact_url(url)}: abfss URLs name the filesystem before '@'",
-                hint="abfss://<filesystem>@<account>.dfs.core.windows.net/<path>",
-            )
-        display = f"{scheme}://{file_system}@{host}/" + "/".join(segments)
-        location = _host_style(
-            "https", host, [file_system, *segments], display.rstrip("/")
-        )
-    elif scheme in ("https", "http"):
-        display = f"{scheme}://{host}/" + "/".join(segments)
-        hostname = (parts.hostname or "").lower()
-        if ".dfs." in hostname or ".blob." in hostname:
-            location = _host_style(scheme, host, segments, display.rstrip("/"))
-        else:
-            if len(segments) < 2:
-                raise ConfigError(
-                    f"{_redact_url(url)}: expected <scheme>://<host>/<account>/<filesystem>/<path>",
-                    hint="hosts outside Azure use the path-style (emulator) convention",
-                )
-            location = AdlsLocation(
-                account_url=f"{scheme}://{host}/{segments[0]}",
-                account_name=segments[0],
-                file_system=segments[1],
-                root="/".join(segments[2:]),
-                display=display.rstrip("/"),
-            )
-    else:
-        raise ConfigError(f"unsupported landing URL scheme {scheme!r}")
-    return location, sas
-
-
-def _host_style(scheme: str, host: str, segments: list[str], display: str) -> AdlsLocation:
-    if not segments:
-        raise ConfigError(f"{display}: the URL names no filesystem (workspace)")
-    host = re.sub(r"\.blob\.", ".dfs.", host, count=1)
-    return AdlsLocation(
-        account_url=f"{scheme}://{host}",
-        account_name=host.split(".", 1)[0],
-        file_system=segments[0],
-        root="/".join(segments[1:]),
-        display=display,
-    )
-
-
-def _redact_url(url: str) -> str:
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc.rsplit('@', 1)[-1]}{parts.path}"
-
-
-# ------------------------------------------------------------------------------------------
-# Secrets out of messages and logs
-
-
-_QUERY_RE = re.compile(r"\?[^\s'\"<>)]*")
-_SIG_RE = re.compile(r"(?i)\b(sig|signature)=[^&\s'\"]*")
-
-
-class _Scrubber:
-    """Removes known secrets and URL query strings from text."""
-
-    def __init__(self) -> None:
-        self._secrets: set[str] = set()
-        self._lock = threading.Lock()
-
-    def add(self, secret: str | None) -> None:
-        if not secret:
-            return
-        with self._lock:
-            self._secrets.add(secret)
-            self._secrets.add(unquote(secret))
-            for value in re.findall(r"(?i)(?:^|[?&])sig=([^&]+)", secret):
-                self._secrets.add(value)
-                self._secrets.add(unquote(value))
-
-    def secrets_only(self, text: str) -> str:
-        """Redact SAS signatures and known secrets; keep the rest (for log records)."""
-        text = _SIG_RE.sub(r"\1=<redacted>", text)
-        with self._lock:
-            secrets = sorted(self._secrets, key=len, reverse=True)
-        for secret in secrets:
-            if len(secret) >= 6:
-                text = text.replace(secret, "<redacted>")
-        return text
-
-    def __call__(self, text: str) -> str:
-        """Redact secrets and drop URL query strings (for error messages)."""
-        return self.secrets_only(_QUERY_RE.sub("?<redacted>", text))
-
-
-_SCRUB = _Scrubber()
-
-
-class _RedactingFilter(logging.Filter):
-    """Scrubs SAS signatures and known secrets from third-party log records."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        try:
-            message = record.getMessage()
-        except Exception:  # pragma: no cover - a broken record is not ours to fix
-            return True
-        cleaned = _SCRUB.secrets_only(message)
-        if cleaned != message:
-            record.msg, record.args = cleaned, None
-        return True
-
-
-_FILTER = _RedactingFilter()
-_FILTERED_LOGGERS = (
-    "urllib3.connectionpool",
-    "azure.core.pipeline.policies.http_logging_policy",
-    "azure.storage.filedatalake._shared.policies",
-    "azure.storage.blob._shared.policies",
-    __name__,
-)
-
-
-def _install_log_filter() -> None:
-    for name in _FILTERED_LOGGERS:
-        logger = logging.getLogger(name)
-        if _FILTER not in logger.filters:
-            logger.addFilter(_FILTER)
-
-
-# ------------------------------------------------------------------------------------------
-# Retries
-
-
-class BoundedRetry(ExponentialRetry):
-    """The SDK's retry policy, bounded, with 429 added and every retry logged.
-
-    The storage SDK does not retry 429 (OneLake throttles with it) and waits 15+ seconds by
-    default; this one retries 408/429/5xx and network errors ``retry_total`` times with capped
-    exponential backoff and full jitter, honouring ``Retry-After`` up to ``backoff_max``.
-    """
-
-    def __init__(self, retry_total: int, backoff: float, backoff_max: float) -> None:
-        super().__init__(
-            initial_backoff=0, increment_base=2, retry_total=retry_total, random_jitter_range=0
-        )
-        self.retry_total = retry_total
-        self.backoff = backoff
-        self.backoff_max = backoff_max
-
-    def delay_for(self, attempt: int, retry_after: str | None) -> float:
-        """Seconds to wait before retry number ``attempt`` (0-based)."""
-        if retry_after:
-            hinted = _parse_retry_after(retry_after)
-            if hinted is not None:
-                return min(max(hinted, 0.0), self.backoff_max)
-        ceiling = min(self.backoff_max, self.backoff * (2**attempt))
-        return random.uniform(ceiling / 2, ceiling)
-
-    def send(self, request: Any) -> Any:
-        settings = self.configure_retries(request)  # pops per-request retry options
-        http_request = request.http_request
-        attempt = 0
-        while True:
-            response = None
-            error: AzureError | None = None
-            try:
-                response = self.next.send(request)
-            except (ServiceRequestError, ServiceResponseError) as exc:
-                if _is_tls_verify_error(exc):
-                    raise  # a certificate problem does not heal by itself
-                error = exc
-            if error is None:
-                status = response.http_response.status_code
-                if status not in _RETRY_STATUS:
-                    return self._done(response, settings)
-                code = response.http_response.headers.get("x-ms-error-code", "")
-                reason = f"HTTP {status} {code}"
-                retry_after = response.http_response.headers.get("Retry-After")
-            else:
-                reason = f"{type(error).__name__}: {_first_line(str(error))}"
-                retry_after = None
-            if attempt >= self.retry_total or not _rewind(http_request, settings):
-                if error is not None:
-                    raise error
-                return self._done(response, settings)
-            delay = self.delay_for(attempt, retry_after)
-            log.warning(
-                "ADLS %s %s failed (%s); retry %d of %d in %.2fs",
-                http_request.method,
-                urlsplit(http_request.url).path,
-                _SCRUB(reason),
-                attempt + 1,
-                self.retry_total,
-                delay,
-            )
-            if delay > 0:
-                time.sleep(delay)
-            attempt += 1
-
-    @staticmethod
-    def _done(response: Any, settings: dict[str, Any]) -> Any:
-        # What StorageRetryPolicy.send leaves on every response; the blob downloader reads it.
-        response.http_response.location_mode = settings["mode"]
-        return response
-
-
-def _is_tls_verify_error(exc: BaseException) -> bool:
-    seen: set[int] = set()
-    stack: list[Any] = [exc]
-    while stack:
-        current = stack.pop()
-        if current is None or id(current) in seen:
-            continue
-        seen.add(id(current))
-        if isinstance(current, ssl.SSLCertVerificationError):
-            return True
-        if isinstance(current, BaseException):
-            stack.extend(
-                getattr(current, name, None)
-                for name in ("inner_exception", "reason", "__cause__", "__context__")
-            )
-            stack.extend(a for a in current.args if isinstance(a, BaseException))
-    return "CERTIFICATE_VERIFY_FAILED" in str(exc)
-
-
-def _parse_retry_after(value: str) -> float | None:
-    try:
-        return float(value)
-    except ValueError:
-        pass
-    try:
-        return parsedate_to_datetime(value).timestamp() - time.time()
-    except (TypeError, ValueError):
-        return None
-
-
-def _rewind(http_request: Any, settings: dict[str, Any]) -> bool:
-    body = http_request.body
-    if body is None or not hasattr(body, "read"):
-        return True
-    position = settings.get("body_position")
-    if position is None:
-        return False
-    try:
-        body.seek(position)
-    except (OSError, ValueError):
-        return False
-    return True
-
-
-def _error_code(exc: BaseException) -> str | None:
-    code = getattr(exc, "error_code", None)
-    return str(getattr(code, "value", code)) if code else None
-
-
-def _first_line(text: str, limit: int = 240) -> str:
-    line = text.strip().splitlines()[0] if text.strip() else ""
-    return line[:limit]
-
-
-# ------------------------------------------------------------------------------------------
-# The storage
 
 
 class AdlsStorage(LandingStorage):
@@ -416,7 +136,7 @@ class AdlsStorage(LandingStorage):
             credential, account_key, sas_token
         )
         self._owned_credential = sdk_credential if owned else None
-        _install_log_filter()
+        install_log_filter()
         try:
             self._fs = FileSystemClient(
                 location.account_url,
@@ -432,7 +152,7 @@ class AdlsStorage(LandingStorage):
         except ValueError as exc:
             https = "HTTPS" in str(exc)
             raise ConfigError(
-                f"cannot open {self.describe()}: {_SCRUB(str(exc))}",
+                f"cannot open {self.describe()}: {SCRUB(str(exc))}",
                 hint="bearer tokens (azure-identity) need an https:// or abfss:// URL; over "
                 "http give account_key or sas_token" if https else None,
             ) from None
@@ -487,7 +207,7 @@ class AdlsStorage(LandingStorage):
             )
         if credential:
             if isinstance(credential, str):  # the SDK takes a key or a SAS here too
-                _SCRUB.add(credential)
+                SCRUB.add(credential)
             return credential, "credential option", False
         if account_key:
             return self._key_credential(account_key), "account_key option", False
@@ -507,13 +227,13 @@ class AdlsStorage(LandingStorage):
         return DefaultAzureCredential(), "DefaultAzureCredential", True
 
     def _key_credential(self, key: str) -> AzureNamedKeyCredential:
-        _SCRUB.add(key)
+        SCRUB.add(key)
         return AzureNamedKeyCredential(self.location.account_name, key)
 
     @staticmethod
     def _sas_credential(token: str) -> str:
         token = token.strip().lstrip("?")
-        _SCRUB.add(token)
+        SCRUB.add(token)
         return token
 
     def close(self) -> None:
@@ -543,16 +263,16 @@ class AdlsStorage(LandingStorage):
     def _error(self, exc: Exception, action: str, path: str) -> StorageError:
         """Map an SDK exception to ours, with no secret in the message."""
         status = getattr(exc, "status_code", None)
-        code = _error_code(exc)
+        code = error_code(exc)
         where = f"{action} {path or '/'} in {self.describe()}"
-        detail = _SCRUB(_first_line(getattr(exc, "message", None) or str(exc)))
+        detail = SCRUB(first_line(getattr(exc, "message", None) or str(exc)))
         if status in (401, 403) or (isinstance(exc, ClientAuthenticationError) and status is None):
             return StorageError(
                 f"{where}: access denied ({f'HTTP {status} ' if status else ''}{code or detail})",
                 path=path,
                 hint=f"check the credential (from {self.credential_source}) and its permissions",
             )
-        if _is_tls_verify_error(exc):
+        if is_tls_verify_error(exc):
             return StorageError(
                 f"{where}: the server's TLS certificate is not trusted",
                 path=path,
@@ -565,7 +285,7 @@ class AdlsStorage(LandingStorage):
                 path=path,
                 hint="the service or network is unavailable; run again later",
             )
-        if status in _RETRY_STATUS:
+        if status in RETRY_STATUS:
             return TransientStorageError(
                 f"{where}: HTTP {status} {code or detail} after "
                 f"{self.retry_policy.retry_total} retries",
@@ -595,11 +315,11 @@ class AdlsStorage(LandingStorage):
                     )
                 )
         except ResourceNotFoundError as exc:
-            if _error_code(exc) in ("FilesystemNotFound", "ContainerNotFound"):
+            if error_code(exc) in ("FilesystemNotFound", "ContainerNotFound"):
                 # A wrong filesystem (workspace) must not look like an empty table folder.
                 raise StorageError(
                     f"list {folder or '/'} in {self.describe()}: the filesystem "
-                    f"{self.location.file_system!r} does not exist (HTTP 404 {_error_code(exc)})",
+                    f"{self.location.file_system!r} does not exist (HTTP 404 {error_code(exc)})",
                     path=folder,
                     hint="check the filesystem (OneLake: workspace) name in the landing URL",
                 ) from None
@@ -713,7 +433,7 @@ class AdlsStorage(LandingStorage):
                 f"{self.location.file_system}/{full}", match_condition=MatchConditions.IfMissing
             )
         except HttpResponseError as exc:
-            code = _error_code(exc) or ""
+            code = error_code(exc) or ""
             if exc.status_code in (409, 412) and code in ("PathAlreadyExists", "ConditionNotMet"):
                 self._delete_quietly(temp)
                 raise FileExistsError(f"{path} already exists in {self.describe()}") from None
