@@ -40,17 +40,17 @@ def _link_snapshot(src: str, source_root: str) -> None:
 def _engine() -> tuple[Any, Any]:
     try:
         from diffcdc.config import TableConfig
-        from diffcdc.engine import run_table
+        from diffcdc.engine.run import run_table
     except ImportError as exc:
         raise EngineUnavailable(
-            f"diffcdc.engine.run_table is not available yet ({exc}); the benchmark needs the core "
+            f"diffcdc.engine.run.run_table is not available yet ({exc}); the benchmark needs the core "
             "engine (issue: core engine). Run the baselines with --engines exceptall,delta,duckdb."
         ) from exc
     return TableConfig, run_table
 
 
 def run_diffcdc(case: Case, spark: SparkSession) -> EngineRun:
-    """One steady-state (or first-load) run of ``diffcdc.engine.run_table``."""
+    """One steady-state (or first-load) run of ``diffcdc.engine.run.run_table``."""
     table_config, run_table = _engine()
     source = os.path.join(case.work, "source")
     landing = os.path.join(case.work, "landing")

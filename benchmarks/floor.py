@@ -61,7 +61,7 @@ def _timed(fn: Callable[[], Any], repeat: int) -> dict[str, Any]:
 def _spark_probes(spark: Any, cur: str) -> dict[str, Callable[[], Any]]:
     from pyspark.sql import functions as F
 
-    from diffcdc.fingerprint import FP, fingerprint_exprs
+    from diffcdc.core.fingerprint import FP, fingerprint_exprs
 
     def narrow() -> Any:
         df = spark.read.parquet(cur)

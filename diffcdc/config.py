@@ -37,9 +37,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from .errors import ConfigError
-from .landing_options import PRESET_SEPARATOR, FileFormat, PartnerInfo, TextOptions
-from .quality import QualityConfig
+from diffcdc.core.quality import QualityConfig
+from diffcdc.errors import ConfigError
+from diffcdc.sinks.openmirroring.options import (
+    PRESET_SEPARATOR,
+    FileFormat,
+    PartnerInfo,
+    TextOptions,
+)
 
 if sys.version_info >= (3, 11):
     import tomllib

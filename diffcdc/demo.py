@@ -19,10 +19,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .config import RunConfig, TableConfig
-from .sinks.landing import table_folder
-from .sinks.storage import LocalStorage
-from .state import TableState
+from diffcdc.config import RunConfig, TableConfig
+from diffcdc.sinks.openmirroring.contract import table_folder
+from diffcdc.sinks.storage.base import LocalStorage
+from diffcdc.state.store import TableState
 
 DAYS = ["2026-11-19", "2026-11-20", "2026-11-21"]
 EMPLOYEES = "DemoEmployees"
@@ -104,10 +104,10 @@ def _write(rows: list[dict[str, Any]], schema: pa.Schema, path: str) -> None:
 
 def run_demo(base: str, state_root: str, as_json: bool = False) -> int:
     """Generate the data, run three nights, verify; returns an exit status."""
-    from .cli import format_summary
-    from .engine import run_many
-    from .spark import build_spark
-    from .verify import verify_snapshot
+    from diffcdc.cli.main import format_summary
+    from diffcdc.engine.run import run_many
+    from diffcdc.sinks.openmirroring.replay import verify_snapshot
+    from diffcdc.spark import build_spark
 
     base = os.path.abspath(base)
     sources = os.path.join(base, "snapshots")

@@ -366,7 +366,7 @@ class _Handler(BaseHTTPRequestHandler):
         if isinstance(self.request, ssl.SSLSocket):
             self.request.do_handshake()
 
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - stdlib name
+    def log_message(self, format: str, *args: object) -> None:
         pass
 
     def do_GET(self) -> None:

@@ -12,11 +12,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from diffcdc.config import TableConfig
-from diffcdc.engine import run_table
-from diffcdc.quality import QualityConfig
-from diffcdc.sinks.landing import table_folder
-from diffcdc.sinks.storage import LocalStorage
-from diffcdc.verify import compare, replay
+from diffcdc.core.quality import QualityConfig
+from diffcdc.engine.run import run_table
+from diffcdc.sinks.openmirroring.contract import table_folder
+from diffcdc.sinks.openmirroring.replay import compare, replay
+from diffcdc.sinks.storage.base import LocalStorage
 
 UTC = dt.timezone.utc
 #: Gate settings that accept any change volume: for tests about the diff, not the gate.
@@ -62,7 +62,7 @@ class Workspace:
         return replay(LocalStorage(self.landing), table_folder(self.table.name, self.table.schema_name), upto)
 
     def assert_mirror_equals(self, spark: Any, snapshot_id: str, upto: int | None = None, ignore=()) -> None:
-        from diffcdc.sinks.landing import to_landing_columns
+        from diffcdc.sinks.openmirroring.contract import to_landing_columns
 
         df = to_landing_columns(spark.read.parquet(os.path.join(self.source, snapshot_id)))
         result = compare(self.mirror(upto), df.toArrow().to_pylist(), df.columns, ignore)

@@ -15,9 +15,8 @@ from azure.core.credentials import AccessToken
 from azure.storage.filedatalake import ResourceTypes, generate_account_sas
 
 from diffcdc.errors import ConfigError, PublishConflict, StorageError, TransientStorageError
-from diffcdc.sinks.adls import AdlsStorage, parse_adls_url
-from diffcdc.sinks.storage import PublishItem, file_sha256, is_temp_name, open_landing
-
+from diffcdc.sinks.storage.adls import AdlsStorage, parse_adls_url
+from diffcdc.sinks.storage.base import PublishItem, file_sha256, is_temp_name, open_landing
 from tests.dfs_server import DfsServer
 
 pytestmark = pytest.mark.integration
@@ -288,7 +287,7 @@ def test_retries_on_503_and_429(storage: AdlsStorage, server: DfsServer, tmp_pat
     [item] = stage(tmp_path, 1, size=4000)
     server.inject("append", status=503, nth=2, times=2)
     server.inject("flush", status=429, retry_after="0")
-    with caplog.at_level(logging.WARNING, logger="diffcdc.sinks.adls"):
+    with caplog.at_level(logging.WARNING, logger="diffcdc.sinks.storage.adls"):
         assert storage.publish_one(item) is True
     assert server.count("append", 503) == 2 and server.count("flush", 429) == 1
     assert server.read_file(FS, f"{ROOT}/{item.target}") == content(item)

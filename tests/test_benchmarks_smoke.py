@@ -60,7 +60,7 @@ def test_generator_truth_matches_a_brute_force_diff(tmp_path):
 
 def test_all_engines_agree_with_ground_truth(spark, tmp_path):
     engines = ["duckdb", "delta", "exceptall"]
-    if importlib.util.find_spec("diffcdc.engine") is not None:
+    if importlib.util.find_spec("diffcdc.engine.run") is not None:
         engines.insert(0, "diffcdc")
     results = run_matrix(
         [2000],

@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 from pyspark.sql import types as T
 
-from diffcdc.diff import CHANGE, DELETE, DUP, INSERT, UNCHANGED, UPDATE, classify
-from diffcdc.fingerprint import FP, FP_HI
+from diffcdc.core.classify import CHANGE, DELETE, DUP, INSERT, UNCHANGED, UPDATE, classify
+from diffcdc.core.fingerprint import FP, FP_HI
 
 KEYS = ["k1", "k2"]
 

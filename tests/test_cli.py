@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from diffcdc.cli import main
+from diffcdc.cli.main import main
 
 
 def write(path: str, rows: list[dict]) -> None:
@@ -153,9 +153,9 @@ def test_debug_shows_trace(base, capsys):
 
 def test_readme_config_example_is_valid(tmp_path):
     """The TOML example in the README loads and validates as written."""
-    from diffcdc.config import load_config
-
     from pathlib import Path
+
+    from diffcdc.config import load_config
 
     readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
     block = readme.split("```toml\n", 1)[1].split("```", 1)[0]
@@ -167,7 +167,7 @@ def test_readme_config_example_is_valid(tmp_path):
 
 
 def test_status_shows_pending_reload_and_unfinished_drop(spark, base, capsys):
-    from diffcdc.state import TableState, write_json_replace
+    from diffcdc.state.store import TableState, write_json_replace
 
     write(str(base / "src" / "1.parquet"), rows(3))
     assert main(run_args(base)) == 0

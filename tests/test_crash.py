@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from diffcdc.state import TableState
+from diffcdc.state.store import TableState
 from tests.helpers import Workspace
 
 POINTS = [

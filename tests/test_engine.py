@@ -18,7 +18,7 @@ from diffcdc.errors import (
     LateSnapshotError,
     SchemaChangeError,
 )
-from diffcdc.state import TableState
+from diffcdc.state.store import TableState
 from tests.helpers import Workspace
 
 EMP = pa.schema([("EmployeeID", pa.string()), ("Location", pa.string()), ("Email", pa.string())])

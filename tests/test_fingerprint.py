@@ -8,7 +8,7 @@ from decimal import Decimal
 import pytest
 from pyspark.sql import types as T
 
-from diffcdc.fingerprint import FP, FP_HI, fingerprint_exprs
+from diffcdc.core.fingerprint import FP, FP_HI, fingerprint_exprs
 
 
 def fps(spark, rows, schema, keys=("id",), exclude=(), bits=64):

@@ -6,9 +6,9 @@ import os
 
 import pytest
 
+from diffcdc.core.quality import ExpectationSpec, QualityConfig
 from diffcdc.errors import QualityGateFailed
-from diffcdc.quality import ExpectationSpec, QualityConfig
-from diffcdc.state import TableState
+from diffcdc.state.store import TableState
 from tests.helpers import Workspace
 
 

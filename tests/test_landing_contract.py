@@ -19,15 +19,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from diffcdc import engine
+from diffcdc.engine.run import run as engine
 from diffcdc.errors import (
     ConfigError,
     KeyViolation,
     LandingZoneMismatch,
     SchemaChangeError,
 )
-from diffcdc.sinks.text import coerce, read_text_file
-from diffcdc.state import TableState
+from diffcdc.sinks.openmirroring.text import coerce, read_text_file
+from diffcdc.state.store import TableState
 from tests.helpers import UTC, Workspace, norm
 
 AWKWARD = [
@@ -396,7 +396,7 @@ def test_reload_survives_a_crash_and_drop_forgets_the_table(spark, tmp_path, mon
     assert ws.data_files() == ["00000000000000000001.parquet"]
     ws.assert_mirror_equals(spark, "2.parquet")
 
-    from diffcdc.table_ops import drop_table
+    from diffcdc.sinks.openmirroring.drop import drop_table
 
     drop_table(ws.table, ws.state)
     assert not os.path.exists(ws.folder) and not os.path.exists(os.path.join(ws.state, "T"))
@@ -406,7 +406,7 @@ def test_reload_survives_a_crash_and_drop_forgets_the_table(spark, tmp_path, mon
 
 
 def test_cli_text_options_reload_verify_and_drop(spark, tmp_path, monkeypatch, capsys):
-    from diffcdc.cli import main
+    from diffcdc.cli.main import main
 
     monkeypatch.chdir(tmp_path)  # Spark resolves relative paths elsewhere: absolute ones below
     src, landing, state = (str(tmp_path / n) for n in ("src", "landing", "state"))
@@ -450,7 +450,7 @@ def test_text_round_trip_of_any_value(spec, codec):
     from hypothesis import strategies as st
 
     from diffcdc.errors import InputRefused
-    from diffcdc.sinks.text import TextFormat, compress
+    from diffcdc.sinks.openmirroring.text import TextFormat, compress
 
     fmt = TextFormat(**spec)
     meta = {"FileExtension": fmt.extension, "FileFormatTypeProperties": fmt.properties(),
@@ -484,7 +484,7 @@ def test_columns_clashing_with_ours_are_refused(spark, tmp_path, name):
 @pytest.mark.integration
 def test_adls_publishes_in_last_modified_order_and_drops(tmp_path, monkeypatch):
     """Last-Modified cannot be set on ADLS: files are stamped in order before they appear."""
-    from diffcdc.sinks.storage import PublishItem, file_sha256, open_landing
+    from diffcdc.sinks.storage.base import PublishItem, file_sha256, open_landing
     from tests.dfs_server import DfsServer
 
     for name in ("AZURE_STORAGE_ACCOUNT_KEY", "AZURE_STORAGE_KEY", "AZURE_STORAGE_SAS_TOKEN"):

@@ -39,7 +39,11 @@ SCHEMA = pa.schema([
 
 text = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=4)
 small_int = st.integers(-3, 3)
-maybe = lambda s: st.none() | s  # noqa: E731
+
+
+def maybe(s):
+    return st.none() | s
+
 
 ROW = st.fixed_dictionaries({
     "s1": maybe(st.sampled_from(["", "a", "NULL", "ü"]) | text),

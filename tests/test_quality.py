@@ -8,8 +8,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from diffcdc.errors import ConfigError, QualityGateFailed
-from diffcdc.quality import (
+from diffcdc.core.quality import (
     ChangeCounts,
     CheckResult,
     GateReport,
@@ -22,6 +21,7 @@ from diffcdc.quality import (
     snapshot_stats_exprs,
     validate_overrides,
 )
+from diffcdc.errors import ConfigError, QualityGateFailed
 
 DATA = Path(__file__).parent / "data" / "quality"
 KEYS = ["region", "id"]
@@ -327,7 +327,7 @@ def test_bad_user_expectations_are_config_errors(orders, tmp_path):
 
 
 def test_legacy_suite_names_and_blocking():
-    from diffcdc.quality_gx import planned_expectations
+    from diffcdc.core.quality_gx import planned_expectations
 
     cfg = QualityConfig(expectation_suite=str(DATA / "legacy_suite.json"))
     plans = planned_expectations(cfg)

@@ -30,19 +30,19 @@ import pytest
 from azure.storage.filedatalake import ResourceTypes, generate_account_sas
 from hypothesis import HealthCheck, given, settings
 
-from diffcdc.cli import main
+from diffcdc.cli.main import main
 from diffcdc.errors import (
     LandingZoneMismatch,
     PublishConflict,
     StorageError,
     TransientStorageError,
 )
-from diffcdc.sinks.adls import AdlsStorage
-from diffcdc.sinks.landing import table_folder
-from diffcdc.sinks.storage import is_temp_name, open_landing
-from diffcdc.state import TableState
-from diffcdc.status import table_status
-from diffcdc.verify import replay
+from diffcdc.sinks.openmirroring.contract import table_folder
+from diffcdc.sinks.openmirroring.replay import replay
+from diffcdc.sinks.storage.adls import AdlsStorage
+from diffcdc.sinks.storage.base import is_temp_name, open_landing
+from diffcdc.state.status import table_status
+from diffcdc.state.store import TableState
 from tests.dfs_server import DfsServer
 from tests.helpers import Workspace
 from tests.test_adls_storage import FakeTokenCredential
@@ -74,11 +74,11 @@ def server() -> Iterator[DfsServer]:
 
 @pytest.fixture
 def adls_log() -> Iterator[list[logging.LogRecord]]:
-    """Records of ``diffcdc.sinks.adls`` (a handler of its own: the CLI may stop propagation)."""
+    """Records of ``diffcdc.sinks.storage.adls`` (a handler of its own: the CLI may stop propagation)."""
     records: list[logging.LogRecord] = []
     handler = logging.Handler(logging.WARNING)
     handler.emit = records.append  # type: ignore[method-assign]
-    logger = logging.getLogger("diffcdc.sinks.adls")
+    logger = logging.getLogger("diffcdc.sinks.storage.adls")
     level = logger.level
     logger.setLevel(logging.WARNING)
     logger.addHandler(handler)

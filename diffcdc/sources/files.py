@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.utils import AnalysisException
 
-from ..errors import InputRefused, UsageError
+from diffcdc.errors import InputRefused, UsageError
 
 _FILE_KINDS = {".parquet": "parquet", ".parq": "parquet", ".csv": "csv"}
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from .state import TableState, read_json
+from diffcdc.state.store import TableState, read_json
 
 
 def table_status(state_root: str, only: str | None = None) -> list[dict[str, Any]]:
@@ -82,7 +82,7 @@ def _read_json(path: str) -> dict[str, Any] | None:
 
 def _gate_summary(report: dict[str, Any]) -> str | None:
     """One line about the last run's quality gate (refusal, overrides, warnings)."""
-    from .quality import GateReport
+    from diffcdc.core.quality import GateReport
 
     stages = report.get("refused_gate") or next(
         (s.get("gate") for s in reversed(report.get("snapshots", [])) if s.get("gate")), None

@@ -1,6 +1,6 @@
 """The ADLS sink's HTTP side: bounded retries and secrets kept out of messages and logs.
 
-Every retry is logged on the ``diffcdc.sinks.adls`` logger; SAS signatures and the secrets a
+Every retry is logged on the ``diffcdc.sinks.storage.adls`` logger; SAS signatures and the secrets a
 storage was opened with are scrubbed from error messages and from the SDK's and urllib3's
 log records.
 """
@@ -21,7 +21,7 @@ from azure.core.exceptions import AzureError, ServiceRequestError, ServiceRespon
 from azure.storage.filedatalake import ExponentialRetry
 
 #: The logger retries and the storage's own records go to.
-LOGGER = "diffcdc.sinks.adls"
+LOGGER = "diffcdc.sinks.storage.adls"
 log = logging.getLogger(LOGGER)
 
 RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504, 507, 509})

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 
 from pyspark.sql import types as T
 
-from .diff import RESERVED_PREFIX, ROW_MARKER
-from .errors import KeyViolation, SchemaChangeError
+from diffcdc.core.classify import RESERVED_PREFIX, ROW_MARKER
+from diffcdc.errors import KeyViolation, SchemaChangeError
 
 _KEY_TYPES = (
     T.StringType,

@@ -1,6 +1,6 @@
 """One run of one table: discover → read → fingerprint → diff → stage → commit → publish.
 
-Exactly-once protocol (see :mod:`diffcdc.state`): everything a snapshot produces (new state
+Exactly-once protocol (see :mod:`diffcdc.state.store`): everything a snapshot produces (new state
 version, final-named landing files with their sequence numbers) is written to an uncommitted
 version folder first. The commit record, created by compare-and-swap, freezes the batch; from
 then on it is only ever published (idempotently), never recomputed. A run first finishes a
@@ -20,15 +20,16 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
-from . import __version__
-from .config import RunConfig, TableConfig
-from .diff import change_rows, classify, state_metrics
-from .errors import DiffcdcError, InputRefused, LateSnapshotError, StateError
-from .faults import crash_point
-from .fingerprint import FINGERPRINT_VERSION, fingerprint_columns, fingerprint_exprs, quote
-from .landing_plan import plan_landing
-from .publish import publish_commit
-from .quality import (
+from diffcdc import __version__
+from diffcdc.config import RunConfig, TableConfig
+from diffcdc.core.classify import change_rows, classify, state_metrics
+from diffcdc.core.fingerprint import (
+    FINGERPRINT_VERSION,
+    fingerprint_columns,
+    fingerprint_exprs,
+    quote,
+)
+from diffcdc.core.quality import (
     ChangeCounts,
     GateReport,
     QualityConfig,
@@ -37,8 +38,10 @@ from .quality import (
     gate_snapshot,
     validate_overrides,
 )
-from .schema import check_snapshot_columns, resolve_columns
-from .sinks.landing import (
+from diffcdc.core.schema import check_snapshot_columns, resolve_columns
+from diffcdc.errors import DiffcdcError, InputRefused, LateSnapshotError, StateError
+from diffcdc.faults import crash_point
+from diffcdc.sinks.openmirroring.contract import (
     check_continuation,
     ensure_partner_events,
     known_files,
@@ -46,9 +49,11 @@ from .sinks.landing import (
     stage_parquet_files,
     table_folder,
 )
-from .sinks.storage import LandingStorage, open_landing
-from .sources.files import SnapshotEntry, discover, read_snapshot
-from .state import Commit, TableState, new_run_id, now_iso
+from diffcdc.sinks.openmirroring.plan import plan_landing
+from diffcdc.sinks.openmirroring.publish import publish_commit
+from diffcdc.sinks.storage.base import LandingStorage, open_landing
+from diffcdc.sources.files import SnapshotEntry, discover, read_snapshot
+from diffcdc.state.store import Commit, TableState, new_run_id, now_iso
 
 log = logging.getLogger("diffcdc")
 

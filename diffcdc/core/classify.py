@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from .fingerprint import quote
+from diffcdc.core.fingerprint import quote
 
 CHANGE = "__diffcdc_change"
 DUP = "__diffcdc_n"  # rows per key in the snapshot (>1 means a duplicate key)

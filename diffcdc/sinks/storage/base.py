@@ -21,7 +21,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ..errors import PublishConflict, StorageError, TransientStorageError
+from diffcdc.errors import PublishConflict, StorageError, TransientStorageError
 
 #: Suffix of our own temporary upload names (``_<final name>.<run>.diffcdc-tmp``).
 TEMP_SUFFIX = ".diffcdc-tmp"
@@ -371,11 +371,13 @@ def open_landing(root: str, **options: object) -> LandingStorage:
     """Open a landing root: a local path, or (with the ADLS back end) a remote URL."""
     lowered = root.lower()
     if lowered.startswith(("abfss://", "abfs://", "https://", "http://")):
-        from .adls import AdlsStorage  # imported lazily: the Azure SDK is heavy
+        from diffcdc.sinks.storage.adls import (
+            AdlsStorage,  # imported lazily: the Azure SDK is heavy
+        )
 
         return AdlsStorage.from_url(root, **options)
     if "://" in root:
-        from ..errors import ConfigError
+        from diffcdc.errors import ConfigError
 
         raise ConfigError(
             f"unsupported landing root {root.split('?', 1)[0]!r}",  # a query may hold a SAS

@@ -1,6 +1,6 @@
 """Publishing a committed batch into the landing zone: idempotent, resumable, in order.
 
-A commit (see :mod:`diffcdc.state`) freezes the batch: its files are staged in the version
+A commit (see :mod:`diffcdc.state.store`) freezes the batch: its files are staged in the version
 folder and named in the commit record. Publishing copies them to the landing folder; running
 it again (after a crash, or by the next run) creates only what is missing, so each file lands
 exactly once.
@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import os
 
-from .errors import StateError
-from .faults import crash_point
-from .sinks.landing import (
+from diffcdc.errors import StateError
+from diffcdc.faults import crash_point
+from diffcdc.sinks.openmirroring.contract import (
     check_continuation,
     known_files,
     last_data_mtime,
@@ -20,8 +20,8 @@ from .sinks.landing import (
     metadata_item,
     publish_metadata,
 )
-from .sinks.storage import LandingStorage, PublishItem, join
-from .state import Commit, TableState
+from diffcdc.sinks.storage.base import LandingStorage, PublishItem, join
+from diffcdc.state.store import Commit, TableState
 
 
 def publish_commit(state: TableState, storage: LandingStorage, commit: Commit) -> int:

@@ -35,7 +35,7 @@ listing call, default: the service's 5,000).
 
 Requests answered 408, 429 or 5xx (but 501/505), connection resets and timeouts are retried
 with capped exponential backoff (``Retry-After`` honoured up to ``retry_backoff_max``); every
-retry is logged on ``diffcdc.sinks.adls`` at WARNING. Secrets never reach ``describe()``,
+retry is logged on ``diffcdc.sinks.storage.adls`` at WARNING. Secrets never reach ``describe()``,
 ``repr()``, error messages or log records (SAS query strings are scrubbed from the SDK's and
 urllib3's records too).
 """
@@ -61,8 +61,8 @@ from azure.core.exceptions import (
 )
 from azure.storage.filedatalake import FileSystemClient
 
-from ..errors import ConfigError, StorageError, TransientStorageError
-from .adls_transport import (
+from diffcdc.errors import ConfigError, StorageError, TransientStorageError
+from diffcdc.sinks.storage.adls_transport import (
     LOGGER,
     RETRY_STATUS,
     SCRUB,
@@ -72,8 +72,8 @@ from .adls_transport import (
     install_log_filter,
     is_tls_verify_error,
 )
-from .adls_url import AdlsLocation, parse_adls_url
-from .storage import FileInfo, LandingStorage, PublishItem, join, temp_name_for
+from diffcdc.sinks.storage.adls_url import AdlsLocation, parse_adls_url
+from diffcdc.sinks.storage.base import FileInfo, LandingStorage, PublishItem, join, temp_name_for
 
 __all__ = ["AdlsLocation", "AdlsStorage", "BoundedRetry", "parse_adls_url"]
 

@@ -14,8 +14,8 @@ import traceback
 from collections.abc import Sequence
 from typing import Any
 
-from . import __version__
-from .errors import DiffcdcError, UsageError
+from diffcdc import __version__
+from diffcdc.errors import DiffcdcError, UsageError
 
 log = logging.getLogger("diffcdc")
 
@@ -200,14 +200,14 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "drop":
         return _cmd_drop(args)
     if args.command == "demo":
-        from .demo import run_demo
+        from diffcdc.demo import run_demo
 
         return run_demo(args.dir, args.state, as_json=args.json)
     raise UsageError(f"unknown command {args.command}")  # pragma: no cover
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from .config import RunConfig, load_config, table_from_args
+    from diffcdc.config import RunConfig, load_config, table_from_args
 
     _check_landing_arg(args.landing)
     if args.config:
@@ -254,8 +254,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.master:
         config.spark.master = args.master
 
-    from .engine import run_many
-    from .spark import build_spark
+    from diffcdc.engine.run import run_many
+    from diffcdc.spark import build_spark
 
     overrides = _parse_overrides(args.override_check, [t.name for t in config.tables])
     spark = build_spark(config.spark.master, config.spark.conf)
@@ -330,7 +330,7 @@ def _error_fields(error: dict[str, Any]) -> dict[str, Any]:
 
 
 def _cmd_status(args: argparse.Namespace) -> int:
-    from .status import table_status
+    from diffcdc.state.status import table_status
 
     tables = table_status(args.state, args.table)
     if args.json:
@@ -370,17 +370,17 @@ def _cmd_status(args: argparse.Namespace) -> int:
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
-    from .sinks.landing import table_folder
-    from .sinks.storage import open_landing
-    from .spark import build_spark
-    from .state import TableState
-    from .verify import verify_snapshot
+    from diffcdc.sinks.openmirroring.contract import table_folder
+    from diffcdc.sinks.openmirroring.replay import verify_snapshot
+    from diffcdc.sinks.storage.base import open_landing
+    from diffcdc.spark import build_spark
+    from diffcdc.state.store import TableState
 
     _check_landing_arg(args.landing)
     landing, options = args.landing, {}
     schema_name, state_root = args.schema_name, args.state
     if args.config:
-        from .config import load_config
+        from diffcdc.config import load_config
 
         config = load_config(args.config)
         table = _config_table(config, args.table, args.config)
@@ -393,7 +393,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     options.update(dict(args.landing_options))
     ignore = args.ignore
     if ignore is None:
-        from .config import state_name
+        from diffcdc.config import state_name
 
         head = TableState(state_root or "state", state_name(args.table, schema_name)).head()
         ignore = list(head.record.get("exclude", [])) if head else []
@@ -515,8 +515,8 @@ def _cmd_reload(args: argparse.Namespace) -> int:
 
 
 def _cmd_drop(args: argparse.Namespace) -> int:
-    from .config import load_config, table_from_args
-    from .table_ops import drop_table
+    from diffcdc.config import load_config, table_from_args
+    from diffcdc.sinks.openmirroring.drop import drop_table
 
     _check_landing_arg(args.landing)
     state_root = args.state

@@ -1,7 +1,7 @@
 """The Open Mirroring landing zone (spec §1): table folders, ``_metadata.json``, data files.
 
 This module stages a change set as final-named files and publishes staged files through a
-:class:`~diffcdc.sinks.storage.LandingStorage`. It knows the landing contract; the storage
+:class:`~diffcdc.sinks.storage.base.LandingStorage`. It knows the landing contract; the storage
 knows only bytes.
 """
 
@@ -19,10 +19,10 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ..errors import LandingZoneMismatch
-from ..fingerprint import quote
-from .storage import LandingStorage, PublishItem, file_sha256, join
-from .text import TextFormat, write_text_file
+from diffcdc.core.fingerprint import quote
+from diffcdc.errors import LandingZoneMismatch
+from diffcdc.sinks.openmirroring.text import TextFormat, write_text_file
+from diffcdc.sinks.storage.base import LandingStorage, PublishItem, file_sha256, join
 
 #: Folders the mirroring service moves processed files into (inside the table folder).
 CLEANUP_FOLDERS = ("_ProcessedFiles", "_FilesReadyToDelete")
@@ -157,7 +157,7 @@ def stage_parquet_files(
     Spark writes the (globally sorted) DataFrame as part files; their order (task number, then
     file counter) is the row order. Empty part files are dropped: the landing zone must never
     see an empty file. With ``text``, every Parquet part becomes one delimited text file
-    (written deterministically by :mod:`diffcdc.sinks.text`, compressed with ``codec``).
+    (written deterministically by :mod:`diffcdc.sinks.openmirroring.text`, compressed with ``codec``).
     """
     part_codec = "snappy" if text is not None else codec
     (

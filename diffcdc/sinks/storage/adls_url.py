@@ -1,6 +1,6 @@
 """Where an ADLS Gen2 / OneLake landing root lives, parsed from its URL (no secret kept).
 
-The accepted URL forms are described in :mod:`diffcdc.sinks.adls`.
+The accepted URL forms are described in :mod:`diffcdc.sinks.storage.adls`.
 """
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ import re
 from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
-from ..errors import ConfigError
+from diffcdc.errors import ConfigError
+
 
 @dataclass(frozen=True)
 class AdlsLocation:

@@ -13,10 +13,10 @@ import shutil
 import uuid
 from collections.abc import Callable
 
-from .config import TableConfig
-from .sinks.landing import table_folder
-from .sinks.storage import open_landing
-from .state import TableState, now_iso, write_json_replace
+from diffcdc.config import TableConfig
+from diffcdc.sinks.openmirroring.contract import table_folder
+from diffcdc.sinks.storage.base import open_landing
+from diffcdc.state.store import TableState, now_iso, write_json_replace
 
 
 def drop_table(

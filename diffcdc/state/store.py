@@ -30,7 +30,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import ConcurrentRunError, StateError
+from diffcdc.errors import ConcurrentRunError, StateError
 
 _LOG_RE = re.compile(r"^(\d{20})\.json$")
 STATE_FORMAT = 1

@@ -24,12 +24,18 @@ from typing import Any
 import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 
-from .diff import MARKER_DELETE, MARKER_INSERT, MARKER_UPDATE, MARKER_UPSERT, ROW_MARKER
-from .errors import InputRefused, LandingZoneMismatch
-from .sinks.landing import METADATA_FILE, sequence_numbers, to_landing_columns
-from .sinks.storage import LandingStorage, join
-from .sinks.text import coerce, read_text_file
-from .sources.files import SnapshotEntry, read_snapshot
+from diffcdc.core.classify import (
+    MARKER_DELETE,
+    MARKER_INSERT,
+    MARKER_UPDATE,
+    MARKER_UPSERT,
+    ROW_MARKER,
+)
+from diffcdc.errors import InputRefused, LandingZoneMismatch
+from diffcdc.sinks.openmirroring.contract import METADATA_FILE, sequence_numbers, to_landing_columns
+from diffcdc.sinks.openmirroring.text import coerce, read_text_file
+from diffcdc.sinks.storage.base import LandingStorage, join
+from diffcdc.sources.files import SnapshotEntry, read_snapshot
 
 
 @dataclass

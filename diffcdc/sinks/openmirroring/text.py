@@ -44,7 +44,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import types as T
 
-from ..errors import InputRefused, LandingZoneMismatch
+from diffcdc.errors import InputRefused, LandingZoneMismatch
 
 #: The spec's DataType values.
 DATA_TYPES = ("Double", "Single", "Int16", "Int32", "Int64", "DateTime", "IDate", "ITime",

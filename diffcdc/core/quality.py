@@ -259,7 +259,7 @@ def compute_snapshot_stats(df: DataFrame, keys: Sequence[str]) -> SnapshotStats:
 
 def check_names(cfg: QualityConfig) -> list[str]:
     """Every check name a run with ``cfg`` reports (built-in and user expectations)."""
-    from diffcdc.quality_gx import planned_expectations
+    from diffcdc.core.quality_gx import planned_expectations
 
     return [*BUILTIN_CHECKS, *(p.name for p in planned_expectations(cfg))]
 
@@ -334,7 +334,7 @@ def gate_snapshot(
         "row_count_ratio", rows, previous_rows, cfg.min_row_ratio, cfg.max_row_ratio, overrides
     ))
     if cfg.expectations or cfg.expectation_suite:
-        from diffcdc.quality_gx import run_expectations
+        from diffcdc.core.quality_gx import run_expectations
 
         checks += run_expectations(
             df, cfg=cfg, keys=keys, overrides=overrides,

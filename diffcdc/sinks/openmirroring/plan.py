@@ -21,13 +21,13 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from .config import TableConfig
-from .errors import ConfigError, KeyViolation, SchemaChangeError, StateError
-from .fingerprint import FINGERPRINT_VERSION, quote
-from .schema import diff_schema
-from .sinks.landing import metadata_document, to_landing_columns
-from .sinks.text import TextFormat, schema_definition
-from .state import Commit
+from diffcdc.config import TableConfig
+from diffcdc.core.fingerprint import FINGERPRINT_VERSION, quote
+from diffcdc.core.schema import diff_schema
+from diffcdc.errors import ConfigError, KeyViolation, SchemaChangeError, StateError
+from diffcdc.sinks.openmirroring.contract import metadata_document, to_landing_columns
+from diffcdc.sinks.openmirroring.text import TextFormat, schema_definition
+from diffcdc.state.store import Commit
 
 
 @dataclass

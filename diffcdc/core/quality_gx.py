@@ -15,14 +15,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from diffcdc.errors import ConfigError
-from diffcdc.quality import (
+from diffcdc.core.quality import (
     BUILTIN_CHECKS,
     SAMPLE_SIZE,
     CheckResult,
     QualityConfig,
     to_jsonable,
 )
+from diffcdc.errors import ConfigError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
