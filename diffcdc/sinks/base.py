@@ -1,0 +1,146 @@
+"""What every sink implements: stage a committed change set, publish it exactly once, replay it.
+
+The engine computes one neutral change set per snapshot (:class:`ChangeSet`): the key columns,
+every data column with its exact Spark type, and an operation column :data:`OP` (insert,
+update, delete; a key change is a delete of the old key plus an insert of the new one; delete
+rows carry the key values and NULL elsewhere). Nothing of a particular output format is in it.
+
+Per snapshot, for every sink of the table, in this order:
+
+1. ``check(history)`` — before anything is committed: is the target where this sink left it?
+   (a foreign file, a lost table, a changed schema, a server that is down). Raises a
+   :class:`~diffcdc.errors.DiffcdcError`; nothing is committed then.
+2. ``stage(changes, staging_dir, history)`` — write everything the sink will publish under
+   ``staging_dir`` (a folder inside the uncommitted state version, private to this sink) and
+   return its *manifest*: a small JSON-able dict that the commit record keeps for this sink
+   (file names and checksums, message counts, ...). Staging must not touch the target.
+3. the engine commits (compare-and-swap): from now on the batch is frozen;
+4. ``publish(version, manifest, staging_dir)`` — make the staged batch visible in the target,
+   idempotently: a rerun after a crash at any point publishes only what is missing and never
+   anything twice. The engine records "published" per sink afterwards; a sink whose publish
+   failed is retried (``is_published`` first) by the next run before anything new is diffed.
+
+``history`` is this sink's manifests of earlier versions, oldest first, since the table was
+last re-created (:class:`SinkHistory`). A sink with no history on a table that already has
+commits was added later: the engine hands it a full image (``changes.initial``).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import types as T
+
+#: The operation column of a change set (int): values below.
+OP = "__diffcdc_op"
+OP_INSERT, OP_UPDATE, OP_DELETE = 1, 2, 3
+OP_NAMES = {OP_INSERT: "insert", OP_UPDATE: "update", OP_DELETE: "delete"}
+
+
+@dataclass(frozen=True)
+class SinkTable:
+    """What a sink knows of its table (identity only; no source, no gate settings)."""
+
+    name: str  #: the diffcdc table name
+    keys: tuple[str, ...]  #: key columns as the snapshot spells them
+    schema_name: str | None = None  #: optional schema (Open Mirroring: ``<schema>.schema/``)
+    exclude: tuple[str, ...] = ()  #: columns left out of the fingerprint (still published)
+
+
+@dataclass(frozen=True)
+class ChangeSet:
+    """One snapshot's neutral change set, frozen by the commit of ``version``.
+
+    ``frame`` holds every column of ``schema`` (the snapshot's columns, in their order, with
+    their exact types) plus :data:`OP`. Rows are in no particular order; a key occurs at most
+    once. Delete rows carry the key values and NULL in every other column. With ``initial``
+    every row is an insert and the sink starts from nothing (first load, a re-created table,
+    or a sink added to a table with history).
+    """
+
+    table: SinkTable
+    version: int
+    snapshot_id: str
+    schema: T.StructType
+    frame: DataFrame
+    initial: bool
+    inserted: int
+    updated: int
+    deleted: int
+    #: Why the table is re-created with this version (sinks drop/overwrite their old output
+    #: first); None when the table continues.
+    recreate: str | None = None
+
+    @property
+    def rows(self) -> int:
+        return self.inserted + self.updated + self.deleted
+
+    @property
+    def columns(self) -> list[str]:
+        return self.schema.fieldNames()
+
+
+@dataclass(frozen=True)
+class SinkHistory:
+    """This sink's manifests of earlier committed versions, oldest first."""
+
+    manifests: Sequence[tuple[int, dict[str, Any]]] = field(default_factory=tuple)
+
+    @property
+    def last(self) -> tuple[int, dict[str, Any]] | None:
+        return self.manifests[-1] if self.manifests else None
+
+
+@dataclass
+class Replayed:
+    """A sink's published output applied from nothing: the rows it holds now."""
+
+    keys: list[str]
+    columns: list[str]
+    rows: list[dict[str, Any]]
+    #: Units replayed (files, Delta versions, Kafka messages), for messages.
+    units: int = 0
+
+
+class Sink(ABC):
+    """One output of a table. Subclasses set ``type`` and take their config model."""
+
+    type: ClassVar[str]
+
+    def __init__(self, sink_id: str, table: SinkTable) -> None:
+        self.id = sink_id
+        self.table = table
+
+    @abstractmethod
+    def describe(self) -> dict[str, Any]:
+        """``{"type": ..., "target": ...}`` and anything useful for ``status``; no secrets."""
+
+    def check(self, history: SinkHistory) -> None:  # noqa: B027 - most sinks check something
+        """Refuse (raise) before the commit when the target is not where this sink left it."""
+
+    @abstractmethod
+    def stage(self, changes: ChangeSet, staging_dir: str, history: SinkHistory) -> dict[str, Any]:
+        """Write what will be published under ``staging_dir``; return the manifest."""
+
+    @abstractmethod
+    def publish(self, version: int, manifest: dict[str, Any], staging_dir: str) -> None:
+        """Make a committed, staged version visible in the target, idempotently."""
+
+    @abstractmethod
+    def is_published(self, version: int, manifest: dict[str, Any]) -> bool:
+        """Whether the target already holds all of ``version`` (for resuming)."""
+
+    @abstractmethod
+    def replay(self, spark: SparkSession) -> Replayed:
+        """The target's published output applied from nothing (for ``verify``)."""
+
+    def comparable(self, snapshot: DataFrame) -> DataFrame:
+        """A snapshot in the form this sink publishes it (e.g. nested columns as JSON)."""
+        return snapshot
+
+    def close(self) -> None:  # noqa: B027 - only sinks holding connections need it
+        """Release connections; called once the run is done with the sink."""
