@@ -39,19 +39,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from diffcdc.core.quality import QualityConfig
 from diffcdc.errors import ConfigError
-from diffcdc.sinks.openmirroring.options import (
-    PRESET_SEPARATOR,
-    FileFormat,
-    PartnerInfo,
-    TextOptions,
-)
+from diffcdc.sinks.openmirroring.config import LANDING_FIELDS, OpenMirroringSinkConfig
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib
-
-Codec = Literal["snappy", "zstd", "gzip", "none"]
 
 _UNSAFE_NAME = re.compile(r"[\x00-\x1f\x7f/\\]")
 
@@ -71,53 +64,25 @@ def check_folder_name(value: str, what: str = "table name") -> str:
     return value
 
 
+SinkConfig = OpenMirroringSinkConfig
+
+
 class TableConfig(BaseModel):
-    """One table: where its snapshots come from and how its changes land."""
+    """One table: where its snapshots come from, how they are diffed, and its sinks."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    name: str = Field(description="Landing table name (one safe folder name).")
+    name: str = Field(description="Table name (one safe folder name; the landing table name).")
     source: str = Field(description="Folder with one entry per snapshot, taken in lexical order.")
     keys: list[str] = Field(description="Key columns (composite allowed).")
-    landing: str = Field(
-        description="Landing zone root: a local folder, or abfss:// / https:// (OneLake, ADLS "
-        "Gen2; docs/remote-landing.md)."
-    )
     exclude: list[str] = Field(default_factory=list, description="Columns left out of the fingerprint.")
-    schema_name: str | None = Field(default=None, description="Schema folder (`<schema>.schema/`).")
-    codec: Codec | None = Field(
-        default=None,
-        description="Compression of landing files (default: snappy for Parquet, none for text).",
-    )
-    max_rows_per_file: int = Field(default=1_000_000, gt=0, description="Rows per landing file at most.")
+    schema_name: str | None = Field(default=None, description="Schema (`<schema>.schema/` folder).")
     fingerprint_bits: Literal[64, 128] = Field(default=64, description="Fingerprint width.")
     csv_infer_schema: bool = Field(
         default=False, description="Infer CSV column types (default: every CSV column is a string)."
     )
-    landing_options: dict[str, Any] = Field(
-        default_factory=dict,
-        repr=False,  # may hold a secret (account_key, sas_token)
-        description="Options of a remote landing root (credentials, workers, retries).",
-    )
     quality: QualityConfig | None = Field(
         default=None, description="Quality gate settings that replace the global [quality] ones."
-    )
-    # -- landing contract options (docs/landing.md) -------------------------------------------
-    file_format: FileFormat = Field(
-        default="parquet", description="Landing files: parquet, or delimited text csv/tsv/psv/text."
-    )
-    file_extension: str | None = Field(
-        default=None, description="Extension of text files (default: the format; needed for text)."
-    )
-    text: TextOptions = Field(
-        default_factory=TextOptions, description="Delimited-text properties (separators, quote...)."
-    )
-    upsert_default: bool = Field(
-        default=False, description="isUpsertDefaultRowMarker: inserts and updates land as UPSERT."
-    )
-    file_detection: Literal["sequential", "last_update_time"] = Field(
-        default="sequential",
-        description="last_update_time: fileDetectionStrategy LastUpdateTimeFileDetection.",
     )
     schema_policy: Literal["fail", "recreate"] = Field(
         default="fail",
@@ -126,12 +91,35 @@ class TableConfig(BaseModel):
     removed_columns: Literal["policy", "null"] = Field(
         default="policy", description="null: a removed column continues as NULL (no policy)."
     )
-    partner: PartnerInfo | None = Field(
-        default=None, description="_partnerEvents.json at the landing root."
+    sinks: list[SinkConfig] = Field(
+        min_length=1,
+        description="Where the changes go; without `sinks`, one open_mirroring sink from the "
+        "table-level landing fields.",
     )
-    drop_timeout: float = Field(
-        default=300.0, gt=0, description="Seconds to wait for a dropped table folder to vanish."
-    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _landing_fields_to_sinks(cls, data: Any) -> Any:
+        """Table-level landing fields: the one sink of a table without ``sinks``, else defaults.
+
+        Before sinks existed a table had one landing zone configured by fields at table level
+        (``landing``, ``codec``, ``file_format`` ...); such configs keep working unchanged.
+        """
+        if not isinstance(data, dict):
+            return data
+        landing = {k: data[k] for k in LANDING_FIELDS if k in data}
+        rest = {k: v for k, v in data.items() if k not in LANDING_FIELDS}
+        if "sinks" not in rest:
+            if landing:
+                rest["sinks"] = [{"type": "open_mirroring", **landing}]
+            return rest
+        sinks = rest["sinks"]
+        if isinstance(sinks, list) and landing:
+            rest["sinks"] = [
+                {**landing, **s} if isinstance(s, dict) and s.get("type") == "open_mirroring" else s
+                for s in sinks
+            ]
+        return rest
 
     @field_validator("name")
     @classmethod
@@ -157,71 +145,42 @@ class TableConfig(BaseModel):
         clash = {c.lower() for c in self.exclude} & {k.lower() for k in self.keys}
         if clash:
             raise ValueError(f"key columns cannot be excluded from the fingerprint: {sorted(clash)}")
+        ids = [s.sink_id for s in self.sinks]
+        repeated = sorted({i for i in ids if ids.count(i) > 1})
+        if repeated:
+            raise ValueError(f"sink ids repeat: {repeated}; give each sink its own `name`")
+        for sink_id in ids:
+            check_folder_name(sink_id, "sink name")
         return self
-
-    @model_validator(mode="before")
-    @classmethod
-    def _sas_out_of_url(cls, data: Any) -> Any:
-        """A SAS token on a remote landing URL moves to ``landing_options["sas_token"]``.
-
-        So ``landing`` never holds a secret, wherever it is shown.
-        """
-        if not isinstance(data, dict):
-            return data
-        landing, options = data.get("landing"), data.get("landing_options")
-        if not (isinstance(landing, str) and "://" in landing and "?" in landing):
-            return data
-        if options is not None and not isinstance(options, dict):
-            return data  # the field's own validation reports it
-        url, _, query = landing.partition("?")
-        options = dict(options or {})
-        if query:
-            if options.get("sas_token") or options.get("sas_token_env"):
-                raise ValueError("a SAS token on the landing URL and sas_token(_env) in landing_options")
-            options["sas_token"] = query
-        return {**data, "landing": url, "landing_options": options}
-
-    @field_validator("file_extension")
-    @classmethod
-    def _extension(cls, value: str | None) -> str | None:
-        if value is None:
-            return None
-        value = value.lstrip(".")
-        if not re.fullmatch(r"[A-Za-z0-9]{1,16}", value) or value.lower() == "parquet":
-            raise ValueError(f"file_extension {value!r} must be 1-16 letters/digits, not parquet")
-        return value
-
-    @model_validator(mode="after")
-    def _text_settings(self) -> TableConfig:
-        if self.file_format == "parquet" and self.file_extension is not None:
-            raise ValueError("file_extension applies to text formats only")
-        if self.file_format == "text" and self.file_extension is None:
-            raise ValueError("file_format 'text' needs file_extension (e.g. 'txt', 'dat')")
-        return self
-
-    @property
-    def is_text(self) -> bool:
-        return self.file_format != "parquet"
-
-    @property
-    def extension(self) -> str:
-        """The data file extension: ``parquet``, or the text extension."""
-        if not self.is_text:
-            return "parquet"
-        return self.file_extension or self.file_format
-
-    @property
-    def landing_codec(self) -> str:
-        return self.codec or ("none" if self.is_text else "snappy")
-
-    @property
-    def column_separator(self) -> str:
-        return self.text.column_separator or PRESET_SEPARATOR[self.file_format if self.is_text else "csv"]
 
     @property
     def state_name(self) -> str:
         """The table's folder in the state root: ``<schema>.schema.<Table>`` with a schema."""
         return state_name(self.name, self.schema_name)
+
+    def landing_sinks(self) -> list[OpenMirroringSinkConfig]:
+        """The table's Open Mirroring sinks."""
+        return [s for s in self.sinks if isinstance(s, OpenMirroringSinkConfig)]
+
+    def with_landing_options(self, options: dict[str, Any]) -> TableConfig:
+        """A copy whose open_mirroring sinks also get ``options`` (``--landing-option``)."""
+        sinks = [
+            s.model_copy(update={"landing_options": {**s.landing_options, **options}})
+            if isinstance(s, OpenMirroringSinkConfig)
+            else s
+            for s in self.sinks
+        ]
+        return self.model_copy(update={"sinks": sinks})
+
+    def with_landing(self, **fields: Any) -> TableConfig:
+        """A copy whose open_mirroring sinks have these fields changed (validated)."""
+        sinks = [
+            OpenMirroringSinkConfig.model_validate({**s.model_dump(), **fields})
+            if isinstance(s, OpenMirroringSinkConfig)
+            else s
+            for s in self.sinks
+        ]
+        return self.model_copy(update={"sinks": sinks})
 
 
 def state_name(table: str, schema_name: str | None = None) -> str:
@@ -251,8 +210,22 @@ class RunConfig(BaseModel):
     source_file: str | None = Field(default=None, description="The config file this came from.")
 
 
-def _location(loc: tuple[Any, ...], tables: list[str]) -> str:
+def _location(loc: tuple[Any, ...], tables: list[str], flat: set[str] = frozenset()) -> str:
+    """``table T, field F`` for a validation error's location.
+
+    ``flat`` names the tables configured without ``sinks``: their landing fields are at table
+    level, so an error in their one sink is reported under the field's own name.
+    """
     parts = list(loc)
+    if (
+        len(parts) >= 5
+        and parts[0] == "tables"
+        and isinstance(parts[1], int)
+        and parts[2] == "sinks"
+        and parts[1] < len(tables)
+        and tables[parts[1]] in flat
+    ):
+        parts = parts[:2] + parts[5 if parts[4] == "open_mirroring" else 4:]
     if len(parts) >= 2 and parts[0] == "tables" and isinstance(parts[1], int):
         name = tables[parts[1]] if parts[1] < len(tables) else str(parts[1])
         rest = ".".join(str(p) for p in parts[2:])
@@ -260,9 +233,11 @@ def _location(loc: tuple[Any, ...], tables: list[str]) -> str:
     return "field " + ".".join(str(p) for p in parts)
 
 
-def _error_from_validation(exc: ValidationError, path: str, tables: list[str]) -> ConfigError:
+def _error_from_validation(
+    exc: ValidationError, path: str, tables: list[str], flat: set[str] = frozenset()
+) -> ConfigError:
     first = exc.errors()[0]
-    where = _location(tuple(first["loc"]), tables)
+    where = _location(tuple(first["loc"]), tables, flat)
     more = len(exc.errors()) - 1
     message = f"{where}: {first['msg']}" + (f" (and {more} more problem(s))" if more else "")
     return ConfigError(message, path=path, hint="fix the config file and run again")
@@ -304,6 +279,8 @@ def load_config(path: str) -> RunConfig:
         for key in ("source", "landing"):
             if isinstance(merged.get(key), str):
                 merged[key] = _resolve(base, merged[key])
+        if isinstance(merged.get("sinks"), list):
+            merged["sinks"] = [_resolve_sink_paths(base, s) for s in merged["sinks"]]
         if isinstance(merged.get("quality"), dict):
             merged["quality"] = _resolve_quality_paths(base, merged["quality"])
         tables.append(merged)
@@ -318,7 +295,8 @@ def load_config(path: str) -> RunConfig:
             **top,
         )
     except ValidationError as exc:
-        raise _error_from_validation(exc, path, names) from None
+        flat = {n for n, body in tables_raw.items() if "sinks" not in body}
+        raise _error_from_validation(exc, path, names, flat) from None
 
 
 def table_from_args(**fields: Any) -> TableConfig:
@@ -327,12 +305,26 @@ def table_from_args(**fields: Any) -> TableConfig:
         return TableConfig(**{k: v for k, v in fields.items() if v is not None})
     except ValidationError as exc:
         first = exc.errors()[0]
-        field = ".".join(str(p) for p in first["loc"]) or "options"
+        loc = [str(p) for p in first["loc"]]
+        if loc[:1] == ["sinks"]:  # the landing options of the command line's one sink
+            loc = loc[2:] if len(loc) > 2 and loc[1].isdigit() else loc[1:]
+            loc = loc[1:] if loc[:1] == ["open_mirroring"] else loc
+        field = ".".join(loc) or "options"
         option = {"name": "table"}.get(field, field).replace("_", "-")
         raise ConfigError(
             f"option --{option}: {first['msg']}",
             table=fields.get("name") if isinstance(fields.get("name"), str) else None,
         ) from None
+
+
+def _resolve_sink_paths(base: str, sink: Any) -> Any:
+    """A sink's local paths (landing, path, changelog_path) relative to the config file."""
+    if not isinstance(sink, dict):
+        return sink
+    return {
+        k: _resolve(base, v) if k in ("landing", "path", "changelog_path") and isinstance(v, str) else v
+        for k, v in sink.items()
+    }
 
 
 def _resolve_quality_paths(base: str, section: Any) -> Any:

@@ -20,8 +20,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from diffcdc.config import RunConfig, TableConfig
-from diffcdc.sinks.openmirroring.contract import table_folder
-from diffcdc.sinks.storage.base import LocalStorage
 from diffcdc.state.store import TableState
 
 DAYS = ["2026-11-19", "2026-11-20", "2026-11-21"]
@@ -106,7 +104,7 @@ def run_demo(base: str, state_root: str, as_json: bool = False) -> int:
     """Generate the data, run three nights, verify; returns an exit status."""
     from diffcdc.cli.main import format_summary
     from diffcdc.engine.run import run_many
-    from diffcdc.sinks.openmirroring.replay import verify_snapshot
+    from diffcdc.engine.verify import verify_table
     from diffcdc.spark import build_spark
 
     base = os.path.abspath(base)
@@ -137,12 +135,11 @@ def run_demo(base: str, state_root: str, as_json: bool = False) -> int:
             print(format_summary([r.to_dict() for r in reports]), file=out)
         if any(r.error for r in reports):
             return max(r.exit_code for r in reports)
-    storage = LocalStorage(landing)
     ok = True
     results["verify"] = {}
     for table in tables:
         last = os.path.join(table.source, f"{DAYS[-1]}.parquet")
-        result = verify_snapshot(spark, storage, table_folder(table.name), last, ignore=table.exclude)
+        (result,) = verify_table(spark, table, state_root, last, ignore=table.exclude).values()
         results["verify"][table.name] = result.to_dict()
         ok = ok and result.identical
         if not as_json:

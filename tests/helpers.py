@@ -12,10 +12,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from diffcdc.config import TableConfig
+from diffcdc.core.compare import compare
 from diffcdc.core.quality import QualityConfig
 from diffcdc.engine.run import run_table
 from diffcdc.sinks.openmirroring.contract import table_folder
-from diffcdc.sinks.openmirroring.replay import compare, replay
+from diffcdc.sinks.openmirroring.replay import replay
 from diffcdc.sinks.storage.base import LocalStorage
 
 UTC = dt.timezone.utc
@@ -65,7 +66,7 @@ class Workspace:
         from diffcdc.sinks.openmirroring.contract import to_landing_columns
 
         df = to_landing_columns(spark.read.parquet(os.path.join(self.source, snapshot_id)))
-        result = compare(self.mirror(upto), df.toArrow().to_pylist(), df.columns, ignore)
+        result = compare(self.mirror(upto).replayed(), df.toArrow().to_pylist(), df.columns, ignore)
         assert result.identical, result.to_dict()
 
     def snapshot_state(self) -> dict[str, bytes]:
@@ -80,6 +81,11 @@ class Workspace:
                     with open(path, "rb") as handle:
                         out[os.path.relpath(path, self.root)] = handle.read()
         return out
+
+
+def next_sequence(commit: Any, sink: str = "open_mirroring") -> int:
+    """The next landing sequence number after a commit (of its Open Mirroring sink)."""
+    return int(commit.record.sinks[sink].manifest["sequence"]["next"])
 
 
 def norm(value: Any) -> Any:

@@ -55,7 +55,11 @@ def cli_env(**extra: str) -> dict[str, str]:
 def assert_published_exactly_once(ws: Workspace) -> None:
     state = TableState(ws.state, ws.table.name)
     commits = state.commits()
-    expected = {f["name"]: f["sha256"] for c in commits for f in c.record["files"]}
+    expected = {
+        f["name"]: f["sha256"]
+        for c in commits
+        for f in c.record.sinks["open_mirroring"].manifest["files"]
+    }
     assert all(c.published for c in commits)
     assert ws.data_files() == sorted(expected)  # consecutive, nothing twice, nothing extra
     for name, digest in expected.items():

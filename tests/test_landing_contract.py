@@ -19,16 +19,17 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from diffcdc.engine.run import run as engine
+from diffcdc.engine import run as engine
 from diffcdc.errors import (
     ConfigError,
     KeyViolation,
     LandingZoneMismatch,
     SchemaChangeError,
 )
+from diffcdc.sinks.openmirroring.sink import OpenMirroringSink
 from diffcdc.sinks.openmirroring.text import coerce, read_text_file
 from diffcdc.state.store import TableState
-from tests.helpers import UTC, Workspace, norm
+from tests.helpers import UTC, Workspace, next_sequence, norm
 
 AWKWARD = [
     "plain", "com,ma", "semi;colon", "pi|pe", "tab\there", 'dq"uote', "sq'uote", "back\\slash",
@@ -127,7 +128,7 @@ def test_landing_contract(spark, tmp_path, variant):
     first = {i: row(i, s) for i, s in enumerate(AWKWARD)}
     ws.write("1.parquet", list(first.values()), SCHEMA)
     files = ws.run(spark).snapshots[0].files
-    ext = ws.table.extension
+    ext = ws.table.sinks[0].extension
     assert files == [f"{n:020d}.{ext}" for n in range(1, 4)] == ws.data_files()
     check_files(ws, files, first, initial=True)
 
@@ -212,15 +213,14 @@ def test_partner_events_and_schema_folders(spark, tmp_path):
     # same table name in another schema: its own folder and its own state
     hr = Workspace(str(tmp_path / "hr"), table="Orders", schema_name="HR", partner=partner)
     hr.landing, hr.state = sales.landing, sales.state
-    hr.table = hr.table.model_copy(update={"landing": sales.landing})
+    hr.table = hr.table.with_landing(landing=sales.landing)
     hr.write("1.parquet", [{"id": 1, "v": "h"}, {"id": 2, "v": "h"}])
     hr.run(spark)
     assert sorted(os.listdir(sales.state)) == ["HR.schema.Orders", "Sales.schema.Orders"]
     hr.assert_mirror_equals(spark, "1.parquet")
     sales.assert_mirror_equals(spark, "1.parquet")
     # a different partner file is refused before anything is published
-    other = hr.table.model_copy(update={"partner": hr.table.partner.model_copy(update={"partner_name": "Other"})})
-    hr.table = other
+    hr.table = hr.table.with_landing(partner={**partner, "partner_name": "Other"})
     with pytest.raises(LandingZoneMismatch, match="_partnerEvents.json"):
         hr.run(spark)
 
@@ -267,7 +267,7 @@ def test_continuation_foreign_lost_and_reload(spark, tmp_path, cleanup):
     assert report.snapshots[0].recreated and ws.data_files() == ["00000000000000000001.parquet"]
     assert "__rowMarker__" not in ws.landing_rows("00000000000000000001.parquet")[0]
     ws.assert_mirror_equals(spark, "4.parquet")
-    assert TableState(ws.state, "T").head().next_sequence == 2
+    assert next_sequence(TableState(ws.state, "T").head()) == 2
     assert ws.run(spark).outcome == "nothing to do"
 
 
@@ -301,7 +301,7 @@ def test_schema_changes_fail_policy(spark, tmp_path):
     ws.table = ws.table.model_copy(update={"keys": ["name"]})
     with pytest.raises(KeyViolation, match="keyColumns can never change"):
         ws.run(spark)
-    ws.table = ws.table.model_copy(update={"keys": ["id"], "upsert_default": True})
+    ws.table = ws.table.model_copy(update={"keys": ["id"]}).with_landing(upsert_default=True)
     with pytest.raises(ConfigError, match="isUpsertDefaultRowMarker"):
         ws.run(spark)
     assert ws.snapshot_state() == before
@@ -327,14 +327,14 @@ def test_schema_changes_recreate_policy(spark, tmp_path, fmt):
         ws.write(f"{n}.parquet", rows, schema)
         snap = ws.run(spark).snapshots[0]
         assert snap.recreated and change in snap.recreated, (n, snap.recreated)
-        assert ws.data_files() == [f"00000000000000000001.{ws.table.extension}"], change
+        assert ws.data_files() == [f"00000000000000000001.{ws.table.sinks[0].extension}"], change
         assert "__rowMarker__" not in file_rows(ws, ws.data_files()[0])[0]
         assert (snap.inserted, snap.updated, snap.deleted) == (2, 0, 0)
         ws.assert_mirror_equals(spark, f"{n}.parquet")
         if fmt == "csv":
             assert [c["Name"] for c in metadata(ws)["SchemaDefinition"]["Columns"]] == schema.names
     head = TableState(ws.state, "T").head()
-    assert head.next_sequence == 2 and head.record["recreate"]
+    assert next_sequence(head) == 2 and head.record.recreate
 
 
 @pytest.mark.parametrize("fmt", ["parquet", "psv"])
@@ -375,22 +375,22 @@ def test_reload_survives_a_crash_and_drop_forgets_the_table(spark, tmp_path, mon
     # ... and dies again after the old folder was dropped, in the middle of publishing
     monkeypatch.setattr(engine, "process_snapshot", original)
     calls = {"n": 0}
-    real_publish = engine.publish_commit
+    real_publish = OpenMirroringSink.publish
 
-    def publish_then_die(state, storage, commit):
-        if commit.record.get("recreate") and calls["n"] == 0:
+    def publish_then_die(self, version, manifest, staging_dir, history):
+        if manifest.get("recreate") and calls["n"] == 0:
             calls["n"] += 1
-            storage.drop_folder(commit.record["landing_folder"], 5)
-            state.mark_dropped(commit.version)
+            self.storage.drop_folder(manifest["landing_folder"], 5)
+            self.marks.put(version, "dropped")
             raise RuntimeError("killed while publishing")
-        return real_publish(state, storage, commit)
+        return real_publish(self, version, manifest, staging_dir, history)
 
-    monkeypatch.setattr(engine, "publish_commit", publish_then_die)
+    monkeypatch.setattr(OpenMirroringSink, "publish", publish_then_die)
     with pytest.raises(Exception, match="killed while publishing"):
         ws.run(spark)
     assert TableState(ws.state, "T").reload_request() is None  # the commit carries it now
     assert not os.path.exists(ws.folder)
-    monkeypatch.setattr(engine, "publish_commit", real_publish)
+    monkeypatch.setattr(OpenMirroringSink, "publish", real_publish)
     report = ws.run(spark)
     assert report.resumed_versions == [3]
     assert ws.data_files() == ["00000000000000000001.parquet"]

@@ -121,17 +121,18 @@ class RemoteWorkspace(Workspace):
         self.server = server
         self.landing = server.url(FS, ROOT)
         auth = {"account_key": server.account_key} if auth is None else auth
-        self.table = self.table.model_copy(
+        sink = self.table.sinks[0].model_copy(
             update={"landing": self.landing,
                     "landing_options": {**FAST, **auth, **(landing_options or {})}}
         )
+        self.table = self.table.model_copy(update={"sinks": [sink]})
 
     @property
     def folder(self) -> str:  # in the server's filesystem
         return f"{ROOT}/{table_folder(self.table.name, self.table.schema_name)}"
 
     def storage(self) -> AdlsStorage:
-        storage = open_landing(self.landing, **self.table.landing_options)
+        storage = open_landing(self.landing, **self.table.sinks[0].landing_options)
         assert isinstance(storage, AdlsStorage)
         return storage
 
@@ -293,7 +294,7 @@ def test_foreign_files_are_never_overwritten(spark, server, tmp_path) -> None:
 
 def test_a_missing_filesystem_fails_before_any_work(spark, server, tmp_path) -> None:
     ws = RemoteWorkspace(str(tmp_path), server)
-    ws.table = ws.table.model_copy(update={"landing": server.url("nosuchworkspace", ROOT)})
+    ws.table = ws.table.with_landing(landing=server.url("nosuchworkspace", ROOT))
     ws.write("0001.parquet", rows(range(3)))
     with pytest.raises(StorageError, match="filesystem 'nosuchworkspace' does not exist") as err:
         ws.run(spark)

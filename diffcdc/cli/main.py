@@ -145,6 +145,7 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("--schema", dest="schema_name", help="schema folder name")
     verify.add_argument("--state", default=None, help="state root, for the excluded columns")
     verify.add_argument("--ignore", type=_csv, default=None, help="columns not compared")
+    verify.add_argument("--sink", help="only this sink of the table (default: every sink)")
     verify.add_argument("--master", help="Spark master (default local[*])")
 
     demo = sub.add_parser("demo", parents=[common], help="run a small end-to-end example")
@@ -245,10 +246,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         config = RunConfig(state=args.state or "state", tables=[table])
     if args.landing_options:
         given = dict(args.landing_options)
-        config.tables = [
-            t.model_copy(update={"landing_options": {**t.landing_options, **given}})
-            for t in config.tables
-        ]
+        config.tables = [t.with_landing_options(given) for t in config.tables]
     if args.keep_versions is not None:
         config.keep_versions = args.keep_versions
     if args.master:
@@ -362,60 +360,61 @@ def _cmd_status(args: argparse.Namespace) -> int:
         if t.get("last_run", {}).get("error"):
             print(f"{t['table']}: last run failed: {t['last_run']['error']}")
         if t.get("unpublished"):
-            print(f"{t['table']}: version {t['version']} is committed but not fully published; "
-                  "the next run finishes it")
+            waiting = ", ".join(s["sink"] for s in t.get("sinks", []) if not s["published"])
+            print(f"{t['table']}: version {t['version']} is committed but not yet published by "
+                  f"sink(s) {waiting}; the next run finishes it")
         for item in t.get("pending", []):
             print(f"{t['table']}: pending: {item}")
     return 0
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
-    from diffcdc.sinks.openmirroring.contract import table_folder
-    from diffcdc.sinks.openmirroring.replay import verify_snapshot
-    from diffcdc.sinks.storage.base import open_landing
+    from diffcdc.config import load_config, table_from_args
+    from diffcdc.engine.verify import verify_table
     from diffcdc.spark import build_spark
     from diffcdc.state.store import TableState
 
     _check_landing_arg(args.landing)
-    landing, options = args.landing, {}
-    schema_name, state_root = args.schema_name, args.state
+    state_root = args.state
     if args.config:
-        from diffcdc.config import load_config
-
         config = load_config(args.config)
         table = _config_table(config, args.table, args.config)
-        landing = landing or table.landing
-        options = dict(table.landing_options)
-        schema_name = schema_name or table.schema_name
+        if args.landing:
+            table = table.with_landing(landing=args.landing)
         state_root = state_root or config.state
-    if not landing:
+    elif args.landing:
+        # Only the location matters for a replay; source and keys are placeholders.
+        table = table_from_args(name=args.table, source=".", keys=["-"], landing=args.landing,
+                                schema_name=args.schema_name)
+    else:
         raise UsageError("missing --landing", hint="give it, or use --config FILE")
-    options.update(dict(args.landing_options))
+    if args.landing_options:
+        table = table.with_landing_options(dict(args.landing_options))
     ignore = args.ignore
     if ignore is None:
-        from diffcdc.config import state_name
-
-        head = TableState(state_root or "state", state_name(args.table, schema_name)).head()
-        ignore = list(head.record.get("exclude", [])) if head else []
-    storage = open_landing(landing, **options)
-    try:
-        spark = build_spark(args.master)
-        result = verify_snapshot(
-            spark, storage, table_folder(args.table, schema_name), args.snapshot, ignore=ignore
-        )
-    finally:
-        storage.close()
+        head = TableState(state_root or "state", table.state_name).head()
+        ignore = list(head.record.exclude) if head else []
+    spark = build_spark(args.master)
+    results = verify_table(spark, table, state_root or "state", args.snapshot, ignore=ignore,
+                           only=args.sink)
     if args.json:
-        print(json.dumps(result.to_dict(), indent=1, default=str))
-    elif result.identical:
-        print(f"{args.table}: identical — {result.files} landing file(s) replayed give the "
-              f"{result.snapshot_rows} rows of {args.snapshot}"
-              + (f" (ignoring {', '.join(ignore)})" if ignore else ""))
-    else:
-        print(f"{args.table}: DIFFERENT — mirror has {result.mirror_rows} rows, snapshot "
-              f"{result.snapshot_rows}; snapshot rows missing or different for keys "
-              f"{result.missing}; mirror rows not in the snapshot for keys {result.unexpected}")
-    return 0 if result.identical else 1
+        only_one = len(results) == 1 and not args.config
+        body = next(iter(results.values())).to_dict() if only_one else {
+            "identical": all(r.identical for r in results.values()),
+            "sinks": {k: r.to_dict() for k, r in results.items()},
+        }
+        print(json.dumps(body, indent=1, default=str))
+    for sink_id, result in ([] if args.json else results.items()):
+        name = args.table if len(results) == 1 else f"{args.table} [{sink_id}]"
+        if result.identical:
+            print(f"{name}: identical — {result.files} published unit(s) replayed give the "
+                  f"{result.snapshot_rows} rows of {args.snapshot}"
+                  + (f" (ignoring {', '.join(ignore)})" if ignore else ""))
+        else:
+            print(f"{name}: DIFFERENT — sink has {result.mirror_rows} rows, snapshot "
+                  f"{result.snapshot_rows}; snapshot rows missing or different for keys "
+                  f"{result.missing}; sink rows not in the snapshot for keys {result.unexpected}")
+    return 0 if all(r.identical for r in results.values()) else 1
 
 
 # -- landing contract options, reload and drop (docs/landing.md) ------------------------------
@@ -531,12 +530,12 @@ def _cmd_drop(args: argparse.Namespace) -> int:
     else:
         raise UsageError("drop needs --landing or --config")
     if args.landing_options:
-        table = table.model_copy(update={"landing_options": {**table.landing_options,
-                                                             **dict(args.landing_options)}})
+        table = table.with_landing_options(dict(args.landing_options))
     folder = f"{table.schema_name}.schema/{table.name}" if table.schema_name else table.name
+    where = ", ".join(f"{s.landing}/{folder}" for s in table.landing_sinks()) or "no landing zone"
     if not args.yes:
         raise UsageError(
-            f"refusing to drop {table.name} without --yes: {table.landing}/{folder} is deleted "
+            f"refusing to drop {table.name} without --yes: {where} is deleted "
             "(the mirrored table is dropped) and the table's state forgotten",
             hint="add --yes to confirm",
         )

@@ -31,15 +31,10 @@ from diffcdc.core.fingerprint import quote
 
 CHANGE = "__diffcdc_change"
 DUP = "__diffcdc_n"  # rows per key in the snapshot (>1 means a duplicate key)
-ROW_MARKER = "__rowMarker__"
-GRP = "__diffcdc_grp"
 #: Column names a snapshot may not use (lower case); plus anything starting with this prefix.
 RESERVED_PREFIX = "__diffcdc"
 
 UNCHANGED, INSERT, UPDATE, DELETE = 0, 1, 2, 3
-
-#: Open Mirroring row markers (spec §1).
-MARKER_INSERT, MARKER_UPDATE, MARKER_DELETE, MARKER_UPSERT = 0, 1, 2, 4
 
 
 def _c(name: str) -> Column:
@@ -135,59 +130,3 @@ def state_metrics(keys: Sequence[str]) -> list[Column]:
 
 def _count_where(condition: Column, name: str) -> Column:
     return F.sum(F.when(condition, 1).otherwise(0)).cast("long").alias(name)
-
-
-def change_rows(
-    snapshot: DataFrame,
-    state: DataFrame,
-    keys: Sequence[str],
-    columns: Sequence[str],
-    *,
-    initial: bool,
-    broadcast_keys: bool,
-    upsert: bool = False,
-    single_partition: bool = False,
-) -> DataFrame:
-    """The change set in landing order, with a ``__rowMarker__`` column (last).
-
-    The initial load has no marker column (the whole file is INSERT, as spec §1 recommends).
-
-    Deletes (key columns only, the rest NULL) come first, then inserts and updates with their
-    full rows; within each group rows are ordered by key. For the initial load every row is an
-    insert, in the snapshot's own row order (deterministic for the same files; sorting a whole
-    first load would cost a full shuffle for nothing). ``columns`` is the snapshot's column
-    order. ``single_partition`` sorts a small change set in one task instead of a range
-    shuffle (which needs a sampling pass). With ``upsert``
-    (``isUpsertDefaultRowMarker``) inserts and updates both carry UPSERT (4); the initial load
-    still has no marker column, which that option makes an all-UPSERT file.
-    """
-    key_cols = [_c(k) for k in keys]
-    if initial:
-        return snapshot.select(*[_c(c) for c in columns])
-    changed = state.filter(F.col(CHANGE).isin(INSERT, UPDATE)).select(
-        *key_cols,
-        F.when(F.col(CHANGE) == INSERT, F.lit(MARKER_UPSERT if upsert else MARKER_INSERT))
-        .otherwise(F.lit(MARKER_UPSERT if upsert else MARKER_UPDATE))
-        .alias(ROW_MARKER),
-    )
-    if broadcast_keys:
-        changed = F.broadcast(changed)
-    upserts = snapshot.join(changed, on=list(keys), how="inner").select(
-        *[_c(c) for c in columns], _c(ROW_MARKER)
-    )
-    types = dict(snapshot.dtypes)
-    key_set = {k.lower() for k in keys}
-    deletes = state.filter(F.col(CHANGE) == DELETE).select(
-        *[
-            (_c(c) if c.lower() in key_set else F.lit(None).cast(types[c]).alias(c))
-            for c in columns
-        ],
-        F.lit(MARKER_DELETE).alias(ROW_MARKER),
-    )
-    grp = F.when(F.col(ROW_MARKER) == MARKER_DELETE, 0).otherwise(1).alias(GRP)
-    combined = deletes.unionByName(upserts).select("*", grp)
-    if single_partition:
-        ordered = combined.repartition(1).sortWithinPartitions(GRP, *key_cols)
-    else:
-        ordered = combined.orderBy(GRP, *key_cols)
-    return ordered.drop(GRP)

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from pyspark.sql import types as T
 
-from diffcdc.core.classify import RESERVED_PREFIX, ROW_MARKER
+from diffcdc.core.classify import RESERVED_PREFIX
 from diffcdc.errors import KeyViolation, SchemaChangeError
 
 _KEY_TYPES = (
@@ -54,9 +54,20 @@ def resolve_columns(
     return [by_lower[c.lower()] for c in wanted]
 
 
-def check_snapshot_columns(schema: T.StructType, keys: Sequence[str], *, table: str, snapshot: str) -> None:
-    """Refuse reserved or duplicate column names and key columns of unusable types."""
+def check_snapshot_columns(
+    schema: T.StructType,
+    keys: Sequence[str],
+    *,
+    table: str,
+    snapshot: str,
+    reserved: Sequence[str] = (),
+) -> None:
+    """Refuse reserved or duplicate column names and key columns of unusable types.
+
+    ``reserved`` names the columns the table's sinks add (``__rowMarker__``, ``sys_op`` ...).
+    """
     seen: set[str] = set()
+    taken = {r.lower() for r in reserved}
     for f in schema.fields:
         lower = f.name.lower()
         if lower in seen:
@@ -67,7 +78,7 @@ def check_snapshot_columns(schema: T.StructType, keys: Sequence[str], *, table: 
                 hint="rename one of the columns in the extract",
             )
         seen.add(lower)
-        if lower == ROW_MARKER.lower() or lower.startswith(RESERVED_PREFIX):
+        if lower in taken or lower.startswith(RESERVED_PREFIX):
             raise SchemaChangeError(
                 f"column {f.name!r} clashes with a column diffcdc adds",
                 table=table,

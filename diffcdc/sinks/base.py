@@ -15,7 +15,7 @@ Per snapshot, for every sink of the table, in this order:
    return its *manifest*: a small JSON-able dict that the commit record keeps for this sink
    (file names and checksums, message counts, ...). Staging must not touch the target.
 3. the engine commits (compare-and-swap): from now on the batch is frozen;
-4. ``publish(version, manifest, staging_dir)`` — make the staged batch visible in the target,
+4. ``publish(version, manifest, staging_dir, history)`` — make the staged batch visible in the target,
    idempotently: a rerun after a crash at any point publishes only what is missing and never
    anything twice. The engine records "published" per sink afterwards; a sink whose publish
    failed is retried (``is_published`` first) by the next run before anything new is diffed.
@@ -28,7 +28,7 @@ commits was added later: the engine hands it a full image (``changes.initial``).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -104,12 +104,16 @@ class Replayed:
     rows: list[dict[str, Any]]
     #: Units replayed (files, Delta versions, Kafka messages), for messages.
     units: int = 0
+    #: How a snapshot row must be converted to compare with these rows (e.g. text types).
+    normalize: Callable[[dict[str, Any]], dict[str, Any]] | None = None
 
 
 class Sink(ABC):
     """One output of a table. Subclasses set ``type`` and take their config model."""
 
     type: ClassVar[str]
+    #: Column names this sink adds to what it publishes; a snapshot may not use them.
+    reserved_columns: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, sink_id: str, table: SinkTable) -> None:
         self.id = sink_id
@@ -119,16 +123,34 @@ class Sink(ABC):
     def describe(self) -> dict[str, Any]:
         """``{"type": ..., "target": ...}`` and anything useful for ``status``; no secrets."""
 
+    def prepare(self, scratch_dir: str) -> None:  # noqa: B027 - optional
+        """Start of a run, under the table's lock (e.g. remove our own temporary uploads)."""
+
     def check(self, history: SinkHistory) -> None:  # noqa: B027 - most sinks check something
         """Refuse (raise) before the commit when the target is not where this sink left it."""
+
+    def schema_problem(self, schema: T.StructType, history: SinkHistory) -> str | None:
+        """A schema change this sink cannot follow (beyond the table's own rules), or None.
+
+        The engine applies the table's ``schema_policy`` to it (refuse, or re-create).
+        """
+        return None
+
+    def accept(self, changes: ChangeSet) -> None:  # noqa: B027 - most sinks take any change
+        """Refuse (raise) a change set this sink cannot publish, before anything is committed."""
 
     @abstractmethod
     def stage(self, changes: ChangeSet, staging_dir: str, history: SinkHistory) -> dict[str, Any]:
         """Write what will be published under ``staging_dir``; return the manifest."""
 
     @abstractmethod
-    def publish(self, version: int, manifest: dict[str, Any], staging_dir: str) -> None:
-        """Make a committed, staged version visible in the target, idempotently."""
+    def publish(
+        self, version: int, manifest: dict[str, Any], staging_dir: str, history: SinkHistory
+    ) -> None:
+        """Make a committed, staged version visible in the target, idempotently.
+
+        ``history`` holds this sink's manifests up to and including ``version``.
+        """
 
     @abstractmethod
     def is_published(self, version: int, manifest: dict[str, Any]) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from diffcdc.state.store import TableState, read_json
+from diffcdc.state.store import Commit, TableState, read_json
 
 
 def table_status(state_root: str, only: str | None = None) -> list[dict[str, Any]]:
@@ -26,13 +26,16 @@ def table_status(state_root: str, only: str | None = None) -> list[dict[str, Any
         head = state.head()
         report = state.last_report() or {}
         snaps = report.get("snapshots", [])
+        sinks = _sinks(head) if head else []
+        landing = next((s for s in sinks if s["type"] == "open_mirroring"), None)
         entry: dict[str, Any] = {
             "table": name,
             "last_snapshot": head.snapshot_id if head else None,
             "version": head.version if head else None,
-            "next_sequence": head.next_sequence if head else 1,
-            "rows": head.record["counts"]["rows"] if head else None,
-            "landing": head.record.get("landing") if head else None,
+            "next_sequence": landing["next_sequence"] if landing else None if head else 1,
+            "rows": head.record.counts.rows if head else None,
+            "landing": landing["target"] if landing else None,
+            "sinks": sinks,
             "unpublished": bool(head and not head.published),
             "last_run": {
                 "run_id": report.get("run_id"),
@@ -51,6 +54,24 @@ def table_status(state_root: str, only: str | None = None) -> list[dict[str, Any
         entry["gate"] = _gate_summary(report)
         entry["pending"] = _pending(state)
         out.append(entry)
+    return out
+
+
+def _sinks(head: Commit) -> list[dict[str, Any]]:
+    """Per sink of the head version: its type, where it publishes, whether it has published."""
+    out = []
+    for sink_id, entry in head.record.sinks.items():
+        manifest = entry.manifest
+        item: dict[str, Any] = {
+            "sink": sink_id,
+            "type": entry.type,
+            "published": sink_id in head.published_sinks,
+            "rows": manifest.get("rows"),
+            "target": manifest.get("target") or manifest.get("landing"),
+        }
+        if entry.type == "open_mirroring":
+            item["next_sequence"] = (manifest.get("sequence") or {}).get("next")
+        out.append(item)
     return out
 
 

@@ -2,9 +2,10 @@
 
 Layout under ``<state root>/<table>/``::
 
-    log/00000000000000000007.json            commit record of version 7 (immutable)
-    log/00000000000000000007.published.json  written once every file of version 7 is published
-    versions/00000000000000000007-<run>/     state Parquet (``state/``) + staged landing files
+    log/00000000000000000007.json                 commit record of version 7 (immutable)
+    log/00000000000000000007.published.<sink>.json  written once sink <sink> published version 7
+    versions/00000000000000000007-<run>/          state Parquet (``state/``) + each sink's
+                                                  staged output (``sinks/<sink>/``)
     reports/<run id>.json                    one report per run (passed or failed)
     .lock                                    advisory lock held while a run works on the table
 
@@ -31,9 +32,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from diffcdc.errors import ConcurrentRunError, StateError
+from diffcdc.state.commit import LEGACY_SINK_ID, READABLE_FORMATS, STATE_FORMAT, CommitRecord
 
 _LOG_RE = re.compile(r"^(\d{20})\.json$")
-STATE_FORMAT = 1
+_MARK_RE = re.compile(r"^(\d{20})\.published(?:\.(.+))?\.json$")
 
 
 def now_iso() -> str:
@@ -90,22 +92,50 @@ def _fsync_dir(folder: str) -> None:
 
 @dataclass(frozen=True)
 class Commit:
-    """A committed version of a table (the parsed commit record)."""
+    """A committed version of a table and which of its sinks have published it."""
 
-    record: dict[str, Any]
-    published: bool
+    record: CommitRecord
+    published_sinks: frozenset[str]
 
     @property
     def version(self) -> int:
-        return int(self.record["version"])
+        return self.record.version
 
     @property
     def snapshot_id(self) -> str:
-        return str(self.record["snapshot_id"])
+        return self.record.snapshot_id
 
     @property
-    def next_sequence(self) -> int:
-        return int(self.record["sequence"]["next"])
+    def unpublished(self) -> list[str]:
+        """Sink ids of this version still to publish, in commit order."""
+        return [s for s in self.record.sinks if s not in self.published_sinks]
+
+    @property
+    def published(self) -> bool:
+        return not self.unpublished
+
+
+class SinkMarks:
+    """Facts a sink records once per version: ``log/<version>.<what>.<sink>.json``."""
+
+    def __init__(self, log_dir: str, sink_id: str) -> None:
+        self.log_dir = log_dir
+        self.sink_id = sink_id
+
+    def _paths(self, version: int, what: str) -> list[str]:
+        paths = [os.path.join(self.log_dir, f"{version:020d}.{what}.{self.sink_id}.json")]
+        if self.sink_id == LEGACY_SINK_ID:  # format 1 wrote ``<version>.<what>.json``
+            paths.append(os.path.join(self.log_dir, f"{version:020d}.{what}.json"))
+        return paths
+
+    def has(self, version: int, what: str) -> bool:
+        return any(os.path.exists(p) for p in self._paths(version, what))
+
+    def put(self, version: int, what: str) -> None:
+        with contextlib.suppress(FileExistsError):
+            write_json_exclusive(
+                self._paths(version, what)[0], {"version": version, what: now_iso()}
+            )
 
 
 class TableState:
@@ -156,7 +186,11 @@ class TableState:
         except FileNotFoundError:
             return []
         commits = []
-        present = set(names)
+        marks: dict[str, set[str]] = {}
+        for name in names:
+            mark = _MARK_RE.match(name)
+            if mark:  # format 1 wrote ``<v>.published.json``: the landing zone's mark
+                marks.setdefault(mark.group(1), set()).add(mark.group(2) or LEGACY_SINK_ID)
         for name in names:
             match = _LOG_RE.match(name)
             if not match:
@@ -172,15 +206,24 @@ class TableState:
                     path=path,
                     hint="restore the file from backup; diffcdc never edits commit records",
                 ) from None
-            if record.get("format") != STATE_FORMAT:
+            if record.get("format") not in READABLE_FORMATS:
                 raise StateError(
-                    f"commit record has format {record.get('format')!r}, expected {STATE_FORMAT}",
+                    f"commit record has format {record.get('format')!r}; this diffcdc reads "
+                    f"formats {', '.join(map(str, READABLE_FORMATS))}",
                     table=self.table,
                     path=path,
-                    hint="this state was written by another diffcdc version",
+                    hint="this state was written by a newer diffcdc: upgrade diffcdc",
                 )
-            published = f"{match.group(1)}.published.json" in present
-            commits.append(Commit(record, published))
+            try:
+                parsed = CommitRecord.from_dict(record)
+            except (KeyError, TypeError, ValueError) as exc:
+                raise StateError(
+                    f"commit record is incomplete: {type(exc).__name__} {exc}",
+                    table=self.table,
+                    path=path,
+                    hint="restore the file from backup; diffcdc never edits commit records",
+                ) from None
+            commits.append(Commit(parsed, frozenset(marks.get(match.group(1), ()))))
         return commits
 
     def head(self) -> Commit | None:
@@ -198,24 +241,27 @@ class TableState:
         os.makedirs(path, exist_ok=False)
         return path
 
-    def claim(self, record: dict[str, Any]) -> None:
+    def claim(self, record: CommitRecord) -> None:
         """Commit ``record`` as version N+1 of the head it was computed from (CAS)."""
-        version = int(record["version"])
+        version = record.version
         path = os.path.join(self.log_dir, f"{version:020d}.json")
+        document = {**record.to_dict(), "format": STATE_FORMAT, "committed_at": now_iso()}
         try:
-            write_json_exclusive(path, {**record, "format": STATE_FORMAT, "committed_at": now_iso()})
+            write_json_exclusive(path, document)
         except FileExistsError:
             raise ConcurrentRunError(
                 f"version {version} was committed by another run first; this run changed nothing",
                 table=self.table,
-                snapshot=record.get("snapshot_id"),
+                snapshot=record.snapshot_id,
                 hint="run again to pick up from the new state",
             ) from None
 
-    def mark_published(self, version: int, info: dict[str, Any]) -> None:
-        path = os.path.join(self.log_dir, f"{version:020d}.published.json")
+    def mark_published(self, version: int, sink_id: str, info: dict[str, Any]) -> None:
+        """Record that sink ``sink_id`` has published ``version`` (written once)."""
+        path = os.path.join(self.log_dir, f"{version:020d}.published.{sink_id}.json")
+        document = {"version": version, "sink": sink_id, "published_at": now_iso(), **info}
         try:
-            write_json_exclusive(path, {"version": version, "published_at": now_iso(), **info})
+            write_json_exclusive(path, document)
         except FileExistsError:
             return  # another resumer finished first: same outcome
 
@@ -251,7 +297,7 @@ class TableState:
     def reload_carried_out(self, request: dict[str, Any]) -> bool:
         """Whether a commit has re-created the table for this reload request."""
         return any(
-            (c.record.get("recreate") or {}).get("request") == request.get("id")
+            c.record.recreate is not None and c.record.recreate.request == request.get("id")
             for c in self.commits()
         )
 
@@ -259,14 +305,9 @@ class TableState:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.reload_path)
 
-    def mark_dropped(self, version: int) -> None:
-        """The landing folder of re-creating version ``version`` is gone: never drop it again."""
-        path = os.path.join(self.log_dir, f"{version:020d}.dropped.json")
-        with contextlib.suppress(FileExistsError):
-            write_json_exclusive(path, {"version": version, "dropped_at": now_iso()})
-
-    def is_dropped(self, version: int) -> bool:
-        return os.path.exists(os.path.join(self.log_dir, f"{version:020d}.dropped.json"))
+    def sink_marks(self, sink_id: str) -> SinkMarks:
+        """Per-version marks a sink keeps in the log (e.g. "the old folder is dropped")."""
+        return SinkMarks(self.log_dir, sink_id)
 
     def save_report(self, report: dict[str, Any]) -> str:
         path = os.path.join(self.reports_dir, f"{report.get('run_id') or new_run_id()}.json")
@@ -288,8 +329,8 @@ class TableState:
         """
         removed = []
         commits = self.commits()
-        committed = {c.record["version_dir"]: c for c in commits}
-        keep = {c.record["version_dir"] for c in commits[-keep_versions:]}
+        committed = {c.record.version_dir: c for c in commits}
+        keep = {c.record.version_dir for c in commits[-keep_versions:]}
         try:
             names = os.listdir(self.versions_dir)
         except FileNotFoundError:
@@ -302,5 +343,6 @@ class TableState:
                 shutil.rmtree(path, ignore_errors=True)
                 removed.append(rel)
             elif commit.published:
-                shutil.rmtree(os.path.join(path, "landing"), ignore_errors=True)
+                for staged in ("landing", "sinks", "changes"):  # published: only state is kept
+                    shutil.rmtree(os.path.join(path, staged), ignore_errors=True)
         return removed

@@ -21,9 +21,14 @@ from pyspark.sql import types as T
 
 from diffcdc.core.fingerprint import quote
 from diffcdc.errors import LandingZoneMismatch
+from diffcdc.sinks.base import OP, OP_DELETE, OP_INSERT
 from diffcdc.sinks.openmirroring.text import TextFormat, write_text_file
 from diffcdc.sinks.storage.base import LandingStorage, PublishItem, file_sha256, join
 
+#: The row-marker column, last in every incremental file, and its values (spec §1).
+ROW_MARKER = "__rowMarker__"
+MARKER_INSERT, MARKER_UPDATE, MARKER_DELETE, MARKER_UPSERT = 0, 1, 2, 4
+_GRP = "__diffcdc_grp"
 #: Folders the mirroring service moves processed files into (inside the table folder).
 CLEANUP_FOLDERS = ("_ProcessedFiles", "_FilesReadyToDelete")
 METADATA_FILE = "_metadata.json"
@@ -206,16 +211,52 @@ def _sequence_files(storage: LandingStorage, folder: str) -> dict[int, tuple[str
     return found
 
 
-def known_files(commits: Sequence[Any]) -> dict[int, tuple[str, int]]:
-    """Number → (name, bytes) of every file committed since the table was last (re)created."""
+def known_files(manifests: Sequence[dict[str, Any]]) -> dict[int, tuple[str, int]]:
+    """Number → (name, bytes) of every file in these manifests (since the last re-creation)."""
     out: dict[int, tuple[str, int]] = {}
-    for commit in commits:
-        record = commit.record
-        if record.get("recreate"):
-            out = {}
-        for f in record.get("files", []):
+    for manifest in manifests:
+        for f in manifest.get("files") or []:
             out[int(f["sequence"])] = (f["name"], int(f["bytes"]))
     return out
+
+
+def landing_changes(
+    changes: DataFrame,
+    keys: Sequence[str],
+    columns: Sequence[str],
+    *,
+    initial: bool,
+    upsert: bool = False,
+    single_partition: bool = False,
+) -> DataFrame:
+    """A neutral change set (landing columns + OP) in landing order, with ``__rowMarker__`` last.
+
+    The initial load has no marker column (the whole file is INSERT, as spec §1 recommends)
+    and keeps the snapshot's own row order (deterministic for the same files; sorting a whole
+    first load would cost a full shuffle for nothing). Otherwise deletes (key columns only)
+    come first, then inserts and updates, each ordered by key. ``single_partition`` sorts a
+    small change set in one task instead of a range shuffle (which needs a sampling pass).
+    With ``upsert`` (``isUpsertDefaultRowMarker``) inserts and updates carry UPSERT (4).
+    """
+    if initial:
+        return changes.select(*[F.col(quote(c)) for c in columns])
+    op = F.col(OP)
+    marker = (
+        F.when(op == OP_DELETE, F.lit(MARKER_DELETE))
+        .when(op == OP_INSERT, F.lit(MARKER_UPSERT if upsert else MARKER_INSERT))
+        .otherwise(F.lit(MARKER_UPSERT if upsert else MARKER_UPDATE))
+    )
+    combined = changes.select(
+        *[F.col(quote(c)) for c in columns],
+        marker.alias(ROW_MARKER),
+        F.when(op == OP_DELETE, 0).otherwise(1).alias(_GRP),
+    )
+    key_cols = [F.col(quote(k)) for k in keys]
+    if single_partition:
+        ordered = combined.repartition(1).sortWithinPartitions(_GRP, *key_cols)
+    else:
+        ordered = combined.orderBy(_GRP, *key_cols)
+    return ordered.drop(_GRP)
 
 
 def last_data_mtime(storage: LandingStorage, folder: str) -> float:

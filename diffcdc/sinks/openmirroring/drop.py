@@ -22,22 +22,30 @@ from diffcdc.state.store import TableState, now_iso, write_json_replace
 def drop_table(
     table: TableConfig, state_root: str, say: Callable[[str], None] | None = None
 ) -> str:
-    """Drop ``table`` from its landing zone and state; returns the dropped folder's path."""
+    """Drop ``table`` from its landing zones and state; returns the dropped folders' paths.
+
+    Other sinks' targets are left as they are (a Delta table or a Kafka topic is data of its
+    own): the next run gives them a full image, as to a sink added to a table.
+    """
     say = say or (lambda message: None)
     state = TableState(state_root, table.state_name)
     folder = table_folder(table.name, table.schema_name)
+    places = []
     with state.lock():
         write_json_replace(state.drop_path, {"requested_at": now_iso(), "folder": folder})
-        storage = open_landing(table.landing, **table.landing_options)
-        try:
-            where = f"{storage.describe()}/{folder}"
-            say(f"deleting {where} and waiting until it is gone")
-            storage.drop_folder(folder, table.drop_timeout)
-        finally:
-            storage.close()
+        for sink in table.landing_sinks():
+            storage = open_landing(sink.landing, **sink.landing_options)
+            try:
+                where = f"{storage.describe()}/{folder}"
+                say(f"deleting {where} and waiting until it is gone")
+                storage.drop_folder(folder, sink.drop_timeout)
+                places.append(where)
+            finally:
+                storage.close()
         # Forget the state in one rename (the name starts with '.', so status skips it).
         graveyard = os.path.join(state.root, f".dropped-{table.state_name}-{uuid.uuid4().hex[:8]}")
         os.rename(state.dir, graveyard)
     shutil.rmtree(graveyard, ignore_errors=True)
+    where = ", ".join(places) or "(no landing zone)"
     say(f"dropped; the next run publishes a fresh initial load into {where}")
     return where

@@ -1,0 +1,60 @@
+"""The neutral change set of one snapshot: pure DataFrame logic, no IO.
+
+Rows carry every snapshot column with its exact type plus :data:`~diffcdc.sinks.base.OP`
+(insert, update, delete — the same values as the state's change kinds). Inserted and updated
+rows are the snapshot's full rows, picked by joining only the changed keys back to the snapshot;
+deletes come from the state alone and carry the key values with NULL in every other column.
+No sink's format is decided here: markers, ordering and encodings belong to each sink.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from diffcdc.core.classify import CHANGE, DELETE, INSERT, UPDATE
+from diffcdc.core.fingerprint import quote
+from diffcdc.sinks.base import OP, OP_DELETE, OP_INSERT, OP_UPDATE
+
+assert (OP_INSERT, OP_UPDATE, OP_DELETE) == (INSERT, UPDATE, DELETE)  # one numbering
+
+
+def change_frame(
+    snapshot: DataFrame,
+    state: DataFrame,
+    keys: Sequence[str],
+    columns: Sequence[str],
+    *,
+    broadcast_keys: bool,
+) -> DataFrame:
+    """The diff between the previous state and the snapshot, from a classified state version.
+
+    ``state`` is the new state version (key, fingerprint, change kind); ``columns`` the
+    snapshot's columns in their order. ``broadcast_keys`` broadcasts the changed keys to pick
+    the full rows (when they are few enough to fit in memory).
+    """
+    changed = state.filter(F.col(CHANGE).isin(INSERT, UPDATE)).select(
+        *[quote(k) for k in keys], F.col(CHANGE).alias(OP)
+    )
+    if broadcast_keys:
+        changed = F.broadcast(changed)
+    upserts = snapshot.join(changed, on=list(keys), how="inner").select(
+        *[F.col(quote(c)) for c in columns], F.col(OP)
+    )
+    types = dict(snapshot.dtypes)
+    key_set = {k.lower() for k in keys}
+    deletes = state.filter(F.col(CHANGE) == DELETE).select(
+        *[
+            (F.col(quote(c)) if c.lower() in key_set else F.lit(None).cast(types[c]).alias(c))
+            for c in columns
+        ],
+        F.lit(OP_DELETE).alias(OP),
+    )
+    return deletes.unionByName(upserts)
+
+
+def initial_frame(snapshot: DataFrame, columns: Sequence[str]) -> DataFrame:
+    """Every snapshot row as an insert: a first load, or a full image for a new sink."""
+    return snapshot.select(*[F.col(quote(c)) for c in columns], F.lit(OP_INSERT).alias(OP))

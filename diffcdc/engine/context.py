@@ -1,0 +1,76 @@
+"""The context of one run of one table: Spark, config, state, the table's sinks, the gate."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from pyspark.sql import SparkSession
+
+from diffcdc.config import TableConfig
+from diffcdc.engine.gate import Gate
+from diffcdc.engine.report import Progress
+from diffcdc.sinks.base import Sink, SinkHistory, SinkTable
+from diffcdc.sinks.registry import build_sink
+from diffcdc.state.commit import CommitRecord
+from diffcdc.state.store import Commit, TableState
+
+
+@dataclass
+class RunContext:
+    """Everything the steps of one table's run share."""
+
+    spark: SparkSession
+    table: TableConfig
+    state: TableState
+    sinks: dict[str, Sink]  #: sink id → sink, in config order
+    run_id: str
+    say: Progress
+    gate: Gate
+
+    @classmethod
+    def open(
+        cls,
+        spark: SparkSession,
+        table: TableConfig,
+        state: TableState,
+        run_id: str,
+        say: Progress,
+        gate: Gate,
+    ) -> RunContext:
+        ident = SinkTable(table.name, tuple(table.keys), table.schema_name, tuple(table.exclude))
+        sinks = {cfg.sink_id: build_sink(cfg, ident, state) for cfg in table.sinks}
+        return cls(spark, table, state, sinks, run_id, say, gate)
+
+    def close(self) -> None:
+        for sink in self.sinks.values():
+            sink.close()
+
+    def reserved_columns(self) -> list[str]:
+        return [c for sink in self.sinks.values() for c in sink.reserved_columns]
+
+
+def sink_history(commits: list[Commit], sink_id: str, upto: int | None = None) -> SinkHistory:
+    """A sink's manifests since it last started from nothing (oldest first).
+
+    Walking back from ``upto`` (default: the head), the history ends at the version that
+    re-created the table (included), or before a version the sink was not part of: a sink
+    missing from the newest version has no history and starts again from a full image.
+    """
+    out = []
+    for commit in reversed(commits):
+        if upto is not None and commit.version > upto:
+            continue
+        entry = commit.record.sinks.get(sink_id)
+        if entry is None:
+            break
+        out.append((commit.version, entry.manifest))
+        if commit.record.recreate is not None or entry.manifest.get("initial"):
+            break
+    return SinkHistory(tuple(reversed(out)))
+
+
+def staging_dir(state: TableState, record: CommitRecord, sink_id: str) -> str:
+    """Where a version's staged output for a sink lives (format 1: the version folder)."""
+    vdir = state.abspath(record.version_dir)
+    return vdir if record.format == 1 else os.path.join(vdir, "sinks", sink_id)

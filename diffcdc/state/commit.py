@@ -1,0 +1,142 @@
+"""The commit record: what one committed version of a table holds, as a typed object.
+
+A record is written once (compare-and-swap, see :mod:`diffcdc.state.store`) and never edited.
+Format 2 (this one) keeps the table-level facts (snapshot, keys, schema, fingerprint, counts,
+state location, re-creation) and one entry per sink with that sink's manifest. Format 1, written
+by diffcdc before sinks existed, had the Open Mirroring landing fields at the top level; it is
+read as a record with one ``open_mirroring`` sink (:func:`upgrade_format1`), so state written by
+an earlier diffcdc keeps working without being rewritten.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+STATE_FORMAT = 2
+#: Formats this diffcdc reads (older ones are upgraded in memory when read).
+READABLE_FORMATS = (1, 2)
+#: The sink id a format-1 record's landing zone is read as (and a table without ``sinks``).
+LEGACY_SINK_ID = "open_mirroring"
+#: Format-1 top-level fields that belong to the Open Mirroring sink's manifest.
+_FORMAT1_LANDING_FIELDS = (
+    "landing",
+    "landing_folder",
+    "metadata",
+    "metadata_document",
+    "landing_schema",
+    "codec",
+    "drop_timeout",
+    "files",
+    "sequence",
+)
+
+
+@dataclass(frozen=True)
+class Counts:
+    """Row counts of one version."""
+
+    rows: int
+    inserted: int
+    updated: int
+    deleted: int
+    unchanged: int
+
+    @property
+    def changed(self) -> int:
+        return self.inserted + self.updated + self.deleted
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    version: int
+    bits: int
+
+
+@dataclass(frozen=True)
+class Recreate:
+    """Why a version re-created the table; ``request`` is the reload request id, if any."""
+
+    reason: str
+    request: str | None = None
+
+
+@dataclass(frozen=True)
+class SinkEntry:
+    """One sink's part of a commit: its type and the manifest its ``stage`` returned."""
+
+    type: str
+    manifest: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class CommitRecord:
+    """One committed version of a table."""
+
+    version: int
+    table: str
+    run_id: str
+    snapshot_id: str
+    version_dir: str  #: relative to the table's state folder
+    state_path: str  #: relative to the table's state folder
+    keys: list[str]
+    exclude: list[str]
+    schema: dict[str, Any]  #: the snapshot's Spark schema (JSON)
+    fingerprint: Fingerprint
+    counts: Counts
+    sinks: dict[str, SinkEntry] = field(default_factory=dict)
+    recreate: Recreate | None = None
+    snapshot_path: str | None = None
+    committed_at: str | None = None
+    format: int = STATE_FORMAT
+    #: Everything a later diffcdc may add; kept when read, written back unchanged.
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        extra = out.pop("extra")
+        return {**extra, **out}
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> CommitRecord:
+        """Parse a record of any readable format (format 1 is upgraded in memory)."""
+        data = upgrade_format1(raw) if raw.get("format") == 1 else dict(raw)
+        known = {f for f in cls.__dataclass_fields__ if f != "extra"}
+        recreate = data.get("recreate")
+        return cls(
+            version=int(data["version"]),
+            table=str(data["table"]),
+            run_id=str(data["run_id"]),
+            snapshot_id=str(data["snapshot_id"]),
+            version_dir=str(data["version_dir"]),
+            state_path=str(data["state_path"]),
+            keys=list(data["keys"]),
+            exclude=list(data.get("exclude") or []),
+            schema=dict(data["schema"]),
+            fingerprint=Fingerprint(**data["fingerprint"]),
+            counts=Counts(**data["counts"]),
+            sinks={
+                sid: SinkEntry(str(e["type"]), dict(e.get("manifest") or {}))
+                for sid, e in (data.get("sinks") or {}).items()
+            },
+            recreate=Recreate(str(recreate.get("reason", "")), recreate.get("request"))
+            if recreate
+            else None,
+            snapshot_path=data.get("snapshot_path"),
+            committed_at=data.get("committed_at"),
+            format=int(data.get("format", STATE_FORMAT)),
+            extra={k: v for k, v in data.items() if k not in known},
+        )
+
+
+def upgrade_format1(raw: dict[str, Any]) -> dict[str, Any]:
+    """A format-1 record as format 2: its landing fields become the ``open_mirroring`` sink.
+
+    The record keeps ``format: 1`` (it is what is on disk); everything else reads it as a
+    format-2 record. The published mark of format 1 (``<v>.published.json``) counts as the
+    mark of that sink (see :mod:`diffcdc.state.store`).
+    """
+    data = {k: v for k, v in raw.items() if k not in _FORMAT1_LANDING_FIELDS}
+    manifest = {k: raw.get(k) for k in _FORMAT1_LANDING_FIELDS}
+    data["sinks"] = {LEGACY_SINK_ID: {"type": "open_mirroring", "manifest": manifest}}
+    return data
