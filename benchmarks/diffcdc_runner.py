@@ -108,8 +108,8 @@ def steady_runs(
         run = os.path.join(work, f"run{counter[0]}")
         shutil.copytree(base, run, symlinks=True)
         os.symlink(cur, os.path.join(run, "source", "snap-002"))
-        table = config.model_copy(
-            update={"source": os.path.join(run, "source"), "landing": os.path.join(run, "landing")}
+        table = config.model_copy(update={"source": os.path.join(run, "source")}).with_landing(
+            landing=os.path.join(run, "landing")
         )
         started = time.perf_counter()
         report = run_table(spark, table, os.path.join(run, "state"), quality=quality)

@@ -398,7 +398,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     results = verify_table(spark, table, state_root or "state", args.snapshot, ignore=ignore,
                            only=args.sink)
     if args.json:
-        only_one = len(results) == 1 and not args.config
+        only_one = len(results) == 1  # the shape of a table with one sink stays as it was
         body = next(iter(results.values())).to_dict() if only_one else {
             "identical": all(r.identical for r in results.values()),
             "sinks": {k: r.to_dict() for k, r in results.items()},
