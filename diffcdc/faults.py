@@ -17,17 +17,22 @@ POINTS = (
     "after_state_staged",  # new state version written to its (uncommitted) folder
     "after_changes_staged",  # landing files staged, batch not yet committed
     "after_claim",  # commit record written, nothing published
-    "publish",  # publish:N — after the N-th data file is in place
-    "before_mark_published",  # every file in place, not yet marked published
+    "publish",  # publish:N — after the N-th data file is in place (publish@<sink>:N)
+    "before_mark_published",  # a sink published, not yet marked (before_mark_published@<sink>)
     "after_published",  # batch marked published, run not finished
 )
 
 
-def crash_point(name: str, count: int | None = None) -> None:
-    """Exit immediately when ``DIFFCDC_CRASH_AT`` names this point."""
+def crash_point(name: str, count: int | None = None, scope: str | None = None) -> None:
+    """Exit immediately when ``DIFFCDC_CRASH_AT`` names this point.
+
+    ``scope`` (a sink id) also makes the point reachable as ``name@scope`` (``publish@fabric:2``),
+    so a test can die inside one particular sink's publishing.
+    """
     wanted = os.environ.get(ENV)
     if not wanted:
         return
-    label = name if count is None else f"{name}:{count}"
-    if wanted == label:
+    suffix = "" if count is None else f":{count}"
+    labels = {f"{name}{suffix}"} | ({f"{name}@{scope}{suffix}"} if scope else set())
+    if wanted in labels:
         os._exit(137)

@@ -38,7 +38,7 @@ def publish_version(ctx: RunContext, commit: Commit) -> dict[str, dict[str, Any]
                 staging_dir(ctx.state, record, sink_id),
                 sink_history(commits, sink_id, upto=commit.version),
             )
-            crash_point("before_mark_published")
+            crash_point("before_mark_published", scope=sink_id)
             ctx.state.mark_published(commit.version, sink_id, {})
         except DiffcdcError as exc:
             exc.table = exc.table or ctx.table.name

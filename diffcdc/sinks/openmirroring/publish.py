@@ -55,6 +55,7 @@ def publish_batch(
     staging_dir: str,
     known: dict[int, tuple[str, int]],
     keys: list[str],
+    sink_id: str,
 ) -> int:
     """Publish a committed batch idempotently; returns how many files were newly created.
 
@@ -85,7 +86,7 @@ def publish_batch(
 
     def after_each(item: PublishItem, created: bool) -> None:
         count["n"] += 1
-        crash_point("publish", count["n"])
+        crash_point("publish", count["n"], scope=sink_id)
 
     if document.get("fileDetectionStrategy"):
         # LastUpdateTimeFileDetection: the service reads files by modification time.

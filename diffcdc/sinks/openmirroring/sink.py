@@ -162,6 +162,7 @@ class OpenMirroringSink(Sink):
             staging_dir=staging_dir,
             known=known_files([m for v, m in history.manifests if v < version]),
             keys=list(self.table.keys),
+            sink_id=self.id,
         )
 
     def is_published(self, version: int, manifest: dict[str, Any]) -> bool:

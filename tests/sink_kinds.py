@@ -1,0 +1,101 @@
+"""Every sink diffcdc has, as the contract tests see them: how to configure one in a temp dir,
+and how to prove that it holds each change exactly once.
+
+The contract itself (tests/test_sink_contract.py) runs one body over every kind here: replaying
+a sink's published output must give the latest snapshot, and a process killed at any step (also
+inside each sink's publishing) must neither lose nor repeat anything in any sink.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from diffcdc.state.store import TableState
+
+
+@dataclass
+class SinkKind:
+    """One sink variant: its config entry and its own 'nothing twice' check."""
+
+    name: str
+    #: (temp root, servers) → the sink's entry in ``[[tables.T.sinks]]``.
+    entry: Callable[[str, dict[str, Any]], dict[str, Any]]
+    #: (state, sink id, servers) → raises AssertionError if anything was applied twice.
+    assert_once: Callable[[TableState, str, dict[str, Any]], None]
+    #: Crash points inside this sink's publishing (``DIFFCDC_CRASH_AT`` values).
+    crash_points: tuple[str, ...] = ()
+    #: Name of the server fixture it needs (``servers[...]``), if any.
+    server: str | None = None
+
+
+def _landing_once(state: TableState, sink_id: str, read: Callable[[str], bytes | None]) -> None:
+    """Every landing file a commit names is there with exactly that content; no other file."""
+    expected = {}
+    folder = None
+    for commit in state.commits():
+        entry = commit.record.sinks.get(sink_id)
+        if entry is None:
+            continue
+        if commit.record.recreate is not None or entry.manifest.get("initial"):
+            expected = {}
+        folder = entry.manifest["landing_folder"]
+        for f in entry.manifest["files"]:
+            expected[f["name"]] = f["sha256"]
+    assert folder is not None
+    for name, sha in expected.items():
+        data = read(f"{folder}/{name}")
+        assert data is not None, f"{name} missing"
+        assert hashlib.sha256(data).hexdigest() == sha, f"{name} differs from its commit"
+
+
+def _local_entry(root: str, servers: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "open_mirroring", "name": "landing_local",
+            "landing": os.path.join(root, "landing"), "max_rows_per_file": 3}
+
+
+def _local_once(state: TableState, sink_id: str, servers: dict[str, Any]) -> None:
+    manifest = state.head().record.sinks[sink_id].manifest
+    landing = manifest["landing"]
+
+    def read(path: str) -> bytes | None:
+        full = os.path.join(landing, path)
+        if not os.path.exists(full):
+            return None
+        with open(full, "rb") as handle:
+            return handle.read()
+
+    _landing_once(state, sink_id, read)
+    folder = os.path.join(landing, manifest["landing_folder"])
+    numbered = sorted(n for n in os.listdir(folder) if n[0].isdigit())
+    assert numbered == [f"{i:020d}.parquet" for i in range(1, len(numbered) + 1)], numbered
+
+
+def _dfs_entry(root: str, servers: dict[str, Any]) -> dict[str, Any]:
+    server = servers["dfs"]
+    return {"type": "open_mirroring", "name": "landing_dfs", "max_rows_per_file": 3,
+            "landing": server.url("ws", f"{os.path.basename(root)}/Files/LandingZone"),
+            "landing_options": {"account_key": server.account_key, "retry_backoff": 0.01,
+                                "retry_backoff_max": 0.05}}
+
+
+def _dfs_once(state: TableState, sink_id: str, servers: dict[str, Any]) -> None:
+    from diffcdc.sinks.storage.base import open_landing
+
+    manifest = state.head().record.sinks[sink_id].manifest
+    server = servers["dfs"]
+    storage = open_landing(manifest["landing"], account_key=server.account_key)
+    try:
+        _landing_once(state, sink_id, lambda p: storage.read_bytes(p) if storage.stat(p) else None)
+    finally:
+        storage.close()
+
+
+KINDS = [
+    SinkKind("landing_local", _local_entry, _local_once,
+             ("publish@landing_local:1", "publish@landing_local:2")),
+    SinkKind("landing_dfs", _dfs_entry, _dfs_once, ("publish@landing_dfs:1",), server="dfs"),
+]
