@@ -102,7 +102,7 @@ def _write(rows: list[dict[str, Any]], schema: pa.Schema, path: str) -> None:
 
 def run_demo(base: str, state_root: str, as_json: bool = False) -> int:
     """Generate the data, run three nights, verify; returns an exit status."""
-    from diffcdc.cli.main import format_summary
+    from diffcdc.cli.run import format_summary
     from diffcdc.engine.run import run_many
     from diffcdc.engine.verify import verify_table
     from diffcdc.spark import build_spark

@@ -1,0 +1,180 @@
+"""The command line: every command, its options and their help."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from diffcdc import __version__
+from diffcdc.errors import UsageError
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # exit 2 with one line, like every usage error
+        self.print_usage(sys.stderr)
+        raise UsageError(message, hint=f"see '{self.prog} --help'")
+
+
+def _csv(value: str) -> list[str]:
+    return [v.strip() for v in value.split(",") if v.strip()]
+
+
+#: Landing options that are secrets: never taken from the command line (process lists and shell
+#: histories show it); they come from the environment or a config file.
+
+
+SECRET_LANDING_OPTIONS = ("account_key", "sas_token", "credential")
+
+
+def _landing_option(text: str) -> tuple[str, Any]:
+    """``KEY=VALUE`` → (key, value); true/false and numbers are typed. Never echoes a value."""
+    key, sep, raw = text.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise argparse.ArgumentTypeError("expected KEY=VALUE (e.g. max_workers=8)")
+    if key in SECRET_LANDING_OPTIONS:
+        raise argparse.ArgumentTypeError(
+            f"{key} is a secret and is not taken from the command line; set it in the "
+            f"environment or in the config file's landing_options (see docs/remote-landing.md)"
+        )
+    raw = raw.strip()
+    if raw.lower() in ("true", "false"):
+        return key, raw.lower() == "true"
+    for cast in (int, float):
+        try:
+            return key, cast(raw)
+        except ValueError:
+            pass
+    return key, raw
+
+
+def _add_landing_option_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--landing-option",
+        dest="landing_options",
+        type=_landing_option,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="option of a remote landing root (max_workers=8, retry_total=3, "
+        "connection_verify=ca.pem, account_key_env=VAR, ...); repeatable; secrets only from "
+        "the environment or a config file",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--json", action="store_true", help="machine-readable output on stdout")
+    common.add_argument("--debug", action="store_true", help="show the full trace on errors")
+    common.add_argument("--quiet", action="store_true", help="no progress lines")
+
+    parser = _Parser(prog="diffcdc", description="Snapshot-diff CDC for Open Mirroring landing zones.")
+    parser.add_argument("--version", action="version", version=f"diffcdc {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    run = sub.add_parser("run", parents=[common], help="process pending snapshots")
+    run.add_argument("--config", help="TOML file with many tables (see README)")
+    run.add_argument("--source", help="folder with one entry per snapshot (lexical order)")
+    run.add_argument("--keys", type=_csv, help="key columns, comma-separated")
+    run.add_argument("--table", help="landing table name")
+    run.add_argument("--landing", help="landing zone root: a folder, abfss://... or https://...")
+    _add_landing_option_arg(run)
+    run.add_argument("--state", default=None, help="state root (default ./state)")
+    run.add_argument("--exclude", type=_csv, default=None, help="columns left out of the fingerprint")
+    run.add_argument("--schema", dest="schema_name", help="schema folder name (<schema>.schema/)")
+    run.add_argument("--codec", choices=["snappy", "zstd", "gzip", "none"],
+                     help="landing file codec (default: snappy for Parquet, none for text)")
+    run.add_argument("--max-rows-per-file", type=int, help="rows per landing file at most")
+    run.add_argument("--fingerprint-bits", type=int, choices=[64, 128], help="fingerprint width")
+    run.add_argument("--csv-infer-schema", action="store_true", default=None, help="infer CSV types")
+    run.add_argument("--keep-versions", type=int, default=None, help="state versions kept")
+    run.add_argument("--master", help="Spark master (default local[*])")
+    run.add_argument("--only", type=_csv, help="with --config: run only these tables")
+    run.add_argument(
+        "--override-check",
+        action="append",
+        default=[],
+        metavar="[TABLE:]CHECK",
+        help="let the named quality check pass for this one run (recorded in the report); "
+        "repeatable; TABLE: is required when several tables run",
+    )
+    run.add_argument("--expectation-suite", help="great-expectations suite JSON for the table")
+    run.add_argument("--max-delete-ratio", type=float, help="gate: deleted rows / previous rows")
+    run.add_argument("--min-row-ratio", type=float, help="gate: rows / previous rows at least")
+    run.add_argument("--max-row-ratio", type=float, help="gate: rows / previous rows at most")
+    _add_landing_contract_args(run)
+    _add_reload_and_drop(sub, run, common)
+
+    status = sub.add_parser("status", parents=[common], help="show tables and their last runs")
+    status.add_argument("--state", default="state", help="state root (default ./state)")
+    status.add_argument("--table", help="only this table")
+
+    verify = sub.add_parser("verify", parents=[common], help="replay landing files, compare with a snapshot")
+    verify.add_argument("--landing", help="landing zone root (default: the table's, with --config)")
+    _add_landing_option_arg(verify)
+    verify.add_argument("--config", help="TOML config: the table's landing root and options")
+    verify.add_argument("--table", required=True, help="landing table name")
+    verify.add_argument("--snapshot", required=True, help="snapshot file or folder to compare with")
+    verify.add_argument("--schema", dest="schema_name", help="schema folder name")
+    verify.add_argument("--state", default=None, help="state root, for the excluded columns")
+    verify.add_argument("--ignore", type=_csv, default=None, help="columns not compared")
+    verify.add_argument("--sink", help="only this sink of the table (default: every sink)")
+    verify.add_argument("--master", help="Spark master (default local[*])")
+
+    demo = sub.add_parser("demo", parents=[common], help="run a small end-to-end example")
+    demo.add_argument("--dir", default="diffcdc-demo", help="where snapshots and landing go")
+    demo.add_argument("--state", default="state", help="state root (default ./state)")
+    return parser
+
+
+def _add_landing_contract_args(run: argparse.ArgumentParser) -> None:
+    add = run.add_argument
+    add("--format", dest="file_format", choices=["parquet", "csv", "tsv", "psv", "text"],
+        help="landing files: parquet (default) or delimited text")
+    add("--file-extension", help="extension of text files (needed with --format text)")
+    add("--row-separator", help="text: \\r\\n (default), \\n or \\r")
+    add("--column-separator", help="text: one character (default from --format; \\t for tab)")
+    add("--quote-char", dest="quote_character", help='text: quote character (default "), or ""')
+    add("--escape-char", dest="escape_character", help="text: escape character (default \\), or ''")
+    add("--null-value", help="text: how NULL is written (default: empty)")
+    add("--encoding", help="text: character encoding (default UTF-8)")
+    add("--upsert-default", action="store_true", default=None,
+        help="_metadata.json isUpsertDefaultRowMarker: inserts and updates land as UPSERT (4)")
+    add("--file-detection", choices=["sequential", "last_update_time"],
+        help="last_update_time: fileDetectionStrategy LastUpdateTimeFileDetection")
+    add("--schema-policy", choices=["fail", "recreate"],
+        help="removed, renamed or retyped columns: fail (default, exit 3) or recreate the table")
+    add("--removed-columns", choices=["policy", "null"],
+        help="null: a removed column continues as NULL instead of following --schema-policy")
+    add("--partner-name", help="_partnerEvents.json partnerName (with --partner-source-type)")
+    add("--partner-source-type", help="_partnerEvents.json sourceInfo.sourceType (SQL, Oracle...)")
+    add("--partner-source-version", help="_partnerEvents.json sourceInfo.sourceVersion")
+    add("--drop-timeout", type=float, help="seconds to wait for a dropped table folder to vanish")
+
+
+def _add_reload_and_drop(
+    sub: Any, run: argparse.ArgumentParser, common: argparse.ArgumentParser
+) -> None:
+    reload = sub.add_parser(
+        "reload",
+        help="re-create a table on purpose: drop its landing folder, publish a fresh initial load",
+        description="Takes every option of 'run'. Drops the table folder, waits until it is "
+        "gone, publishes the newest snapshot (the last committed one when nothing is pending) as "
+        "a fresh initial load numbered from 1, and resets the table's state. The request is "
+        "recorded first: if the reload dies, the next run finishes it. Needs --yes.",
+    )
+    for action in run._actions:  # every run option, including ones added later
+        if "-h" not in action.option_strings:
+            reload._add_action(action)
+    reload.add_argument("--yes", action="store_true", help="confirm: the mirrored table is rebuilt")
+
+    drop = sub.add_parser("drop", parents=[common],
+                          help="drop a table on purpose: delete its landing folder and state")
+    drop.add_argument("--table", required=True, help="landing table name")
+    drop.add_argument("--schema", dest="schema_name", help="schema folder name")
+    drop.add_argument("--landing", help="landing zone root (or --config)")
+    drop.add_argument("--config", help="TOML config holding the table")
+    _add_landing_option_arg(drop)
+    drop.add_argument("--state", default=None, help="state root (default ./state)")
+    drop.add_argument("--yes", action="store_true", help="confirm: the mirrored table is dropped")
