@@ -33,12 +33,13 @@ from __future__ import annotations
 import os
 import re
 import sys
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from diffcdc.core.quality import QualityConfig
 from diffcdc.errors import ConfigError
+from diffcdc.sinks.delta.config import DeltaSinkConfig
 from diffcdc.sinks.openmirroring.config import LANDING_FIELDS, OpenMirroringSinkConfig
 
 if sys.version_info >= (3, 11):
@@ -64,7 +65,7 @@ def check_folder_name(value: str, what: str = "table name") -> str:
     return value
 
 
-SinkConfig = OpenMirroringSinkConfig
+SinkConfig = Annotated[OpenMirroringSinkConfig | DeltaSinkConfig, Field(discriminator="type")]
 
 
 class TableConfig(BaseModel):

@@ -105,7 +105,11 @@ class PublishConflict(DiffcdcError):
     """A landing file already exists with different content: never overwritten."""
 
 
-class LandingZoneMismatch(DiffcdcError):
+class TargetMismatch(DiffcdcError):
+    """A sink's target does not match what the state says that sink published."""
+
+
+class LandingZoneMismatch(TargetMismatch):
     """The landing folder does not match what the state says was published."""
 
 

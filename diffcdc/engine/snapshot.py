@@ -210,7 +210,8 @@ def _stage_sinks(
     for sink_id, sink in ctx.sinks.items():
         changes = change_sets[sink_id]
         manifest = sink.stage(changes, os.path.join(vdir, "sinks", sink_id), histories[sink_id])
-        manifest = {**manifest, "initial": changes.initial, "rows": changes.rows}
+        manifest = {**manifest, "initial": changes.initial, "rows": changes.rows,
+                    "snapshot_id": sid}
         out[sink_id] = SinkEntry(sink.type, manifest)
     return out
 
