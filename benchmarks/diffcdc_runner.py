@@ -83,23 +83,32 @@ def run_diffcdc(case: Case, spark: SparkSession) -> EngineRun:
 
 
 def steady_runs(
-    spark: SparkSession, prev: str, cur: str, work: str, quality: Any = None
+    spark: SparkSession,
+    prev: str,
+    cur: str,
+    work: str,
+    quality: Any = None,
+    sinks: Callable[[str], list[dict[str, Any]]] | None = None,
 ) -> Callable[[], tuple[float, Any]]:
     """A callable doing one complete, timed steady run of ``cur`` after ``prev``.
 
     The first load of ``prev`` is done once, here (untimed); every call copies its state,
     landing and source folders and runs ``cur`` on the copy, so calls can repeat. Returns
-    ``(seconds, report)``.
+    ``(seconds, report)``. ``sinks(folder)`` gives the table's sinks under a run folder
+    (default: one landing zone in ``folder/landing``).
     """
     table_config, run_table = _engine()
     base = os.path.join(work, "base")
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(os.path.join(base, "source"))
     os.symlink(prev, os.path.join(base, "source", "snap-001"))
-    config = table_config(
-        name=TABLE, source=os.path.join(base, "source"), keys=["id"],
-        landing=os.path.join(base, "landing"),
-    )
+    def configure(folder: str) -> Any:
+        targets = sinks(folder) if sinks else [
+            {"type": "open_mirroring", "landing": os.path.join(folder, "landing")}]
+        return table_config(name=TABLE, source=os.path.join(folder, "source"), keys=["id"],
+                            sinks=targets)
+
+    config = configure(base)
     run_table(spark, config, os.path.join(base, "state"), quality=quality)
     counter = [0]
 
@@ -108,9 +117,7 @@ def steady_runs(
         run = os.path.join(work, f"run{counter[0]}")
         shutil.copytree(base, run, symlinks=True)
         os.symlink(cur, os.path.join(run, "source", "snap-002"))
-        table = config.model_copy(update={"source": os.path.join(run, "source")}).with_landing(
-            landing=os.path.join(run, "landing")
-        )
+        table = configure(run)
         started = time.perf_counter()
         report = run_table(spark, table, os.path.join(run, "state"), quality=quality)
         seconds = time.perf_counter() - started

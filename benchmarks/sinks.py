@@ -1,0 +1,71 @@
+"""Steady runs with the landing zone only, a Delta table only, and both (one diff, two sinks).
+
+Both sinks should cost well under two separate runs: the snapshot is read, fingerprinted and
+diffed once, the change set written once, and each sink only encodes and publishes it.
+
+    python -m benchmarks.sinks --rows 1000000 [--repeat 3] [--out benchmarks/results/sinks-1m.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+from typing import Any
+
+from .diffcdc_runner import steady_runs
+from .generate import Rates, generate
+from .report import print_and_save
+
+VARIANTS = {
+    "landing zone": lambda d: [{"type": "open_mirroring", "landing": os.path.join(d, "landing")}],
+    "delta": lambda d: [{"type": "delta", "path": os.path.join(d, "lake")}],
+    "both": lambda d: [{"type": "open_mirroring", "landing": os.path.join(d, "landing")},
+                       {"type": "delta", "path": os.path.join(d, "lake")}],
+}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--out", default=None)
+    args = parser.parse_args(argv)
+
+    from diffcdc.core.quality import QualityConfig
+    from diffcdc.spark import build_spark
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    data = os.path.join(here, "data", f"sinks-n{args.rows}")
+    generate(data, args.rows, rates=Rates())
+    spark = build_spark()  # diffcdc's defaults: local[*], a 2 GiB driver
+    quality = QualityConfig(min_row_ratio=None, max_row_ratio=None, max_delete_ratio=None)
+    runs = {
+        name: steady_runs(spark, os.path.join(data, "snap-001"), os.path.join(data, "snap-002"),
+                          os.path.join(here, "work", "sinks", str(i)), quality, sinks=make)
+        for i, (name, make) in enumerate(VARIANTS.items())
+    }
+    runs["landing zone"]()  # JVM/JIT warm-up
+    seconds: dict[str, list[float]] = {name: [] for name in VARIANTS}
+    changes: dict[str, Any] = {}
+    for _ in range(args.repeat):  # interleaved: machine noise hits every variant alike
+        for name, once in runs.items():
+            took, report = once()
+            seconds[name].append(round(took, 3))
+            (snap,) = report.snapshots
+            changes[name] = {"inserted": snap.inserted, "updated": snap.updated,
+                             "deleted": snap.deleted}
+    median = {name: statistics.median(v) for name, v in seconds.items()}
+    separate = median["landing zone"] + median["delta"]
+    print_and_save({
+        "rows": args.rows,
+        "command": f"python -m benchmarks.sinks --rows {args.rows} --repeat {args.repeat}",
+        "seconds": seconds,
+        "median_seconds": median,
+        "both_vs_two_separate_runs": round(median["both"] / separate, 3),
+        "changes": changes,
+    }, args.out)
+
+
+if __name__ == "__main__":
+    main()
