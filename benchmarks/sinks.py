@@ -32,23 +32,32 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
 
-    from diffcdc.core.quality import QualityConfig
     from diffcdc.spark import build_spark
 
     here = os.path.dirname(os.path.abspath(__file__))
     data = os.path.join(here, "data", f"sinks-n{args.rows}")
     generate(data, args.rows, rates=Rates())
     spark = build_spark()  # diffcdc's defaults: local[*], a 2 GiB driver
+    result = measure(spark, data, os.path.join(here, "work", "sinks"), args.repeat)
+    result.update(rows=args.rows,
+                  command=f"python -m benchmarks.sinks --rows {args.rows} --repeat {args.repeat}")
+    print_and_save(result, args.out)
+
+
+def measure(spark: Any, data: str, work: str, repeat: int) -> dict[str, Any]:
+    """Timed steady runs of every variant, interleaved; medians and the 'both' ratio."""
+    from diffcdc.core.quality import QualityConfig
+
     quality = QualityConfig(min_row_ratio=None, max_row_ratio=None, max_delete_ratio=None)
     runs = {
         name: steady_runs(spark, os.path.join(data, "snap-001"), os.path.join(data, "snap-002"),
-                          os.path.join(here, "work", "sinks", str(i)), quality, sinks=make)
+                          os.path.join(work, str(i)), quality, sinks=make)
         for i, (name, make) in enumerate(VARIANTS.items())
     }
     runs["landing zone"]()  # JVM/JIT warm-up
     seconds: dict[str, list[float]] = {name: [] for name in VARIANTS}
     changes: dict[str, Any] = {}
-    for _ in range(args.repeat):  # interleaved: machine noise hits every variant alike
+    for _ in range(repeat):  # interleaved: machine noise hits every variant alike
         for name, once in runs.items():
             took, report = once()
             seconds[name].append(round(took, 3))
@@ -56,15 +65,13 @@ def main(argv: list[str] | None = None) -> None:
             changes[name] = {"inserted": snap.inserted, "updated": snap.updated,
                              "deleted": snap.deleted}
     median = {name: statistics.median(v) for name, v in seconds.items()}
-    separate = median["landing zone"] + median["delta"]
-    print_and_save({
-        "rows": args.rows,
-        "command": f"python -m benchmarks.sinks --rows {args.rows} --repeat {args.repeat}",
+    return {
         "seconds": seconds,
         "median_seconds": median,
-        "both_vs_two_separate_runs": round(median["both"] / separate, 3),
+        "both_vs_two_separate_runs": round(
+            median["both"] / (median["landing zone"] + median["delta"]), 3),
         "changes": changes,
-    }, args.out)
+    }
 
 
 if __name__ == "__main__":

@@ -125,3 +125,13 @@ def test_floor_benchmark_runs_and_reads_an_event_log(spark, tmp_path):
     assert floor.profile_jobs(str(tmp_path / "events")) == [{
         "job": 1, "wall_s": 1.5, "tasks": 3, "task_run_s": 3.0, "task_cpu_s": 2.5,
         "gc_s": 0.0, "records_read": 42}]
+
+
+def test_sinks_benchmark_runs_every_variant(spark, tmp_path):
+    from benchmarks import sinks
+
+    generate(str(tmp_path / "d"), rows=2000, seed=3, rates=Rates(), chunk_rows=1000)
+    result = sinks.measure(spark, str(tmp_path / "d"), str(tmp_path / "w"), repeat=1)
+    assert set(result["median_seconds"]) == {"landing zone", "delta", "both"}
+    changes = list(result["changes"].values())
+    assert changes[0] == changes[1] == changes[2] and changes[0]["updated"] > 0
