@@ -5,38 +5,21 @@ from __future__ import annotations
 import argparse
 import json
 
-from diffcdc.cli.common import check_landing_arg, config_table
-from diffcdc.errors import UsageError
+from diffcdc.cli.common import located_table
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from diffcdc.config import load_config, table_from_args
     from diffcdc.engine.verify import verify_table
     from diffcdc.spark import build_spark
     from diffcdc.state.store import TableState
 
-    check_landing_arg(args.landing)
-    state_root = args.state
-    if args.config:
-        config = load_config(args.config)
-        table = config_table(config, args.table, args.config)
-        if args.landing:
-            table = table.with_landing(landing=args.landing)
-        state_root = state_root or config.state
-    elif args.landing:
-        # Only the location matters for a replay; source and keys are placeholders.
-        table = table_from_args(name=args.table, source=".", keys=["-"], landing=args.landing,
-                                schema_name=args.schema_name)
-    else:
-        raise UsageError("missing --landing", hint="give it, or use --config FILE")
-    if args.landing_options:
-        table = table.with_landing_options(dict(args.landing_options))
+    table, state_root = located_table(args, "verify")
     ignore = args.ignore
     if ignore is None:
-        head = TableState(state_root or "state", table.state_name).head()
+        head = TableState(state_root, table.state_name).head()
         ignore = list(head.record.exclude) if head else []
     spark = build_spark(args.master)
-    results = verify_table(spark, table, state_root or "state", args.snapshot, ignore=ignore,
+    results = verify_table(spark, table, state_root, args.snapshot, ignore=ignore,
                            only=args.sink)
     if args.json:
         only_one = len(results) == 1  # the shape of a table with one sink stays as it was
