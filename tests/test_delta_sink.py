@@ -101,3 +101,18 @@ def test_a_foreign_or_lost_table_is_refused_before_the_commit(spark, tmp_path):
     with pytest.raises(TargetMismatch, match="lost commits"):
         ws.run(spark)
     assert TableState(ws.state, "T").head().version == 1 and not os.path.exists(path)
+
+
+def test_a_reload_overwrites_the_table_in_one_commit(spark, tmp_path):
+    ws = _ws(tmp_path, changelog=False)
+    path = str(tmp_path / "lake" / "t")
+    ws.write("1.parquet", [{"id": 1, "v": "a"}, {"id": 2, "v": "b"}])
+    ws.run(spark)
+    ws.write("2.parquet", [{"id": 2, "v": "c"}, {"id": 3, "v": "d"}])
+    report = ws.run(spark, reload=True)
+    assert report.snapshots[0].recreated
+    table = DeltaTable(path)
+    assert table.version() == 1 and table.transaction_version("diffcdc:T") == 2
+    assert [h["operation"] for h in table.history(1)] == ["WRITE"]
+    live = sorted((r["id"], r["v"]) for r in plain_types(table.to_pyarrow_table()).to_pylist())
+    assert live == [(2, "c"), (3, "d")]
