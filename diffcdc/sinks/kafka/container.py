@@ -145,7 +145,8 @@ def iter_blocks(body: bytes) -> Iterator[tuple[int, bytes]]:
 
     def skip_bytes() -> None:
         nonlocal pos
-        pos += read_long()
+        size = read_long()  # read first: ``pos += read_long()`` would add to the old position
+        pos += size
 
     while True:
         count = read_long()

@@ -105,6 +105,8 @@ class KafkaSink(Sink):
 
     def publish(self, version: int, manifest: dict[str, Any], staging_dir: str) -> None:
         """Send the staged parts not yet in the topic, in one transaction (see publish.py)."""
+        if manifest["parts"]:
+            self.clients.ensure_topic()  # a retry may come without check(), after an outage
         publish_version(self.clients, version, manifest, staging_dir)
 
     def is_published(self, version: int, manifest: dict[str, Any]) -> bool:
