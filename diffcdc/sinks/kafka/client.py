@@ -118,7 +118,7 @@ class KafkaClients:
             return cls(conf)
         except KafkaException as exc:
             raise ConfigError(
-                f"Kafka sink {self.sink_id}: invalid client settings: {exc.args[0]}",
+                f"Kafka sink {self.sink_id}: {doing}: invalid client settings: {exc.args[0]}",
                 table=self.table,
                 hint="fix the sink's producer settings",
             ) from None
