@@ -40,6 +40,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from diffcdc.core.quality import QualityConfig
 from diffcdc.errors import ConfigError
 from diffcdc.sinks.delta.config import DeltaSinkConfig
+from diffcdc.sinks.kafka.config import KafkaSinkConfig
 from diffcdc.sinks.openmirroring.config import LANDING_FIELDS, OpenMirroringSinkConfig
 
 if sys.version_info >= (3, 11):
@@ -65,7 +66,9 @@ def check_folder_name(value: str, what: str = "table name") -> str:
     return value
 
 
-SinkConfig = Annotated[OpenMirroringSinkConfig | DeltaSinkConfig, Field(discriminator="type")]
+SinkConfig = Annotated[
+    OpenMirroringSinkConfig | DeltaSinkConfig | KafkaSinkConfig, Field(discriminator="type")
+]
 
 
 class TableConfig(BaseModel):

@@ -10,13 +10,16 @@ Per snapshot, for every sink of the table, in this order:
 1. ``check(history)`` — before anything is committed: is the target where this sink left it?
    (a foreign file, a lost table, a changed schema, a server that is down). Raises a
    :class:`~diffcdc.errors.DiffcdcError`; nothing is committed then.
-2. ``stage(changes, staging_dir, history)`` — write everything the sink will publish under
+2. ``accept(changes)`` — once the change set is known, for every sink before any stages: can
+   this target take it at all (an insert-only target handed updates or deletes)? Raises an
+   :class:`~diffcdc.errors.InputRefused`; nothing is staged or committed for any sink then.
+3. ``stage(changes, staging_dir, history)`` — write everything the sink will publish under
    ``staging_dir`` (a folder inside the uncommitted state version, private to this sink) and
    return its *manifest*: a small JSON-able dict that the commit record keeps for this sink
    (file names and checksums, message counts, ...). Staging must not touch the target.
-3. the engine commits (compare-and-swap): from now on the batch is frozen;
-4. ``publish(version, manifest, staging_dir, history)`` — make the staged batch visible in the target,
-   idempotently: a rerun after a crash at any point publishes only what is missing and never
+4. the engine commits (compare-and-swap): from now on the batch is frozen;
+5. ``publish(version, manifest, staging_dir, history)`` — make the staged batch visible in the
+   target, idempotently: a rerun after a crash at any point publishes only what is missing and never
    anything twice. The engine records "published" per sink afterwards; a sink whose publish
    failed is retried (``is_published`` first) by the next run before anything new is diffed.
 
@@ -136,8 +139,9 @@ class Sink(ABC):
         """
         return None
 
-    def accept(self, changes: ChangeSet) -> None:  # noqa: B027 - most sinks take any change
-        """Refuse (raise) a change set this sink cannot publish, before anything is committed."""
+    def accept(self, changes: ChangeSet) -> None:  # noqa: B027 - most sinks take any change set
+        """Refuse (raise ``InputRefused``) a change set this target cannot take; decide from its
+        counts and schema, not by scanning rows. Called for every sink before any stages."""
 
     @abstractmethod
     def stage(self, changes: ChangeSet, staging_dir: str, history: SinkHistory) -> dict[str, Any]:
