@@ -30,6 +30,7 @@ Every error names the file, the table and the field.
 
 from __future__ import annotations
 
+import codecs
 import os
 import re
 import sys
@@ -85,6 +86,10 @@ class TableConfig(BaseModel):
     csv_infer_schema: bool = Field(
         default=False, description="Infer CSV column types (default: every CSV column is a string)."
     )
+    csv_encoding: str = Field(
+        default="utf-8",
+        description="Encoding of CSV snapshots; a byte that is not valid in it refuses the file.",
+    )
     quality: QualityConfig | None = Field(
         default=None, description="Quality gate settings that replace the global [quality] ones."
     )
@@ -129,6 +134,14 @@ class TableConfig(BaseModel):
     @classmethod
     def _safe_name(cls, value: str) -> str:
         return check_folder_name(value)
+
+    @field_validator("csv_encoding")
+    @classmethod
+    def _known_encoding(cls, value: str) -> str:
+        try:
+            return codecs.lookup(value).name
+        except LookupError:
+            raise ValueError(f"unknown encoding {value!r} (e.g. utf-8, latin-1, cp1252)") from None
 
     @field_validator("schema_name")
     @classmethod

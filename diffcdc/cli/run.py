@@ -43,6 +43,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             max_rows_per_file=args.max_rows_per_file,
             fingerprint_bits=args.fingerprint_bits,
             csv_infer_schema=args.csv_infer_schema,
+            csv_encoding=args.csv_encoding,
             quality=_quality_from_args(args),
             **_landing_contract_fields(args),
         )

@@ -7,8 +7,10 @@ sink), then processes new snapshots oldest first, each committed once for every 
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
+import re
 import time
 
 from pyspark.sql import SparkSession
@@ -20,7 +22,13 @@ from diffcdc.engine.gate import Gate
 from diffcdc.engine.publish import configured_unpublished, publish_version
 from diffcdc.engine.report import Progress, SnapshotResult, TableReport
 from diffcdc.engine.snapshot import process_snapshot
-from diffcdc.errors import DiffcdcError, InputRefused, LateSnapshotError, StateError
+from diffcdc.errors import (
+    DiffcdcError,
+    InputRefused,
+    LateSnapshotError,
+    StateError,
+    StorageError,
+)
 from diffcdc.sources.files import SnapshotEntry, discover
 from diffcdc.state.store import Commit, TableState, new_run_id, now_iso
 
@@ -61,7 +69,7 @@ def run_table(
             finally:
                 state.prune(keep_versions)
     except Exception as exc:
-        error = exc if isinstance(exc, DiffcdcError) else unexpected_error(exc)
+        error = exc if isinstance(exc, DiffcdcError) else unexpected_error(exc, state_dir=state.dir)
         if error.table is None:
             error.table = table.name
         report.outcome = "failed"
@@ -72,9 +80,21 @@ def run_table(
         raise error from exc
     finally:
         report.seconds = round(time.monotonic() - started, 3)
-        if os.path.isdir(state.dir):
-            state.save_report(report.to_dict())
+        _save_report(state, report)
     return report
+
+
+def _save_report(state: TableState, report: TableReport) -> None:
+    """Keep the run's report with the table's state; failing to never changes the outcome."""
+    if not os.path.isdir(state.dir):
+        return
+    try:
+        state.save_report(report.to_dict())
+    except (OSError, TypeError, ValueError) as exc:
+        log.warning(
+            "%s: the run's report could not be saved under %s (%s); the run's outcome is %s",
+            report.table, state.reports_dir, exc, report.outcome,
+        )
 
 
 def run_many(
@@ -119,16 +139,37 @@ _UNREADABLE = (
 )
 
 
-def unexpected_error(exc: BaseException, snapshot: SnapshotEntry | None = None) -> DiffcdcError:
-    """Turn a Spark/OS exception into a one-line DiffcdcError (the trace stays chained)."""
+_FILE_URI = re.compile(r"file:(?://)?(/[^\s'\"\],;]+)")
+_ROOT_CAUSE = re.compile(r"^(?:Caused by: )?(?:\S+(?:Exception|Error)): (.+)$", re.M)
+
+
+def unexpected_error(
+    exc: BaseException, snapshot: SnapshotEntry | None = None, state_dir: str | None = None
+) -> DiffcdcError:
+    """Turn a Spark/OS exception into a one-line DiffcdcError (the trace stays chained).
+
+    A snapshot Spark cannot read names the part file and the root cause (not "An error
+    occurred while calling o123.parquet"); a full disk says so.
+    """
     text = str(exc).strip()
     first = text.splitlines()[0] if text else type(exc).__name__
+    if getattr(exc, "errno", None) == errno.ENOSPC or "No space left on device" in text:
+        return StorageError(
+            "no space left on the device" + (f" under {state_dir}" if state_dir else ""),
+            snapshot=snapshot.snapshot_id if snapshot else None,
+            hint="free space on the state and staging disk, then run again (nothing was "
+            "published; the half-written version is removed)",
+        )
     if snapshot is not None and any(marker in text for marker in _UNREADABLE):
+        inside = os.path.abspath(snapshot.path)
+        files = [p.rstrip(".") for p in _FILE_URI.findall(text) if p.startswith(inside)]
+        causes = [c.strip() for c in _ROOT_CAUSE.findall(text) if "calling o" not in c]
+        reason = causes[-1] if causes else first
         return InputRefused(
-            f"cannot read snapshot: {first[:300]}",
+            f"cannot read snapshot: {reason[:300]}",
             snapshot=snapshot.snapshot_id,
-            path=snapshot.path,
-            hint="the file is corrupt or truncated; replace it and run again",
+            path=next((p for p in files if p != inside), snapshot.path),
+            hint="the file is corrupt, truncated or ragged; replace it and run again",
         )
     return DiffcdcError(
         f"{type(exc).__name__}: {first[:300]}",
@@ -195,7 +236,7 @@ def _run_pending(ctx: RunContext, report: TableReport) -> None:
             report.refused_gate = getattr(exc, "gate", [])
             raise
         except Exception as exc:
-            raise unexpected_error(exc, entry) from exc
+            raise unexpected_error(exc, entry, state.dir) from exc
         report.snapshots.append(result)
 
 
