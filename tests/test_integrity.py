@@ -7,6 +7,7 @@ file appeared, that state and landing are byte-identical to before, and that a l
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 
@@ -271,3 +272,45 @@ def test_null_key_rows_are_counted_as_rows(spark, ws):
     (gate,) = info.value.report.refused_gate
     checks = {c["name"]: c for c in gate["checks"]}
     assert checks["keys_not_null"]["observed"] == 2
+
+
+def test_ragged_csv_names_the_file(spark, ws):
+    with open(os.path.join(ws.source, "0001.csv"), "w", encoding="utf-8") as handle:
+        handle.write("id,name\n1,a\n2,b\n")
+    ws.run(spark)
+    path = os.path.join(ws.source, "0002.csv")
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write("id,name\n1,a\n2,b,extra,fields\n")
+    err = refused(spark, ws, InputRefused, "cannot read snapshot")
+    assert err.exit_code == 3 and err.path == path and "calling o" not in str(err)
+
+
+def strip_manifests(ws) -> TableState:
+    """Make the records look like the previous diffcdc's (no manifest, no snapshot identity)."""
+    state = TableState(ws.state, "T")
+    for commit in state.commits():
+        path = os.path.join(state.log_dir, f"{commit.version:020d}.json")
+        with open(path, encoding="utf-8") as handle:
+            record = json.load(handle)
+        del record["state_manifest"], record["snapshot_identity"]
+        with open(path, "w", encoding="utf-8") as handle:
+            json.dump(record, handle)
+    assert state.head().record.state_manifest is None
+    return state
+
+
+def test_versions_committed_before_manifests_keep_working(spark, ws):
+    two_versions(spark, ws)
+    strip_manifests(ws)
+    ws.write("0003.parquet", rows(range(10, 50), "c"), SCHEMA)
+    ws.run(spark)
+    ws.assert_mirror_equals(spark, "0003.parquet")
+    assert TableState(ws.state, "T").head().record.state_manifest is not None
+
+
+def test_a_lost_folder_is_refused_without_a_manifest_too(spark, ws):
+    two_versions(spark, ws)
+    state = strip_manifests(ws)
+    shutil.rmtree(state.abspath(state.head().record.version_dir))
+    ws.write("0003.parquet", rows(range(1, 3)), SCHEMA)
+    refused(spark, ws, StateError, "the state folder is missing")
