@@ -221,6 +221,13 @@ class RunConfig(BaseModel):
 
     state: str = Field(default="state", description="State root.")
     keep_versions: int = Field(default=10, ge=1, description="State versions kept for rollback.")
+    parallelism: int | None = Field(
+        default=None,
+        ge=1,
+        le=64,
+        description="Tables processed at once in one Spark application (default: the machine's "
+        "cores, at least 2, at most 8).",
+    )
     spark: SparkSettings = Field(default_factory=SparkSettings)
     quality: QualityConfig = Field(default_factory=QualityConfig, description="Global gate settings.")
     tables: list[TableConfig] = Field(default_factory=list)

@@ -46,6 +46,9 @@ DEFAULT_CONF: dict[str, str] = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.shuffle.partitions": "8",
+    # Tables run concurrently (``parallelism``), each in its own pool: one large table's
+    # tasks do not queue the small ones behind it.
+    "spark.scheduler.mode": "FAIR",
     "spark.sql.adaptive.enabled": "true",
     "spark.driver.memory": "2g",
     # Throughput collector: a diff is a batch job, pauses do not matter, CPU does. Measured at

@@ -90,6 +90,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--csv-infer-schema", action="store_true", default=None, help="infer CSV types")
     run.add_argument("--csv-encoding", help="encoding of CSV snapshots (default utf-8)")
     run.add_argument("--keep-versions", type=int, default=None, help="state versions kept")
+    run.add_argument("--parallelism", type=int, default=None,
+                     help="with --config: tables processed at once (default: the cores, 2 to 8)")
     run.add_argument("--master", help="Spark master (default local[*])")
     run.add_argument("--only", type=_csv, help="with --config: run only these tables")
     run.add_argument(

@@ -53,6 +53,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         config.tables = [t.with_landing_options(given) for t in config.tables]
     if args.keep_versions is not None:
         config.keep_versions = args.keep_versions
+    if args.parallelism is not None:
+        if args.parallelism < 1:
+            raise UsageError(f"--parallelism must be at least 1, not {args.parallelism}")
+        config.parallelism = args.parallelism
     if args.master:
         config.spark.master = args.master
 
