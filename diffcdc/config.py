@@ -50,6 +50,9 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 _UNSAFE_NAME = re.compile(r"[\x00-\x1f\x7f/\\]")
+_PATTERN_CHARS = re.compile(r"[\[\]{}*?]")
+#: A name's bytes at most (one folder name on every file system diffcdc writes to).
+MAX_NAME_BYTES = 255
 
 
 def check_folder_name(value: str, what: str = "table name") -> str:
@@ -64,6 +67,16 @@ def check_folder_name(value: str, what: str = "table name") -> str:
         raise ValueError(f"{what} {value!r} starts with '_', which the landing zone ignores")
     if value != value.strip():
         raise ValueError(f"{what} {value!r} has leading or trailing spaces")
+    if _PATTERN_CHARS.search(value):
+        raise ValueError(f"{what} {value!r} contains one of [ ] {{ }} * ?, which paths and "
+                         "consumers read as patterns")
+    if ".schema." in value or value.endswith(".schema") or value.startswith("schema."):
+        # State folders are ``<schema>.schema.<table>``: such names would make two tables
+        # (``--schema a --table b`` and ``--table a.schema.b``) share one state folder.
+        raise ValueError(f"{what} {value!r} contains '.schema.' (or starts with 'schema.' or "
+                         "ends with '.schema'), which would make its state folder ambiguous")
+    if len(value.encode()) > MAX_NAME_BYTES:
+        raise ValueError(f"{what} is {len(value.encode())} bytes long; at most {MAX_NAME_BYTES}")
     return value
 
 
@@ -168,6 +181,9 @@ class TableConfig(BaseModel):
             raise ValueError(f"sink ids repeat: {repeated}; give each sink its own `name`")
         for sink_id in ids:
             check_folder_name(sink_id, "sink name")
+        if len(self.state_name.encode()) > MAX_NAME_BYTES:
+            raise ValueError(f"schema and table name together are too long for a state folder "
+                             f"({len(self.state_name.encode())} bytes; at most {MAX_NAME_BYTES})")
         return self
 
     @property
@@ -217,7 +233,7 @@ class SparkSettings(BaseModel):
 class RunConfig(BaseModel):
     """A whole run: global settings and the tables."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
     state: str = Field(default="state", description="State root.")
     keep_versions: int = Field(default=10, ge=1, description="State versions kept for rollback.")
@@ -308,7 +324,8 @@ def load_config(path: str) -> RunConfig:
         if isinstance(merged.get("quality"), dict):
             merged["quality"] = _resolve_quality_paths(base, merged["quality"])
         tables.append(merged)
-    state = _resolve(base, top.pop("state", "state"))
+    state = top.pop("state", "state")
+    state = _resolve(base, state) if isinstance(state, str) else state  # else: a field error
     try:
         return RunConfig(
             state=state,

@@ -314,3 +314,52 @@ def test_a_lost_folder_is_refused_without_a_manifest_too(spark, ws):
     shutil.rmtree(state.abspath(state.head().record.version_dir))
     ws.write("0003.parquet", rows(range(1, 3)), SCHEMA)
     refused(spark, ws, StateError, "the state folder is missing")
+
+
+# -- names and settings: refused before anything runs (exit 2) -----------------------------
+
+
+def cli_run(tmp_path, *extra):
+    return cli(["run", "--source", str(tmp_path / "src"), "--keys", "id", "--landing",
+                str(tmp_path / "landing"), "--state", str(tmp_path / "state"), *extra])
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["--table", "a[1]"], "as patterns"),
+    (["--table", "a{b,c}"], "as patterns"),
+    (["--table", "a.schema.b"], "state folder ambiguous"),
+    (["--table", "b", "--schema", "a.schema"], "state folder ambiguous"),
+    (["--table", "x" * 256], "at most 255"),
+    (["--table", "é" * 128], "at most 255"),
+    (["--table", "t" * 200, "--schema", "s" * 60], "too long for a state folder"),
+    (["--table", "T", "--keep-versions", "-5"], "option --keep-versions"),
+    (["--table", "T", "--max-delete-ratio", "inf"], "finite"),
+    (["--table", "T", "--min-row-ratio", "nan"], "finite"),
+])
+def test_unusable_names_and_settings_exit_2(tmp_path, capsys, args, fragment):
+    os.makedirs(tmp_path / "src")
+    assert cli_run(tmp_path, *args) == 2
+    err = capsys.readouterr().err.strip()
+    assert fragment in err and len(err.splitlines()) == 1, err
+    assert not (tmp_path / "state").exists() and not (tmp_path / "landing").exists()
+
+
+@pytest.mark.parametrize("line, fragment", [
+    ("state = 5", "field state"),
+    ("keep_versions = -5", "field keep_versions"),
+    ("parallelism = 0", "field parallelism"),
+])
+def test_bad_settings_in_a_config_file_exit_2(tmp_path, capsys, line, fragment):
+    path = tmp_path / "c.toml"
+    path.write_text(f"[diffcdc]\n{line}\n[tables.T]\nsource = 's'\nkeys = ['id']\nlanding = 'l'\n")
+    assert cli(["run", "--config", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert fragment in err and len(err.splitlines()) == 1, err
+
+
+def test_two_spellings_of_one_state_folder_cannot_meet(tmp_path, capsys):
+    path = tmp_path / "c.toml"
+    path.write_text("[tables.b]\nschema_name = 'a'\nsource = 's'\nkeys = ['id']\nlanding = 'l'\n"
+                    "[tables.'a.schema.b']\nsource = 's'\nkeys = ['id']\nlanding = 'l'\n")
+    assert cli(["run", "--config", str(path)]) == 2
+    assert "ambiguous" in capsys.readouterr().err

@@ -11,6 +11,8 @@ from diffcdc.errors import DiffcdcError, UsageError
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from pydantic import ValidationError
+
     from diffcdc.config import RunConfig, load_config, table_from_args
 
     check_landing_arg(args.landing)
@@ -51,12 +53,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.landing_options:
         given = dict(args.landing_options)
         config.tables = [t.with_landing_options(given) for t in config.tables]
-    if args.keep_versions is not None:
-        config.keep_versions = args.keep_versions
-    if args.parallelism is not None:
-        if args.parallelism < 1:
-            raise UsageError(f"--parallelism must be at least 1, not {args.parallelism}")
-        config.parallelism = args.parallelism
+    for option in ("keep_versions", "parallelism"):  # validated like the config file's fields
+        if getattr(args, option) is not None:
+            try:
+                setattr(config, option, getattr(args, option))
+            except ValidationError as exc:
+                raise UsageError(f"option --{option.replace('_', '-')}: "
+                                 f"{exc.errors()[0]['msg']}") from None
     if args.master:
         config.spark.master = args.master
 
