@@ -8,11 +8,24 @@ engine's correctness relies on are always applied on top.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+_GLOB_CHARS = re.compile(r"([\\\[\]{}*?])")
+
+
+def literal_path(path: str) -> str:
+    """``path`` escaped for Spark's readers, which expand Hadoop glob patterns in paths.
+
+    Without it a snapshot named ``000[2].parquet`` is read as ``0002.parquet`` and a name with
+    ``{a,b}`` is "not found". Writers take paths literally and need no escaping.
+    """
+    return _GLOB_CHARS.sub(r"\\\1", path)
+
 
 #: Settings diffcdc's output depends on; user settings cannot change these.
 REQUIRED_CONF: dict[str, str] = {
@@ -22,6 +35,9 @@ REQUIRED_CONF: dict[str, str] = {
     "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
     "spark.sql.parquet.datetimeRebaseModeInWrite": "CORRECTED",
     "spark.sql.parquet.int96RebaseModeInWrite": "CORRECTED",
+    # CSV snapshots in any Java charset (cp1252 ...), not only Spark 4's seven: diffcdc checks
+    # the bytes against the table's csv_encoding itself, strictly, before Spark reads them.
+    "spark.sql.legacy.javaCharsets": "true",
     # No _SUCCESS markers inside staged folders.
     "spark.hadoop.mapreduce.fileoutputcommitter.marksuccessfuljobs": "false",
 }
@@ -30,6 +46,9 @@ DEFAULT_CONF: dict[str, str] = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.shuffle.partitions": "8",
+    # Tables run concurrently (``parallelism``), each in its own pool: one large table's
+    # tasks do not queue the small ones behind it.
+    "spark.scheduler.mode": "FAIR",
     "spark.sql.adaptive.enabled": "true",
     "spark.driver.memory": "2g",
     # Throughput collector: a diff is a batch job, pauses do not matter, CPU does. Measured at

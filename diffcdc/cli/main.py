@@ -55,7 +55,7 @@ def _setup_logging(quiet: bool, debug: bool) -> None:
 
 
 def _dispatch(args: argparse.Namespace) -> int:
-    from diffcdc.cli import drop, run, status, verify
+    from diffcdc.cli import drop, repair, run, status, verify
 
     if args.command == "run":
         return run.cmd_run(args)
@@ -67,6 +67,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return run.cmd_reload(args)
     if args.command == "drop":
         return drop.cmd_drop(args)
+    if args.command == "repair":
+        return repair.cmd_repair(args)
     if args.command == "demo":
         from diffcdc.demo import run_demo
 

@@ -88,7 +88,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--max-rows-per-file", type=int, help="rows per landing file at most")
     run.add_argument("--fingerprint-bits", type=int, choices=[64, 128], help="fingerprint width")
     run.add_argument("--csv-infer-schema", action="store_true", default=None, help="infer CSV types")
+    run.add_argument("--csv-encoding", help="encoding of CSV snapshots (default utf-8)")
     run.add_argument("--keep-versions", type=int, default=None, help="state versions kept")
+    run.add_argument("--parallelism", type=int, default=None,
+                     help="with --config: tables processed at once (default: the cores, 2 to 8)")
     run.add_argument("--master", help="Spark master (default local[*])")
     run.add_argument("--only", type=_csv, help="with --config: run only these tables")
     run.add_argument(
@@ -121,6 +124,18 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("--ignore", type=_csv, default=None, help="columns not compared")
     verify.add_argument("--sink", help="only this sink of the table (default: every sink)")
     verify.add_argument("--master", help="Spark master (default local[*])")
+
+    repair = sub.add_parser(
+        "repair", parents=[common],
+        help="rebuild a damaged head state from its snapshot (exact; no sink is touched)",
+    )
+    repair.add_argument("--table", required=True, help="table name")
+    repair.add_argument("--schema", dest="schema_name", help="schema folder name")
+    repair.add_argument("--config", help="TOML config holding the table")
+    repair.add_argument("--source", help="the table's snapshot folder (or --config)")
+    repair.add_argument("--state", default=None, help="state root (default ./state)")
+    repair.add_argument("--csv-encoding", help="encoding of CSV snapshots (default utf-8)")
+    repair.add_argument("--master", help="Spark master (default local[*])")
 
     demo = sub.add_parser("demo", parents=[common], help="run a small end-to-end example")
     demo.add_argument("--dir", default="diffcdc-demo", help="where snapshots and landing go")

@@ -11,6 +11,8 @@ from diffcdc.errors import DiffcdcError, UsageError
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from pydantic import ValidationError
+
     from diffcdc.config import RunConfig, load_config, table_from_args
 
     check_landing_arg(args.landing)
@@ -43,6 +45,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             max_rows_per_file=args.max_rows_per_file,
             fingerprint_bits=args.fingerprint_bits,
             csv_infer_schema=args.csv_infer_schema,
+            csv_encoding=args.csv_encoding,
             quality=_quality_from_args(args),
             **_landing_contract_fields(args),
         )
@@ -50,8 +53,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.landing_options:
         given = dict(args.landing_options)
         config.tables = [t.with_landing_options(given) for t in config.tables]
-    if args.keep_versions is not None:
-        config.keep_versions = args.keep_versions
+    for option in ("keep_versions", "parallelism"):  # validated like the config file's fields
+        if getattr(args, option) is not None:
+            try:
+                setattr(config, option, getattr(args, option))
+            except ValidationError as exc:
+                raise UsageError(f"option --{option.replace('_', '-')}: "
+                                 f"{exc.errors()[0]['msg']}") from None
     if args.master:
         config.spark.master = args.master
 

@@ -7,9 +7,12 @@ sink), then processes new snapshots oldest first, each committed once for every 
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
+import re
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from pyspark.sql import SparkSession
 
@@ -20,7 +23,13 @@ from diffcdc.engine.gate import Gate
 from diffcdc.engine.publish import configured_unpublished, publish_version
 from diffcdc.engine.report import Progress, SnapshotResult, TableReport
 from diffcdc.engine.snapshot import process_snapshot
-from diffcdc.errors import DiffcdcError, InputRefused, LateSnapshotError, StateError
+from diffcdc.errors import (
+    DiffcdcError,
+    InputRefused,
+    LateSnapshotError,
+    StateError,
+    StorageError,
+)
 from diffcdc.sources.files import SnapshotEntry, discover
 from diffcdc.state.store import Commit, TableState, new_run_id, now_iso
 
@@ -61,7 +70,7 @@ def run_table(
             finally:
                 state.prune(keep_versions)
     except Exception as exc:
-        error = exc if isinstance(exc, DiffcdcError) else unexpected_error(exc)
+        error = exc if isinstance(exc, DiffcdcError) else unexpected_error(exc, state_dir=state.dir)
         if error.table is None:
             error.table = table.name
         report.outcome = "failed"
@@ -72,9 +81,21 @@ def run_table(
         raise error from exc
     finally:
         report.seconds = round(time.monotonic() - started, 3)
-        if os.path.isdir(state.dir):
-            state.save_report(report.to_dict())
+        _save_report(state, report)
     return report
+
+
+def _save_report(state: TableState, report: TableReport) -> None:
+    """Keep the run's report with the table's state; failing to never changes the outcome."""
+    if not os.path.isdir(state.dir):
+        return
+    try:
+        state.save_report(report.to_dict())
+    except (OSError, TypeError, ValueError) as exc:
+        log.warning(
+            "%s: the run's report could not be saved under %s (%s); the run's outcome is %s",
+            report.table, state.reports_dir, exc, report.outcome,
+        )
 
 
 def run_many(
@@ -86,28 +107,41 @@ def run_many(
 ) -> list[TableReport]:
     """Run every table of a config; one failing table does not stop the others.
 
-    ``overrides`` maps a table name to the checks allowed to pass for this run; the tables
-    named in ``reload`` are re-created (``diffcdc reload``).
+    Up to ``config.parallelism`` tables run at once in the one Spark application, each in its
+    own FAIR scheduler pool, each committing, publishing and failing on its own; the reports
+    come back in the config's order. ``overrides`` maps a table name to the checks allowed to
+    pass for this run; the tables named in ``reload`` are re-created (``diffcdc reload``).
     """
-    reports = []
-    for table in config.tables:
+
+    def one(table: TableConfig) -> TableReport:
+        spark.sparkContext.setLocalProperty("spark.scheduler.pool", f"diffcdc-{table.state_name}")
         try:
-            reports.append(
-                run_table(
-                    spark,
-                    table,
-                    config.state,
-                    keep_versions=config.keep_versions,
-                    progress=progress,
-                    quality=config.quality,
-                    overrides=(overrides or {}).get(table.name, frozenset()),
-                    reload=table.name in reload,
-                )
+            return run_table(
+                spark,
+                table,
+                config.state,
+                keep_versions=config.keep_versions,
+                progress=progress,
+                quality=config.quality,
+                overrides=(overrides or {}).get(table.name, frozenset()),
+                reload=table.name in reload,
             )
         except DiffcdcError as exc:
             log.error("%s", exc)
-            reports.append(exc.report)  # type: ignore[attr-defined]
-    return reports
+            return exc.report  # type: ignore[attr-defined]
+        finally:
+            spark.sparkContext.setLocalProperty("spark.scheduler.pool", None)  # type: ignore[arg-type]
+
+    workers = min(len(config.tables), table_parallelism(config.parallelism))
+    if workers <= 1:
+        return [one(t) for t in config.tables]
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="diffcdc-table") as pool:
+        return list(pool.map(one, config.tables))
+
+
+def table_parallelism(configured: int | None) -> int:
+    """Tables at once: as configured, else the machine's cores (at least 2, at most 8)."""
+    return configured or min(8, max(2, os.cpu_count() or 1))
 
 
 _UNREADABLE = (
@@ -119,16 +153,37 @@ _UNREADABLE = (
 )
 
 
-def unexpected_error(exc: BaseException, snapshot: SnapshotEntry | None = None) -> DiffcdcError:
-    """Turn a Spark/OS exception into a one-line DiffcdcError (the trace stays chained)."""
+_FILE_URI = re.compile(r"file:(?://)?(/[^\s'\"\],;]+)")
+_ROOT_CAUSE = re.compile(r"^(?:Caused by: )?(?:\S+(?:Exception|Error)): (.+)$", re.M)
+
+
+def unexpected_error(
+    exc: BaseException, snapshot: SnapshotEntry | None = None, state_dir: str | None = None
+) -> DiffcdcError:
+    """Turn a Spark/OS exception into a one-line DiffcdcError (the trace stays chained).
+
+    A snapshot Spark cannot read names the part file and the root cause (not "An error
+    occurred while calling o123.parquet"); a full disk says so.
+    """
     text = str(exc).strip()
     first = text.splitlines()[0] if text else type(exc).__name__
+    if getattr(exc, "errno", None) == errno.ENOSPC or "No space left on device" in text:
+        return StorageError(
+            "no space left on the device" + (f" under {state_dir}" if state_dir else ""),
+            snapshot=snapshot.snapshot_id if snapshot else None,
+            hint="free space on the state and staging disk, then run again (nothing was "
+            "published; the half-written version is removed)",
+        )
     if snapshot is not None and any(marker in text for marker in _UNREADABLE):
+        inside = os.path.abspath(snapshot.path)
+        files = [p.rstrip(".") for p in _FILE_URI.findall(text) if p.startswith(inside)]
+        causes = [c.strip() for c in _ROOT_CAUSE.findall(text) if "calling o" not in c]
+        reason = causes[-1] if causes else first
         return InputRefused(
-            f"cannot read snapshot: {first[:300]}",
+            f"cannot read snapshot: {reason[:300]}",
             snapshot=snapshot.snapshot_id,
-            path=snapshot.path,
-            hint="the file is corrupt or truncated; replace it and run again",
+            path=next((p for p in files if p != inside), snapshot.path),
+            hint="the file is corrupt, truncated or ragged; replace it and run again",
         )
     return DiffcdcError(
         f"{type(exc).__name__}: {first[:300]}",
@@ -195,7 +250,7 @@ def _run_pending(ctx: RunContext, report: TableReport) -> None:
             report.refused_gate = getattr(exc, "gate", [])
             raise
         except Exception as exc:
-            raise unexpected_error(exc, entry) from exc
+            raise unexpected_error(exc, entry, state.dir) from exc
         report.snapshots.append(result)
 
 
