@@ -27,7 +27,7 @@ from diffcdc.core.arrow_types import spark_type
 from diffcdc.core.classify import CHANGE, DELETE, DUP
 from diffcdc.core.fingerprint import fingerprint_columns
 from diffcdc.core.fingerprint_ref import SEED, RowFingerprinter, canon_hasher
-from diffcdc.errors import InputRefused
+from diffcdc.errors import InputRefused, StateError
 
 BATCH_ROWS = 65_536
 _NULL, _VALUE = b"\x01", b"\x00"
@@ -67,6 +67,16 @@ class Side:
         return len(self.digests)
 
 
+def parquet_dataset(path: str) -> ds.Dataset:
+    """A Parquet file or folder (hidden and ``_`` files skipped, as Spark skips them).
+
+    Legacy INT96 timestamps are read as microseconds (pyarrow's default, nanoseconds, is not
+    a type Spark reads; Spark reads INT96 as a timestamp).
+    """
+    options = ds.ParquetReadOptions(coerce_int96_timestamp_unit="us")
+    return ds.dataset(path, format=ds.ParquetFileFormat(read_options=options))
+
+
 def resolve(schema: pa.Schema, wanted: Sequence[str], path: str) -> list[str]:
     """The column names of ``schema`` matching ``wanted`` case-insensitively."""
     by_lower = {n.lower(): n for n in schema.names}
@@ -86,7 +96,7 @@ def snapshot_schema(path: str, kind: str) -> pa.Schema:
         return pa.schema([(name, pa.string()) for name in header])
     if kind != "parquet":
         raise ValueError(f"snapshot kind must be 'parquet' or 'csv', not {kind!r}")
-    return ds.dataset(path, format="parquet").schema
+    return parquet_dataset(path).schema
 
 
 def snapshot_batches(
@@ -109,7 +119,7 @@ def snapshot_batches(
         )
         yield from reader
         return
-    dataset = ds.dataset(path, format="parquet")
+    dataset = parquet_dataset(path)
     yield from dataset.to_batches(columns=list(columns), batch_size=batch_rows, use_threads=False)
 
 
@@ -117,9 +127,7 @@ def state_batches(
     path: str, columns: Sequence[str], batch_rows: int = BATCH_ROWS
 ) -> Iterator[tuple[pa.RecordBatch, int]]:
     """The live rows (``columns``, tombstones dropped) of a state version, with tombstone counts."""
-    if not os.path.isdir(path):
-        raise InputRefused("state folder does not exist", path=path)
-    dataset = ds.dataset(path, format="parquet")
+    dataset = parquet_dataset(path)
     wanted = list(dict.fromkeys([*columns, CHANGE]))
     for batch in dataset.to_batches(columns=wanted, batch_size=batch_rows, use_threads=False):
         live = batch.filter(pc.not_equal(batch.column(CHANGE), DELETE))
@@ -140,7 +148,9 @@ def read_state(
 
     A committed live row has ``__diffcdc_n`` = 1; any other value is counted as bad.
     """
-    schema = ds.dataset(path, format="parquet").schema
+    if not os.path.isdir(path):
+        raise StateError("state folder does not exist", path=path)
+    schema = parquet_dataset(path).schema
     key_cols = resolve(schema, keys, path)
     fp_cols = fingerprint_columns(bits)
     resolve(schema, [*fp_cols, CHANGE, DUP], path)
