@@ -16,12 +16,13 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from diffcdc.core.arrow_types import spark_schema
 from diffcdc.core.fingerprint import FP, FP_HI, fingerprint_exprs
-from diffcdc.core.fingerprint_ref import RowFingerprinter, fingerprint_ref, java_bytes
+from diffcdc.core.fingerprint_ref import RowFingerprinter, arrow_values, fingerprint_ref, java_bytes
 from diffcdc.state.check_read import snapshot_batches
 
 UTC = dt.timezone.utc
@@ -145,6 +146,9 @@ def test_reference_equals_spark_bit_for_bit(spark, data):
     for row in back.to_pylist():
         lo, hi = expected[row["id"]]
         assert (wide(row), narrow(row)) == ((lo, hi), (lo,)), row
+    # the checker's fast path: timestamps, dates and decimals pre-converted column-wise
+    fast = zip(*[arrow_values(back.column(c).combine_chunks()) for c in ["id", *wide.columns]])
+    assert {v[0]: wide.from_values(v[1:]) for v in fast} == expected
 
 
 def test_edge_values_and_every_input_form(spark, tmp_path):
@@ -183,6 +187,22 @@ def test_legacy_int96_timestamps_read_as_spark_reads_them(spark, tmp_path):
     assert batch.schema.field("ts").type == pa.timestamp("us")
     for row in batch.to_pylist():
         assert fingerprint_ref(row, batch.schema, ["id"], [], 128) == expected[row["id"]]
+
+
+@pytest.mark.parametrize("arrow_type", [pa.decimal128(18, 3), pa.decimal128(38, 10), pa.timestamp("ms"), pa.date32()])
+def test_fast_column_values_hash_like_python_objects_in_sliced_arrays(arrow_type):
+    if pa.types.is_decimal(arrow_type):
+        limit = 10**arrow_type.precision - 1
+        items = [Decimal(f"{u}E-{arrow_type.scale}") for u in (limit, -limit, 0, -1, 2**63 % limit)]
+    elif pa.types.is_date(arrow_type):
+        items = [dt.date(1, 1, 1), dt.date(9999, 12, 31), dt.date(1970, 1, 1)]
+    else:
+        items = [dt.datetime(1, 1, 1), dt.datetime(9999, 12, 31, 23, 59, 59, 999000), dt.datetime(1969, 12, 31, 23)]
+    column = pa.array([None, *items, None, *items], arrow_type).slice(2)
+    hasher = RowFingerprinter(pa.schema([("id", pa.int8()), ("v", arrow_type)]), ["id"])
+    fast = [hasher.from_values([v]) for v in arrow_values(column)]
+    assert fast == [hasher.from_values([v]) for v in column.to_pylist()]
+    assert arrow_values(column)[len(items) - 1] is None
 
 
 def test_java_big_integer_bytes():
