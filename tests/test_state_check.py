@@ -14,7 +14,8 @@ import pytest
 from diffcdc.core.classify import CHANGE, DELETE, DUP
 from diffcdc.core.fingerprint import FP
 from diffcdc.core.fingerprint_ref import RowFingerprinter
-from diffcdc.state.check import check_head, check_state, head_state
+from diffcdc.state.check import check_head, check_state
+from diffcdc.state.store import TableState
 from tests.helpers import Workspace
 
 UTC = dt.timezone.utc
@@ -51,16 +52,16 @@ def table(spark, tmp_path_factory):
 
 
 def test_engine_state_matches_its_snapshot(table):
-    head = head_state(table.state, "T")
-    assert (head.version, head.keys, head.exclude, head.bits) == (2, ["id"], ["audit"], 64)
-    result = check_head(table.state, "T")
+    head = TableState(table.state, "T").head().record
+    assert (head.version, head.keys, head.exclude, head.fingerprint.bits) == (2, ["id"], ["audit"], 64)
+    result = check_head(TableState(table.state, "T"))
     assert result.ok, result.summary()
     assert (result.state_rows, result.snapshot_rows, result.matched, result.tombstones) == (38, 38, 38, 4)
     assert result.summary().startswith("state OK: 38 live keys match 38 snapshot rows")
 
 
 def test_other_snapshot_is_a_mismatch_with_sample_keys(table):
-    result = check_head(table.state, "T", os.path.join(table.source, "1.parquet"))
+    result = check_head(TableState(table.state, "T"), os.path.join(table.source, "1.parquet"))
     assert not result.ok
     assert result.problems == {"fingerprint_mismatch": 3, "missing_in_state": 4, "missing_in_snapshot": 2}
     samples = {k: sorted(r["id"] for r in rows) for k, rows in result.samples.items()}
@@ -71,8 +72,10 @@ def test_other_snapshot_is_a_mismatch_with_sample_keys(table):
 
 
 def test_tampered_state_is_found(table, tmp_path):
-    head = head_state(table.state, "T")
-    state = pq.read_table(head.state_path).sort_by("id")
+    tstate = TableState(table.state, "T")
+    head = tstate.head().record
+    state_path = tstate.abspath(head.state_path)
+    state = pq.read_table(state_path).sort_by("id")
     ids = state.column("id").to_pylist()
     fp = state.column(FP).to_pylist()
     fp[ids.index(5)] += 1  # a flipped bit
@@ -94,7 +97,7 @@ def test_tampered_state_is_found(table, tmp_path):
     assert result.samples["missing_in_state"] == [{"id": 6}]
     assert result.samples["duplicate_state_keys"] == [{"id": 8}]
     # without the exclusion the audit column counts: every key differs
-    loose = check_state(head.state_path, head.snapshot_path, keys=["id"], bits=64)
+    loose = check_state(state_path, head.snapshot_path, keys=["id"], bits=64)
     assert loose.fingerprint_mismatch == 38 and len(loose.samples["fingerprint_mismatch"]) == 10
 
 
@@ -104,7 +107,7 @@ def test_csv_and_folder_snapshots_128_bits(spark, tmp_path):
     with open(csv_path, "w", encoding="utf-8") as handle:
         handle.write('id,name,note\n1,"Smith, J",""\n2,,x\n3,"line\nbreak","say ""hi"""\n4,Ünïcødé ☃,\n')
     ws.run(spark)
-    first = check_head(ws.state, "T")
+    first = check_head(TableState(ws.state, "T"))
     assert first.ok and first.bits == 128 and first.matched == 4, first.summary()
     os.makedirs(os.path.join(ws.source, "02"))
     parts = [[{"id": "1", "name": "Smith, J", "note": None}], [{"id": "3", "name": "changed", "note": ""}]]
@@ -112,9 +115,9 @@ def test_csv_and_folder_snapshots_128_bits(spark, tmp_path):
         table = pa.Table.from_pylist(rows, pa.schema([(c, pa.string()) for c in ("id", "name", "note")]))
         pq.write_table(table, os.path.join(ws.source, "02", f"part-{i}.parquet"))
     ws.run(spark)
-    second = check_head(ws.state, "T")
+    second = check_head(TableState(ws.state, "T"))
     assert second.ok and (second.matched, second.tombstones) == (2, 2), second.summary()
-    against_csv = check_head(ws.state, "T", csv_path)
+    against_csv = check_head(TableState(ws.state, "T"), csv_path)
     assert against_csv.problems == {"fingerprint_mismatch": 1, "missing_in_state": 2}
     assert against_csv.samples["missing_in_state"] == [{"id": "2"}, {"id": "4"}]
 

@@ -16,9 +16,6 @@ Sample keys are read back by position in a second, key-only pass, only when some
 
 from __future__ import annotations
 
-import json
-import os
-import re
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -36,6 +33,7 @@ from diffcdc.state.check_read import (
     snapshot_batches,
     state_batches,
 )
+from diffcdc.state.store import TableState
 
 SAMPLE_SIZE = 10
 #: Problem kinds, in report order, with the side whose row shows the key.
@@ -149,62 +147,31 @@ def check_state(
     )
 
 
-@dataclass(frozen=True)
-class HeadState:
-    """What checking a table's head version needs, from its commit record."""
-
-    table: str
-    version: int
-    state_path: str  #: absolute path of the state folder
-    snapshot_path: str
-    snapshot_kind: str  #: "parquet" or "csv"
-    keys: list[str]
-    exclude: list[str]
-    bits: int
-
-
-def head_state(state_root: str, table: str) -> HeadState:
-    """The head (highest committed) version of ``table`` under ``state_root``.
-
-    Read from ``<state_root>/<table>/log/<version>.json``; its ``state_path`` is relative to
-    the table folder.
-    """
-    folder = os.path.join(state_root, table)
-    log = os.path.join(folder, "log")
-    names = sorted(n for n in os.listdir(log) if re.fullmatch(r"\d{20}\.json", n)) if os.path.isdir(log) else []
-    if not names:
-        raise StateError("no committed version", table=table, path=log)
-    with open(os.path.join(log, names[-1]), encoding="utf-8") as handle:
-        record = json.load(handle)
-    snapshot_path = str(record["snapshot_path"])
-    kind = "csv" if snapshot_path.lower().endswith(".csv") else "parquet"
-    typed = [f["name"] for f in record.get("schema", {}).get("fields", []) if f.get("type") != "string"]
+def check_head(state: TableState, snapshot_path: str | None = None) -> StateCheckResult:
+    """:func:`check_state` of a table's head version against its snapshot (or another one)."""
+    head = state.head()
+    if head is None:
+        raise StateError("no committed version", table=state.table, path=state.log_dir)
+    record = head.record
+    snapshot = snapshot_path or record.snapshot_path
+    if snapshot is None:
+        raise StateError("the head version records no snapshot path", table=state.table)
+    kind = "csv" if snapshot.lower().endswith(".csv") else "parquet"
+    typed = [f["name"] for f in record.schema.get("fields", []) if f.get("type") != "string"]
     if kind == "csv" and typed:
         raise StateError(
             f"the CSV snapshot was read with inferred types ({', '.join(typed)}); "
             "the check reads CSV values as strings",
-            table=table,
-            path=snapshot_path,
+            table=state.table,
+            path=snapshot,
         )
-    return HeadState(
-        table=table,
-        version=int(record["version"]),
-        state_path=os.path.join(folder, record["state_path"]),
-        snapshot_path=snapshot_path,
-        snapshot_kind=kind,
-        keys=list(record["keys"]),
-        exclude=list(record.get("exclude") or []),
-        bits=int(record.get("fingerprint", {}).get("bits", 64)),
-    )
-
-
-def check_head(state_root: str, table: str, snapshot_path: str | None = None) -> StateCheckResult:
-    """:func:`check_state` of a table's head version against its snapshot (or another one)."""
-    head = head_state(state_root, table)
-    snapshot = snapshot_path or head.snapshot_path
-    kind = "csv" if snapshot.lower().endswith(".csv") else "parquet"
     return check_state(
-        head.state_path, snapshot, keys=head.keys, exclude=head.exclude, bits=head.bits, snapshot_kind=kind
+        state.abspath(record.state_path),
+        snapshot,
+        keys=record.keys,
+        exclude=record.exclude,
+        bits=record.fingerprint.bits,
+        snapshot_kind=kind,
     )
 
 
