@@ -113,14 +113,22 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("--state", default="state", help="state root (default ./state)")
     status.add_argument("--table", help="only this table")
 
-    verify = sub.add_parser("verify", parents=[common], help="replay landing files, compare with a snapshot")
+    verify = sub.add_parser(
+        "verify", parents=[common],
+        help="replay every sink and compare with a snapshot; or, without --snapshot, check the "
+        "head state fully (--state)",
+    )
     verify.add_argument("--landing", help="landing zone root (default: the table's, with --config)")
     _add_landing_option_arg(verify)
     verify.add_argument("--config", help="TOML config: the table's landing root and options")
     verify.add_argument("--table", required=True, help="landing table name")
-    verify.add_argument("--snapshot", required=True, help="snapshot file or folder to compare with")
+    verify.add_argument("--snapshot", help="snapshot file or folder to compare the sinks with")
     verify.add_argument("--schema", dest="schema_name", help="schema folder name")
-    verify.add_argument("--state", default=None, help="state root, for the excluded columns")
+    verify.add_argument(
+        "--state", nargs="?", const="", default=None, metavar="ROOT",
+        help="state root (default ./state); without --snapshot: check the head state's files "
+        "(checksums) and every key's fingerprint against its snapshot",
+    )
     verify.add_argument("--ignore", type=_csv, default=None, help="columns not compared")
     verify.add_argument("--sink", help="only this sink of the table (default: every sink)")
     verify.add_argument("--master", help="Spark master (default local[*])")

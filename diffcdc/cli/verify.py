@@ -9,10 +9,15 @@ from diffcdc.cli.common import located_table
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
+    if args.snapshot is None:  # ``verify --state``: the head state itself
+        from diffcdc.cli.verify_state import cmd_verify_state
+
+        return cmd_verify_state(args)
     from diffcdc.engine.verify import verify_table
     from diffcdc.spark import build_spark
     from diffcdc.state.store import TableState
 
+    args.state = args.state or None  # a bare --state with --snapshot: the default root
     table, state_root = located_table(args, "verify")
     ignore = args.ignore
     if ignore is None:
