@@ -7,9 +7,11 @@ engine's correctness relies on are always applied on top.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
-from collections.abc import Mapping
+import sys
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -66,8 +68,15 @@ def build_spark(
     master: str | None = None,
     conf: Mapping[str, str] | None = None,
     app_name: str = "diffcdc",
+    log4j_config: str | None = None,
+    jvm_output: str | None = None,
 ) -> SparkSession:
-    """Return the active SparkSession or build one with diffcdc's settings."""
+    """Return the active SparkSession or build one with diffcdc's settings.
+
+    ``log4j_config``: a log4j2 properties file for the driver JVM (see :mod:`diffcdc.runlog`:
+    the JVM's output goes to the run's log file instead of the terminal); ``jvm_output``: a
+    file for what the JVM itself writes to its stderr (start-up warnings, crashes).
+    """
     from pyspark.sql import SparkSession
 
     active = SparkSession.getActiveSession()
@@ -85,14 +94,35 @@ def build_spark(
         settings.update({"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"})
     settings.update(conf or {})
     settings.update(REQUIRED_CONF)
+    if log4j_config:
+        key = "spark.driver.extraJavaOptions"
+        settings[key] = f"{settings.get(key, '')} -Dlog4j2.configurationFile=file:{log4j_config}".strip()
     for key, value in settings.items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel(os.environ.get("DIFFCDC_SPARK_LOG_LEVEL", "ERROR"))
+    with _stderr_to(jvm_output):  # the JVM inherits file descriptor 2 when it is started
+        spark = builder.getOrCreate()
+    default_level = "WARN" if log4j_config else "ERROR"  # a log file may hold the warnings
+    spark.sparkContext.setLogLevel(os.environ.get("DIFFCDC_SPARK_LOG_LEVEL", default_level))
     return spark
 
 
-def _python() -> str:
-    import sys
+@contextlib.contextmanager
+def _stderr_to(path: str | None) -> Iterator[None]:
+    """Point this process's file descriptor 2 at ``path`` for a moment (None: leave it)."""
+    if path is None:
+        yield
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.dup2(target, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(target)
 
+
+def _python() -> str:
     return sys.executable

@@ -27,6 +27,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _setup_logging(args.quiet, debug)
         return int(_dispatch(args) or 0)
     except DiffcdcError as exc:
+        log.debug("the error's trace:", exc_info=True)  # to the run's log file, if any
         if debug:
             traceback.print_exc()
         print(f"diffcdc: error: {exc}", file=sys.stderr)
@@ -37,6 +38,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("diffcdc: interrupted", file=sys.stderr)
         return 130
     except Exception as exc:  # noqa: BLE001 - the last line of defence prints one line
+        log.debug("the error's trace:", exc_info=True)
         if debug:
             traceback.print_exc()
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
@@ -49,7 +51,10 @@ def _setup_logging(quiet: bool, debug: bool) -> None:
     level = logging.DEBUG if debug else logging.WARNING if quiet else logging.INFO
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(message)s", "%H:%M:%S"))
-    log.handlers[:] = [handler]
+    handler.setLevel(level)
+    for old in log.handlers:  # an earlier main() in this process (tests, notebooks)
+        old.close()
+    log.handlers[:] = [handler]  # a run adds its log file (diffcdc.runlog) at DEBUG
     log.setLevel(level)
     log.propagate = False
 

@@ -63,20 +63,39 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.master:
         config.spark.master = args.master
 
-    from diffcdc.engine.run import run_many
-    from diffcdc.spark import build_spark
+    from diffcdc.engine.idle import idle_report
 
     overrides = _parse_overrides(args.override_check, [t.name for t in config.tables])
-    spark = build_spark(config.spark.master, config.spark.conf)
-    reports = run_many(
-        spark, config, overrides=overrides, reload=frozenset(getattr(args, "reload_tables", ()))
-    )
+    reload = frozenset(getattr(args, "reload_tables", ()))
+    # No Spark before it is needed: tables with nothing to do are settled first.
+    idle = {t.name: None if t.name in reload else idle_report(t, config.state)
+            for t in config.tables}
+    busy = [t for t in config.tables if idle[t.name] is None]
+    done = {}
+    if busy:
+        done = {r.table: r for r in _run_busy(args, config, busy, overrides, reload)}
+    reports = [idle[t.name] or done[t.name] for t in config.tables]
     if args.json:
         print(json.dumps({"ok": all(r.error is None for r in reports),
                           "tables": [r.to_dict() for r in reports]}, indent=1, default=str))
     else:
         print(format_summary([r.to_dict() for r in reports]))
     return max((r.exit_code for r in reports), default=0)
+
+
+def _run_busy(args: argparse.Namespace, config: Any, busy: list[Any],
+              overrides: dict[str, frozenset[str]], reload: frozenset[str]) -> list[Any]:
+    """Start Spark (its console output into the run's log file unless --debug) and run."""
+    from diffcdc.engine.run import run_many
+    from diffcdc.runlog import open_run_log
+    from diffcdc.spark import build_spark
+
+    run_log = None if args.debug else open_run_log(config.state)
+    spark = build_spark(config.spark.master, config.spark.conf,
+                        log4j_config=run_log.log4j_config if run_log else None,
+                        jvm_output=run_log.spark_path if run_log else None)
+    return run_many(spark, config.model_copy(update={"tables": busy}), overrides=overrides,
+                    reload=reload)
 
 
 def _quality_from_args(args: argparse.Namespace) -> dict[str, Any] | None:

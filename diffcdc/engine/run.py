@@ -128,6 +128,7 @@ def run_many(
             )
         except DiffcdcError as exc:
             log.error("%s", exc)
+            log.debug("%s: the error's trace:", table.name, exc_info=exc)
             return exc.report  # type: ignore[attr-defined]
         finally:
             spark.sparkContext.setLocalProperty("spark.scheduler.pool", None)  # type: ignore[arg-type]

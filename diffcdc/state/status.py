@@ -16,7 +16,8 @@ def table_status(state_root: str, only: str | None = None) -> list[dict[str, Any
         return []
     out = []
     for name in names:
-        if (only and name != only) or name.startswith("."):  # .dropped-*: a drop in progress
+        # .dropped-*: a drop in progress; _logs: the runs' log files
+        if (only and name != only) or name.startswith((".", "_")):
             continue
         state = TableState(state_root, name)
         if not os.path.isdir(state.log_dir) and not os.path.exists(

@@ -1,0 +1,64 @@
+"""Which tables have work, found without Spark: an idle nightly run starts no JVM.
+
+A table has work when a snapshot is pending (newer than its last commit), a committed version
+is not yet published by one of its configured sinks, a reload was requested, or a drop was
+left unfinished. Everything that can be checked on the way — the source folder, late
+snapshots, readable commit records — is checked here, so a typo is reported in well under a
+second instead of after Spark's start-up. The engine checks all of it again under the table's
+lock; this is only the decision whether to start Spark.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+
+from diffcdc.config import TableConfig
+from diffcdc.engine.report import TableReport
+from diffcdc.errors import DiffcdcError
+from diffcdc.sources.files import discover
+from diffcdc.state.store import TableState, new_run_id, now_iso
+
+log = logging.getLogger("diffcdc")
+
+
+def has_work(table: TableConfig, state_root: str) -> bool:
+    """Whether a run of ``table`` would do anything (raises DiffcdcError on bad input)."""
+    from diffcdc.engine.run import pending_snapshots
+
+    state = TableState(state_root, table.state_name)
+    if os.path.exists(state.drop_path) or os.path.exists(state.reload_path):
+        return True
+    commits = state.commits()
+    configured = {s.sink_id for s in table.sinks}
+    if commits and configured & set(commits[-1].unpublished):
+        return True
+    return bool(pending_snapshots(discover(table.source, table.name), commits, table.name))
+
+
+def idle_report(table: TableConfig, state_root: str) -> TableReport | None:
+    """A finished report for a table that needs no Spark (nothing to do, or refused input),
+    or None when the table has work. An idle table's saved last report is left as it was, so
+    ``status`` keeps showing the last run that did something."""
+    started = time.monotonic()
+    report = TableReport(table.name, new_run_id(), now_iso())
+    try:
+        if has_work(table, state_root):
+            return None
+        report.outcome = "nothing to do"
+        log.info("%s: no new snapshot", table.name)
+    except DiffcdcError as exc:
+        exc.table = exc.table or table.name
+        log.error("%s", exc)
+        report.outcome = "failed"
+        report.error = exc.to_dict()
+        state = TableState(state_root, table.state_name)
+        if os.path.isdir(state.log_dir):  # a known table: status shows the failure
+            report.seconds = round(time.monotonic() - started, 3)
+            try:
+                state.save_report(report.to_dict())
+            except OSError as save_error:
+                log.warning("%s: the run's report could not be saved (%s)", table.name, save_error)
+    report.seconds = round(time.monotonic() - started, 3)
+    return report
