@@ -192,6 +192,20 @@ def _add_reload_and_drop(
             reload._add_action(action)
     reload.add_argument("--yes", action="store_true", help="confirm: the mirrored table is rebuilt")
 
+    rollback = sub.add_parser(
+        "rollback",
+        help="put a table back to a kept version's snapshot (published as a new version)",
+        description="Takes every option of 'run'. Publishes, as a new version, the changes that "
+        "take every sink from the head back to the snapshot of --to-version (which must still "
+        "be in the source folder, unchanged). Nothing published is withdrawn. The quality gate "
+        "applies (--override-check). Needs --yes.",
+    )
+    for action in run._actions:
+        if "-h" not in action.option_strings:
+            rollback._add_action(action)
+    rollback.add_argument("--to-version", type=int, required=True, help="the kept version")
+    rollback.add_argument("--yes", action="store_true", help="confirm the rollback")
+
     drop = sub.add_parser("drop", parents=[common],
                           help="drop a table on purpose: delete its landing folder and state")
     drop.add_argument("--table", required=True, help="landing table name")
