@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 
 from diffcdc.core.arrow_types import spark_schema
 from diffcdc.core.fingerprint import FP, FP_HI, fingerprint_exprs
-from diffcdc.core.fingerprint_ref import RowFingerprinter, arrow_values, fingerprint_ref, java_bytes
-from diffcdc.state.check_read import snapshot_batches
+from diffcdc.core.fingerprint_ref import RowFingerprinter, fingerprint_ref, java_bytes
+from diffcdc.state.check_read import arrow_values, snapshot_batches
 
 UTC = dt.timezone.utc
 ATOMIC = [

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 from decimal import Decimal
 
@@ -15,8 +14,9 @@ import pytest
 from diffcdc.core.classify import CHANGE, DELETE, DUP
 from diffcdc.core.fingerprint import FP
 from diffcdc.core.fingerprint_ref import RowFingerprinter
-from diffcdc.state.check import check_head, check_state
+from diffcdc.state.check import check_state
 from diffcdc.state.store import TableState
+from diffcdc.state.verify import check_head
 from tests.helpers import Workspace
 
 UTC = dt.timezone.utc
@@ -138,42 +138,3 @@ def test_duplicates_and_empty_sides_without_spark(tmp_path):
     pq.write_table(state.slice(0, 0), tmp_path / "empty" / "part-0.parquet")
     empty = check_state(str(tmp_path / "empty"), str(tmp_path / "snap.parquet"), keys=["k"])
     assert empty.problems == {"missing_in_state": 3, "duplicate_snapshot_keys": 1} and empty.state_rows == 0
-
-
-def _tamper_fingerprint(path: str, key: int) -> None:
-    state = pq.read_table(path)
-    fp = state.column(FP).to_pylist()
-    fp[state.column("id").to_pylist().index(key)] += 1
-    pq.write_table(state.set_column(state.schema.get_field_index(FP), FP, pa.array(fp, pa.int64())), path)
-
-
-def test_verify_state_command(spark, tmp_path, capsys):
-    from diffcdc.cli.main import main
-
-    ws = Workspace(str(tmp_path), keys=("id",))
-    ws.write("1.parquet", [{"id": i, "v": f"x{i}"} for i in range(30)])
-    ws.run(spark)
-    verify = ["verify", "--table", "T", "--state", ws.state]
-    assert main(verify) == 0
-    out = capsys.readouterr().out
-    assert "T: files: OK" in out and "T: fingerprints: OK — state OK: 30 live keys" in out
-    state = TableState(ws.state, "T")
-    folder = state.abspath(state.head().record.state_path)
-    (part,) = [n for n in os.listdir(folder) if n.endswith(".parquet")]
-    _tamper_fingerprint(os.path.join(folder, part), 7)
-    assert main(verify) == 1
-    assert "T: files: FAILED — version 1: size is" in capsys.readouterr().out
-    # a version from before manifests: the reference fingerprints still catch it
-    log = os.path.join(state.log_dir, f"{1:020d}.json")
-    with open(log, encoding="utf-8") as handle:
-        record = json.load(handle)
-    record.pop("state_manifest")
-    with open(log, "w", encoding="utf-8") as handle:
-        json.dump(record, handle)
-    assert main([*verify, "--json"]) == 1
-    doc = json.loads(capsys.readouterr().out)
-    assert [c["ok"] for c in doc["checks"]] == [True, False]
-    assert doc["checks"][1]["data"]["samples"]["fingerprint_mismatch"] == [{"id": 7}]
-    os.unlink(os.path.join(ws.source, "1.parquet"))
-    assert main(verify) == 0
-    assert "fingerprints: OK — skipped: the snapshot" in capsys.readouterr().out
