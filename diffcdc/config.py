@@ -42,6 +42,7 @@ from diffcdc.errors import ConfigError
 from diffcdc.sinks.delta.config import DeltaSinkConfig
 from diffcdc.sinks.kafka.config import KafkaSinkConfig
 from diffcdc.sinks.openmirroring.config import LANDING_FIELDS, OpenMirroringSinkConfig
+from diffcdc.sources.config import DataFrameSourceConfig, JdbcSourceConfig, jdbc_jars
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -66,6 +67,8 @@ def check_folder_name(value: str, what: str = "table name") -> str:
     return value
 
 
+SourceConfig = Annotated[JdbcSourceConfig | DataFrameSourceConfig, Field(discriminator="type")]
+
 SinkConfig = Annotated[
     OpenMirroringSinkConfig | DeltaSinkConfig | KafkaSinkConfig, Field(discriminator="type")
 ]
@@ -77,7 +80,10 @@ class TableConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str = Field(description="Table name (one safe folder name; the landing table name).")
-    source: str = Field(description="Folder with one entry per snapshot, taken in lexical order.")
+    source: str | SourceConfig = Field(
+        description="Folder with one entry per snapshot, taken in lexical order; or a table "
+        "`{type = \"jdbc\", ...}` reading a database (docs/sources.md)."
+    )
     keys: list[str] = Field(description="Key columns (composite allowed).")
     exclude: list[str] = Field(default_factory=list, description="Columns left out of the fingerprint.")
     schema_name: str | None = Field(default=None, description="Schema (`<schema>.schema/` folder).")
@@ -94,6 +100,12 @@ class TableConfig(BaseModel):
     )
     removed_columns: Literal["policy", "null"] = Field(
         default="policy", description="null: a removed column continues as NULL (no policy)."
+    )
+    keep_snapshots: int = Field(
+        default=0,
+        ge=0,
+        description="Parquet copies of the last N snapshots read from a database or DataFrame "
+        "kept under the state (for `diffcdc verify`); 0: deleted once committed.",
     )
     sinks: list[SinkConfig] = Field(
         min_length=1,
@@ -213,6 +225,10 @@ class RunConfig(BaseModel):
     tables: list[TableConfig] = Field(default_factory=list)
     source_file: str | None = Field(default=None, description="The config file this came from.")
 
+    def jars(self) -> list[str]:
+        """Driver jars the tables' JDBC sources need on Spark's classpath."""
+        return jdbc_jars([t.source for t in self.tables])
+
 
 def _location(loc: tuple[Any, ...], tables: list[str], flat: set[str] = frozenset()) -> str:
     """``table T, field F`` for a validation error's location.
@@ -280,6 +296,12 @@ def load_config(path: str) -> RunConfig:
         if not isinstance(body, dict):
             raise ConfigError(f"table {name}: expected a [tables.{name}] section", path=path)
         merged = {**defaults, **body, "name": name}
+        if isinstance(merged.get("source"), dict) and merged["source"].get("type") == "dataframe":
+            raise ConfigError(
+                f"table {name}: a dataframe source is handed over in Python "
+                "(diffcdc.run_dataframe), not configured in a file",
+                path=path,
+            )
         for key in ("source", "landing"):
             if isinstance(merged.get(key), str):
                 merged[key] = _resolve(base, merged[key])

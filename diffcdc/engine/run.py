@@ -20,9 +20,11 @@ from diffcdc.engine.gate import Gate
 from diffcdc.engine.publish import configured_unpublished, publish_version
 from diffcdc.engine.report import Progress, SnapshotResult, TableReport
 from diffcdc.engine.snapshot import process_snapshot
-from diffcdc.errors import DiffcdcError, InputRefused, LateSnapshotError, StateError
-from diffcdc.sources.files import SnapshotEntry, discover
-from diffcdc.state.store import Commit, TableState, new_run_id, now_iso
+from diffcdc.errors import DiffcdcError, InputRefused, StateError
+from diffcdc.sources.base import PendingSnapshot, Source
+from diffcdc.sources.copies import SnapshotCopies
+from diffcdc.sources.files import pending_snapshots
+from diffcdc.state.store import TableState, new_run_id, now_iso
 
 __all__ = ["SnapshotResult", "TableReport", "pending_snapshots", "run_many", "run_table"]
 
@@ -38,6 +40,7 @@ def run_table(
     quality: QualityConfig | None = None,
     overrides: frozenset[str] = frozenset(),
     reload: bool = False,
+    source: Source | None = None,
 ) -> TableReport:
     """Process every pending snapshot of one table. Raises DiffcdcError on failure.
 
@@ -45,7 +48,8 @@ def run_table(
     it); ``overrides`` names checks allowed to pass for this one run. The report (passed or
     failed) is saved with the table's state before returning/raising. ``reload`` re-creates
     the table (``diffcdc reload``): the request is recorded in state first, so a run that
-    dies before committing the re-creation leaves it to the next run.
+    dies before committing the re-creation leaves it to the next run. ``source`` replaces the
+    source built from the table's config (a DataFrame handed over in Python).
     """
     say = progress or (lambda message: log.info("%s: %s", table.name, message))
     state = TableState(state_root, table.state_name)
@@ -57,9 +61,14 @@ def run_table(
             if reload:
                 state.request_reload("requested with diffcdc reload")
             try:
-                _run_locked(RunContext.open(spark, table, state, report.run_id, say, gate), report)
+                ctx = RunContext.open(spark, table, state, report.run_id, say, gate, source)
+                _run_locked(ctx, report)
             finally:
                 state.prune(keep_versions)
+                # Copies of read-once sources: the last keep_snapshots committed ones stay.
+                SnapshotCopies(state.dir, table.name).prune(
+                    table.keep_snapshots, [c.snapshot_id for c in state.commits()]
+                )
     except Exception as exc:
         error = exc if isinstance(exc, DiffcdcError) else unexpected_error(exc)
         if error.table is None:
@@ -119,7 +128,7 @@ _UNREADABLE = (
 )
 
 
-def unexpected_error(exc: BaseException, snapshot: SnapshotEntry | None = None) -> DiffcdcError:
+def unexpected_error(exc: BaseException, snapshot: PendingSnapshot | None = None) -> DiffcdcError:
     """Turn a Spark/OS exception into a one-line DiffcdcError (the trace stays chained)."""
     text = str(exc).strip()
     first = text.splitlines()[0] if text else type(exc).__name__
@@ -166,25 +175,20 @@ def _run_pending(ctx: RunContext, report: TableReport) -> None:
             say(f"finishing version {head.version} left unpublished by an earlier run")
             publish_version(ctx, head)
             report.resumed_versions.append(head.version)
-    entries = discover(table.source, table.name)
-    pending = pending_snapshots(entries, state.commits(), table.name)
+    pending = ctx.source.pending(state.commits())
     if request is not None and not pending and head is not None:
         # Reload from the last committed snapshot when nothing newer is waiting.
-        again = [e for e in entries if e.snapshot_id == head.snapshot_id]
-        if not again:
+        again = ctx.source.again(head.snapshot_id)
+        if again is None:
             raise InputRefused(
                 f"nothing to reload from: the last snapshot {head.snapshot_id} is no longer in "
                 "the source folder",
                 table=table.name,
-                path=table.source,
+                path=ctx.source.describe(),
                 hint="put a current snapshot into the source folder and run again (the reload "
                 "stays requested)",
             )
-        pending = again
-    if not pending:
-        say("no new snapshot")
-        report.outcome = "ok" if report.resumed_versions else "nothing to do"
-        return
+        pending = [again]
     for index, entry in enumerate(pending):
         try:
             result = process_snapshot(
@@ -196,25 +200,8 @@ def _run_pending(ctx: RunContext, report: TableReport) -> None:
             raise
         except Exception as exc:
             raise unexpected_error(exc, entry) from exc
-        report.snapshots.append(result)
-
-
-def pending_snapshots(
-    entries: list[SnapshotEntry], commits: list[Commit], table: str
-) -> list[SnapshotEntry]:
-    """Entries newer than the last committed snapshot; a late entry is refused."""
-    if not commits:
-        return entries
-    done = {c.snapshot_id for c in commits}
-    last = commits[-1].snapshot_id
-    late = [e for e in entries if e.snapshot_id <= last and e.snapshot_id not in done]
-    if late:
-        raise LateSnapshotError(
-            f"snapshot sorts at or before the last committed snapshot {last} but was never "
-            "processed",
-            table=table,
-            snapshot=late[0].snapshot_id,
-            path=late[0].path,
-            hint="snapshots must arrive in lexical order; move it out of the source folder",
-        )
-    return [e for e in entries if e.snapshot_id > last]
+        if result is not None:
+            report.snapshots.append(result)
+    if not report.snapshots:
+        say("no new snapshot")
+        report.outcome = "ok" if report.resumed_versions else "nothing to do"

@@ -32,7 +32,7 @@ from diffcdc.engine.report import SnapshotResult
 from diffcdc.errors import InputRefused
 from diffcdc.faults import crash_point
 from diffcdc.sinks.base import ChangeSet, SinkHistory, SinkTable
-from diffcdc.sources.files import SnapshotEntry, read_snapshot
+from diffcdc.sources.base import PendingSnapshot
 from diffcdc.state.commit import CommitRecord, Counts, Fingerprint, Recreate, SinkEntry
 from diffcdc.state.store import Commit
 
@@ -43,20 +43,24 @@ _COUNTS = ("rows", "inserted", "updated", "deleted", "unchanged")
 
 def process_snapshot(
     ctx: RunContext,
-    entry: SnapshotEntry,
+    pending: PendingSnapshot,
     head: Commit | None,
     reload_request: dict[str, Any] | None = None,
-) -> SnapshotResult:
+) -> SnapshotResult | None:
     """Diff one snapshot against the head state, gate it, commit it and publish it.
 
     When the table is re-created (``reload_request``, or a schema change under
     ``schema_policy = "recreate"``) the snapshot is diffed against nothing: every sink gets a
-    full image and starts its output afresh.
+    full image and starts its output afresh. None when the source's snapshot turns out to be
+    the last committed one again (a snapshot id query returning the same batch).
     """
     started = time.monotonic()
-    table, state, sid = ctx.table, ctx.state, entry.snapshot_id
-    signature = _signature(entry.path)
-    df = read_snapshot(ctx.spark, entry, table.name, table.csv_infer_schema)
+    table, state = ctx.table, ctx.state
+    after = head.snapshot_id if head is not None and reload_request is None else None
+    snapshot = ctx.source.read(ctx.spark, pending, ctx.copies, after)
+    if snapshot is None:
+        return None
+    df, sid = snapshot.df, snapshot.snapshot_id
     keys = resolve_columns(df.schema, table.keys, what="key", table=table.name, snapshot=sid)
     exclude = [c for c in table.exclude if c.lower() in {n.lower() for n in df.columns}]
     check_snapshot_columns(
@@ -92,12 +96,12 @@ def process_snapshot(
         ident = SinkTable(table.name, tuple(keys), table.schema_name, tuple(exclude))
         sinks = _stage_sinks(ctx, df, ident, metrics, base, recreate, histories, vdir, version, sid)
         crash_point("after_changes_staged")
-        if _signature(entry.path) != signature:
+        if snapshot.changed():
             raise InputRefused(
                 "snapshot changed while it was being processed",
                 table=table.name,
                 snapshot=sid,
-                path=entry.path,
+                path=snapshot.path,
                 hint="wait until the extract is complete, then run again",
             )
         if recreate is None:  # again right before the commit: a target may have changed
@@ -107,7 +111,7 @@ def process_snapshot(
             table=table.name,
             run_id=ctx.run_id,
             snapshot_id=sid,
-            snapshot_path=os.path.abspath(entry.path),
+            snapshot_path=snapshot.path,
             version_dir=os.path.relpath(vdir, state.dir),
             state_path=os.path.join(os.path.relpath(vdir, state.dir), "state"),
             keys=keys,
@@ -244,14 +248,3 @@ def _result(
         unchanged=counts.unchanged,
     )
 
-
-def _signature(path: str) -> list[tuple[str, int, int]]:
-    """Size and mtime of a snapshot's files, to notice a snapshot changing mid-run."""
-    if os.path.isdir(path):
-        out = []
-        for name in sorted(os.listdir(path)):
-            st = os.stat(os.path.join(path, name))
-            out.append((name, st.st_size, st.st_mtime_ns))
-        return out
-    st = os.stat(path)
-    return [("", st.st_size, st.st_mtime_ns)]
