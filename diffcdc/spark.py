@@ -8,7 +8,7 @@ engine's correctness relies on are always applied on top.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -47,16 +47,19 @@ def build_spark(
     master: str | None = None,
     conf: Mapping[str, str] | None = None,
     app_name: str = "diffcdc",
+    jars: Sequence[str] = (),
 ) -> SparkSession:
-    """Return the active SparkSession or build one with diffcdc's settings."""
+    """Return the active SparkSession or build one with diffcdc's settings.
+
+    ``jars`` (JDBC drivers) go onto the classpath of a new session, beside any ``spark.jars``
+    in ``conf``; a running session cannot load jars any more (a JDBC source then says which
+    driver is missing).
+    """
     from pyspark.sql import SparkSession
 
     active = SparkSession.getActiveSession()
     if active is not None:
-        for key, value in REQUIRED_CONF.items():
-            if key.startswith("spark.sql."):
-                active.conf.set(key, value)
-        return active
+        return require_settings(active)
     os.environ.setdefault("PYSPARK_PYTHON", _python())
     master = master or os.environ.get("DIFFCDC_SPARK_MASTER", "local[*]")
     builder = SparkSession.builder.appName(app_name).master(master)
@@ -65,11 +68,22 @@ def build_spark(
         # A local run talks to itself only: keep the driver on the loopback interface.
         settings.update({"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"})
     settings.update(conf or {})
+    if jars:
+        given = [j for j in settings.get("spark.jars", "").split(",") if j]
+        settings["spark.jars"] = ",".join(given + [j for j in jars if j not in given])
     settings.update(REQUIRED_CONF)
     for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("DIFFCDC_SPARK_LOG_LEVEL", "ERROR"))
+    return spark
+
+
+def require_settings(spark: SparkSession) -> SparkSession:
+    """Apply the session settings diffcdc's output depends on to a running session."""
+    for key, value in REQUIRED_CONF.items():
+        if key.startswith("spark.sql."):
+            spark.conf.set(key, value)
     return spark
 
 

@@ -59,7 +59,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from diffcdc.spark import build_spark
 
     overrides = _parse_overrides(args.override_check, [t.name for t in config.tables])
-    spark = build_spark(config.spark.master, config.spark.conf)
+    spark = build_spark(config.spark.master, config.spark.conf, jars=config.jars())
     reports = run_many(
         spark, config, overrides=overrides, reload=frozenset(getattr(args, "reload_tables", ()))
     )
