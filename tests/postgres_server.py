@@ -94,15 +94,30 @@ class PostgresServer:
         return done.stdout.strip()
 
     def popen_sql(self, script: str) -> subprocess.Popen[str]:
-        """A psql process running ``script`` from stdin, in the background (a concurrent writer)."""
+        """A psql process running ``script`` from stdin, in the background (a concurrent writer).
+
+        Wait for it with :meth:`finish`."""
         env = {**os.environ, "PGPASSWORD": self.password}
         proc = subprocess.Popen(
             [os.path.join(self.bin, "psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1",
              "-h", "127.0.0.1", "-p", str(self.port), "-U", self.user, "-d", self.database],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
             env=env,
         )
         assert proc.stdin is not None
         proc.stdin.write(script)
         proc.stdin.close()
         return proc
+
+
+def finish(proc: subprocess.Popen[str], timeout: float = 120) -> str:
+    """Wait for a :meth:`PostgresServer.popen_sql` process; its stderr (raises if it failed)."""
+    assert proc.stderr is not None
+    try:
+        proc.wait(timeout=timeout)
+        errors = proc.stderr.read()
+    finally:
+        proc.stderr.close()
+    if proc.returncode != 0:
+        raise RuntimeError(f"psql writer failed: {errors.strip()}")
+    return errors

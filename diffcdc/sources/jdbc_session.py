@@ -90,8 +90,8 @@ _NUMERIC = {-6, 5, 4, -5, 2, 3, 7, 6, 8}
 
 def _value(rs: Any, index: int, jdbc_type: int) -> Any:
     if jdbc_type in _NUMERIC:
-        value = rs.getBigDecimal(index)
-        return None if value is None else value.toPlainString()
+        value = rs.getBigDecimal(index)  # py4j hands a java.math.BigDecimal over as a Decimal
+        return None if value is None else format(value, "f")
     return rs.getString(index)
 
 
