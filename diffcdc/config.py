@@ -35,7 +35,16 @@ import re
 import sys
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from diffcdc.core.quality import QualityConfig
 from diffcdc.errors import ConfigError
@@ -67,7 +76,24 @@ def check_folder_name(value: str, what: str = "table name") -> str:
     return value
 
 
-SourceConfig = Annotated[JdbcSourceConfig | DataFrameSourceConfig, Field(discriminator="type")]
+def _source_kind(value: Any) -> str | None:
+    if isinstance(value, str):
+        return "folder"
+    kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
+    return kind if kind in ("jdbc", "dataframe") else None
+
+
+#: A folder (string) or a table selected by ``type``; errors name the branch that was meant.
+SourceConfig = Annotated[
+    Annotated[str, Tag("folder")]
+    | Annotated[JdbcSourceConfig, Tag("jdbc")]
+    | Annotated[DataFrameSourceConfig, Tag("dataframe")],
+    Discriminator(
+        _source_kind,
+        custom_error_type="source_kind",
+        custom_error_message='must be a folder path or a table with type = "jdbc"',
+    ),
+]
 
 SinkConfig = Annotated[
     OpenMirroringSinkConfig | DeltaSinkConfig | KafkaSinkConfig, Field(discriminator="type")
@@ -80,7 +106,7 @@ class TableConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str = Field(description="Table name (one safe folder name; the landing table name).")
-    source: str | SourceConfig = Field(
+    source: SourceConfig = Field(
         description="Folder with one entry per snapshot, taken in lexical order; or a table "
         "`{type = \"jdbc\", ...}` reading a database (docs/sources.md)."
     )

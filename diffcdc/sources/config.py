@@ -77,9 +77,8 @@ class JdbcSourceConfig(BaseModel):
     @classmethod
     def _env(cls, value: str | None) -> str | None:
         if value is not None and not _ENV_NAME.match(value):
-            raise ValueError(
-                f"{value!r} is not an environment variable name (give the variable's name, "
-                "not the password)"
+            raise ValueError(  # the value is not echoed: it may be the password itself
+                "is not an environment variable name (give the variable's name, not the password)"
             )
         return value
 
