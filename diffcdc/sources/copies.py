@@ -18,6 +18,7 @@ from pyspark.sql import DataFrame
 
 from diffcdc.errors import InputRefused
 
+ROW_GROUP_BYTES = 16 * 1024 * 1024
 _SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:+-]{0,199}$")
 
 
@@ -45,7 +46,11 @@ class SnapshotCopies:
         tmp = os.path.join(self.dir, f".tmp-{uuid.uuid4().hex}")
         os.makedirs(self.dir, exist_ok=True)
         try:
-            df.write.mode("errorifexists").option("compression", "zstd").parquet(tmp)
+            # Row groups of 16 MiB: a copy read with one database partition (one file) still
+            # splits into many Spark tasks for the diff (Parquet's default is 128 MiB).
+            df.write.mode("errorifexists").option("compression", "zstd").option(
+                "parquet.block.size", str(ROW_GROUP_BYTES)
+            ).parquet(tmp)
             if os.path.exists(final):  # left by a run that died before committing (we hold the lock)
                 shutil.rmtree(final)
             os.rename(tmp, final)
