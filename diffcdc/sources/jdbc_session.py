@@ -116,8 +116,9 @@ def jdbc_error(exc: BaseException, cfg: JdbcSourceConfig, password: str | None) 
             f"database refused the query: {text}", path=where,
             hint="check `table` / `query` / `partition_column` and the user's privileges",
         )
+    # No --debug hint: the Java trace is not chained (it may carry connection options).
     return SourceError(f"database read failed: {text}", path=where,
-                       hint="run again with --debug for the full trace")
+                       hint="check the database's log for this session")
 
 
 def _sql_cause(exc: BaseException) -> tuple[str, str]:
