@@ -281,3 +281,30 @@ def test_cli_puts_the_driver_on_the_classpath_and_exits_nonzero(postgres, ws):
     assert bad.returncode == 1
     assert "database refused the login" in bad.stdout and "wrong-pw-123" not in bad.stdout + bad.stderr
     assert time.monotonic() - started < 300
+
+
+def test_partition_session_reads_the_snapshot_with_autocommit_on_or_off(spark, postgres, ws):
+    """Spark's PostgreSQL dialect turns autocommit off today; the import must not depend on it."""
+    from diffcdc.sources.jdbc import session_init
+
+    postgres.sql("DROP TABLE IF EXISTS ac; CREATE TABLE ac (id int); INSERT INTO ac VALUES (1)")
+    table = _table(ws, postgres, ["id"], table="ac")
+    held = JdbcSession(spark, table.source, postgres.password)
+    try:
+        snapshot = held.export_snapshot()
+        postgres.sql("INSERT INTO ac VALUES (2)")  # after the export: invisible to the import
+        props = spark._jvm.java.util.Properties()
+        props.setProperty("user", postgres.user)
+        props.setProperty("password", postgres.password)
+        for autocommit in (False, True):
+            conn = spark._jvm.org.postgresql.Driver().connect(postgres.jdbc_url, props)
+            try:
+                conn.setAutoCommit(autocommit)
+                conn.createStatement().execute(session_init(snapshot))
+                rs = conn.createStatement().executeQuery("SELECT count(*) FROM ac")
+                rs.next()
+                assert rs.getInt(1) == 1, f"autocommit={autocommit}"
+            finally:
+                conn.close()
+    finally:
+        held.close()

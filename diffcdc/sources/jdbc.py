@@ -6,11 +6,9 @@ Order of one read (PostgreSQL):
 2. a connection held by the Spark driver opens a REPEATABLE READ, READ ONLY transaction and
    exports its snapshot (``pg_export_snapshot()``); the snapshot id query and the min/max of
    the partition column run inside it;
-3. every partition's session (Spark's ``sessionInitStatement``) starts with ``SET TRANSACTION
-   ISOLATION LEVEL REPEATABLE READ, READ ONLY; SET TRANSACTION SNAPSHOT '<id>'`` — Spark's
-   PostgreSQL dialect turns autocommit off when a fetch size is set (always, here), so these
-   statements open the partition's transaction, and a check raises an error when the session
-   is not inside it (never a silently inconsistent read);
+3. every partition's session (Spark's ``sessionInitStatement``) imports it with ``SET
+   TRANSACTION SNAPSHOT '<id>'`` inside a REPEATABLE READ transaction that stays open for the
+   partition's query whether or not Spark turned autocommit off (:func:`session_init`);
 4. the rows are written once to a Parquet copy under the table's state; the transaction ends.
 
 Other databases read with one partition (a config asking for more is refused): one query sees
@@ -37,6 +35,22 @@ _IN_SNAPSHOT_CHECK = (
     "RAISE EXCEPTION 'diffcdc: partition session is outside the exported snapshot transaction'; "
     "END IF; END $diffcdc$"
 )
+
+
+def session_init(snapshot: str) -> str:
+    """The statements that put a partition's session into the exported snapshot.
+
+    With autocommit off (what Spark's PostgreSQL dialect does when a fetch size is set) the
+    driver has already begun the transaction: ``BEGIN`` only warns and ``SET TRANSACTION``
+    sets its mode. With autocommit on, the statements of one execute form an implicit block
+    that would end before the data query; the explicit ``BEGIN`` turns it into a transaction
+    that stays open for the query. Either way the query reads the exported snapshot.
+    """
+    return (
+        "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY; "
+        "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY; "
+        f"SET TRANSACTION SNAPSHOT '{snapshot}'; {_IN_SNAPSHOT_CHECK}"
+    )
 
 
 def snapshot_id_now() -> str:
@@ -135,10 +149,7 @@ class JdbcSource(Source):
         if password is not None:
             options["password"] = password
         if snapshot is not None:
-            options["sessionInitStatement"] = (
-                "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY; "
-                f"SET TRANSACTION SNAPSHOT '{snapshot}'; {_IN_SNAPSHOT_CHECK}"
-            )
+            options["sessionInitStatement"] = session_init(snapshot)
         if cfg.partition_column and cfg.num_partitions > 1:
             bounds = self._bounds(session)
             if bounds is not None:
