@@ -36,13 +36,23 @@ import re
 import sys
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from diffcdc.core.quality import QualityConfig
 from diffcdc.errors import ConfigError
 from diffcdc.sinks.delta.config import DeltaSinkConfig
 from diffcdc.sinks.kafka.config import KafkaSinkConfig
 from diffcdc.sinks.openmirroring.config import LANDING_FIELDS, OpenMirroringSinkConfig
+from diffcdc.sources.config import DataFrameSourceConfig, JdbcSourceConfig, jdbc_jars
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -80,6 +90,25 @@ def check_folder_name(value: str, what: str = "table name") -> str:
     return value
 
 
+def _source_kind(value: Any) -> str | None:
+    if isinstance(value, str):
+        return "folder"
+    kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
+    return kind if kind in ("jdbc", "dataframe") else None
+
+
+#: A folder (string) or a table selected by ``type``; errors name the branch that was meant.
+SourceConfig = Annotated[
+    Annotated[str, Tag("folder")]
+    | Annotated[JdbcSourceConfig, Tag("jdbc")]
+    | Annotated[DataFrameSourceConfig, Tag("dataframe")],
+    Discriminator(
+        _source_kind,
+        custom_error_type="source_kind",
+        custom_error_message='must be a folder path or a table with type = "jdbc"',
+    ),
+]
+
 SinkConfig = Annotated[
     OpenMirroringSinkConfig | DeltaSinkConfig | KafkaSinkConfig, Field(discriminator="type")
 ]
@@ -91,7 +120,10 @@ class TableConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str = Field(description="Table name (one safe folder name; the landing table name).")
-    source: str = Field(description="Folder with one entry per snapshot, taken in lexical order.")
+    source: SourceConfig = Field(
+        description="Folder with one entry per snapshot, taken in lexical order; or a table "
+        "`{type = \"jdbc\", ...}` reading a database (docs/sources.md)."
+    )
     keys: list[str] = Field(description="Key columns (composite allowed).")
     exclude: list[str] = Field(default_factory=list, description="Columns left out of the fingerprint.")
     schema_name: str | None = Field(default=None, description="Schema (`<schema>.schema/` folder).")
@@ -112,6 +144,12 @@ class TableConfig(BaseModel):
     )
     removed_columns: Literal["policy", "null"] = Field(
         default="policy", description="null: a removed column continues as NULL (no policy)."
+    )
+    keep_snapshots: int = Field(
+        default=0,
+        ge=0,
+        description="Parquet copies of the last N snapshots read from a database or DataFrame "
+        "kept under the state (for `diffcdc verify`); 0: deleted once committed.",
     )
     sinks: list[SinkConfig] = Field(
         min_length=1,
@@ -249,6 +287,10 @@ class RunConfig(BaseModel):
     tables: list[TableConfig] = Field(default_factory=list)
     source_file: str | None = Field(default=None, description="The config file this came from.")
 
+    def jars(self) -> list[str]:
+        """Driver jars the tables' JDBC sources need on Spark's classpath."""
+        return jdbc_jars([t.source for t in self.tables])
+
 
 def _location(loc: tuple[Any, ...], tables: list[str], flat: set[str] = frozenset()) -> str:
     """``table T, field F`` for a validation error's location.
@@ -316,6 +358,12 @@ def load_config(path: str) -> RunConfig:
         if not isinstance(body, dict):
             raise ConfigError(f"table {name}: expected a [tables.{name}] section", path=path)
         merged = {**defaults, **body, "name": name}
+        if isinstance(merged.get("source"), dict) and merged["source"].get("type") == "dataframe":
+            raise ConfigError(
+                f"table {name}: a dataframe source is handed over in Python "
+                "(diffcdc.run_dataframe), not configured in a file",
+                path=path,
+            )
         for key in ("source", "landing"):
             if isinstance(merged.get(key), str):
                 merged[key] = _resolve(base, merged[key])

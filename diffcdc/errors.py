@@ -125,3 +125,13 @@ class TransientStorageError(StorageError):
     """A storage operation failed in a way that may succeed on retry."""
 
     transient = True
+
+
+class SourceError(DiffcdcError):
+    """A snapshot source (a database, a DataFrame) could not be read; nothing was published."""
+
+
+class SourceUnavailable(SourceError):
+    """The source could not be reached (connection refused or lost); retrying may succeed."""
+
+    transient = True

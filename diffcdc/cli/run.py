@@ -95,7 +95,8 @@ def _run_busy(args: argparse.Namespace, config: Any, busy: list[Any],
     run_log = None if args.debug else open_run_log(config.state)
     spark = build_spark(config.spark.master, config.spark.conf,
                         log4j_config=run_log.log4j_config if run_log else None,
-                        jvm_output=run_log.spark_path if run_log else None)
+                        jvm_output=run_log.spark_path if run_log else None,
+                        jars=config.model_copy(update={"tables": busy}).jars())
     return run_many(spark, config.model_copy(update={"tables": busy}), overrides=overrides,
                     reload=reload, rollback=rollback)
 

@@ -12,6 +12,9 @@ from diffcdc.engine.gate import Gate
 from diffcdc.engine.report import Progress
 from diffcdc.sinks.base import Sink, SinkHistory, SinkTable
 from diffcdc.sinks.registry import build_sink
+from diffcdc.sources.base import Source
+from diffcdc.sources.copies import SnapshotCopies
+from diffcdc.sources.registry import build_source
 from diffcdc.state.commit import CommitRecord
 from diffcdc.state.store import Commit, TableState
 
@@ -27,6 +30,8 @@ class RunContext:
     run_id: str
     say: Progress
     gate: Gate
+    source: Source
+    copies: SnapshotCopies  #: where read-once sources materialize their snapshots
 
     @classmethod
     def open(
@@ -37,10 +42,14 @@ class RunContext:
         run_id: str,
         say: Progress,
         gate: Gate,
+        source: Source | None = None,
     ) -> RunContext:
         ident = SinkTable(table.name, tuple(table.keys), table.schema_name, tuple(table.exclude))
         sinks = {cfg.sink_id: build_sink(cfg, ident, state) for cfg in table.sinks}
-        return cls(spark, table, state, sinks, run_id, say, gate)
+        return cls(
+            spark, table, state, sinks, run_id, say, gate,
+            source or build_source(table), SnapshotCopies(state.dir, table.name),
+        )
 
     def close(self) -> None:
         for sink in self.sinks.values():

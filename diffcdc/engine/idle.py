@@ -17,7 +17,6 @@ import time
 from diffcdc.config import TableConfig
 from diffcdc.engine.report import TableReport
 from diffcdc.errors import DiffcdcError
-from diffcdc.sources.files import discover
 from diffcdc.state.store import TableState, new_run_id, now_iso
 
 log = logging.getLogger("diffcdc")
@@ -25,7 +24,7 @@ log = logging.getLogger("diffcdc")
 
 def has_work(table: TableConfig, state_root: str) -> bool:
     """Whether a run of ``table`` would do anything (raises DiffcdcError on bad input)."""
-    from diffcdc.engine.run import pending_snapshots
+    from diffcdc.sources.registry import build_source
 
     state = TableState(state_root, table.state_name)
     if os.path.exists(state.drop_path) or os.path.exists(state.reload_path):
@@ -34,7 +33,7 @@ def has_work(table: TableConfig, state_root: str) -> bool:
     configured = {s.sink_id for s in table.sinks}
     if commits and configured & set(commits[-1].unpublished):
         return True
-    return bool(pending_snapshots(discover(table.source, table.name), commits, table.name))
+    return bool(build_source(table).pending(commits))  # a database always has a state to read
 
 
 def idle_report(table: TableConfig, state_root: str) -> TableReport | None:

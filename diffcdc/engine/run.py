@@ -25,15 +25,11 @@ from diffcdc.engine.publish import configured_unpublished, publish_version
 from diffcdc.engine.report import Progress, SnapshotResult, TableReport
 from diffcdc.engine.rollback import rollback_entry
 from diffcdc.engine.snapshot import process_snapshot
-from diffcdc.errors import (
-    DiffcdcError,
-    InputRefused,
-    LateSnapshotError,
-    StateError,
-    StorageError,
-)
-from diffcdc.sources.files import SnapshotEntry, discover
-from diffcdc.state.store import Commit, TableState, new_run_id, now_iso
+from diffcdc.errors import DiffcdcError, InputRefused, StateError, StorageError
+from diffcdc.sources.base import PendingSnapshot, Source
+from diffcdc.sources.copies import SnapshotCopies
+from diffcdc.sources.files import pending_snapshots
+from diffcdc.state.store import TableState, new_run_id, now_iso
 
 __all__ = ["SnapshotResult", "TableReport", "pending_snapshots", "run_many", "run_table"]
 
@@ -50,6 +46,7 @@ def run_table(
     overrides: frozenset[str] = frozenset(),
     reload: bool = False,
     rollback_to: int | None = None,
+    source: Source | None = None,
 ) -> TableReport:
     """Process every pending snapshot of one table. Raises DiffcdcError on failure.
 
@@ -59,7 +56,8 @@ def run_table(
     the table (``diffcdc reload``): the request is recorded in state first, so a run that
     dies before committing the re-creation leaves it to the next run. ``rollback_to`` publishes
     the way back to that kept version's snapshot as a new version (``diffcdc rollback``; see
-    :mod:`diffcdc.engine.rollback`) instead of processing pending snapshots.
+    :mod:`diffcdc.engine.rollback`) instead of processing pending snapshots. ``source``
+    replaces the source built from the table's config (a DataFrame handed over in Python).
     """
     say = progress or (lambda message: log.info("%s: %s", table.name, message))
     state = TableState(state_root, table.state_name)
@@ -71,10 +69,14 @@ def run_table(
             if reload:
                 state.request_reload("requested with diffcdc reload")
             try:
-                ctx = RunContext.open(spark, table, state, report.run_id, say, gate)
+                ctx = RunContext.open(spark, table, state, report.run_id, say, gate, source)
                 _run_locked(ctx, report, rollback_to)
             finally:
                 state.prune(keep_versions)
+                # Copies of read-once sources: the last keep_snapshots committed ones stay.
+                SnapshotCopies(state.dir, table.name).prune(
+                    table.keep_snapshots, [c.snapshot_id for c in state.commits()]
+                )
     except Exception as exc:
         error = exc if isinstance(exc, DiffcdcError) else unexpected_error(exc, state_dir=state.dir)
         if error.table is None:
@@ -168,7 +170,7 @@ _ROOT_CAUSE = re.compile(r"^(?:Caused by: )?(?:\S+(?:Exception|Error)): (.+)$", 
 
 
 def unexpected_error(
-    exc: BaseException, snapshot: SnapshotEntry | None = None, state_dir: str | None = None
+    exc: BaseException, snapshot: PendingSnapshot | None = None, state_dir: str | None = None
 ) -> DiffcdcError:
     """Turn a Spark/OS exception into a one-line DiffcdcError (the trace stays chained).
 
@@ -236,36 +238,34 @@ def _run_pending(ctx: RunContext, report: TableReport, rollback_to: int | None =
         say(f"rolling back to version {rollback_to} (snapshot {entry.snapshot_id})")
         _process(ctx, report, [entry], None, rollback_to)
         return
-    entries = discover(table.source, table.name)
-    pending = pending_snapshots(entries, state.commits(), table.name)
+    pending = ctx.source.pending(state.commits())
     if request is not None and not pending and head is not None:
         # Reload from the last committed snapshot when nothing newer is waiting.
-        again = [e for e in entries if e.snapshot_id == head.snapshot_id]
-        if not again:
+        again = ctx.source.again(head.snapshot_id)
+        if again is None:
             raise InputRefused(
                 f"nothing to reload from: the last snapshot {head.snapshot_id} is no longer in "
                 "the source folder",
                 table=table.name,
-                path=table.source,
+                path=ctx.source.describe(),
                 hint="put a current snapshot into the source folder and run again (the reload "
                 "stays requested)",
             )
-        pending = again
-    if not pending:
+        pending = [again]
+    _process(ctx, report, pending, request)
+    if not report.snapshots:
         say("no new snapshot")
         report.outcome = "ok" if report.resumed_versions else "nothing to do"
-        return
-    _process(ctx, report, pending, request)
 
 
 def _process(
     ctx: RunContext,
     report: TableReport,
-    pending: list[SnapshotEntry],
+    pending: list[PendingSnapshot],
     request: dict[str, Any] | None,
     rollback_to: int | None = None,
 ) -> None:
-    """Each entry as its own committed, published version, oldest first."""
+    """Each snapshot as its own committed, published version, oldest first."""
     for index, entry in enumerate(pending):
         try:
             result = process_snapshot(
@@ -278,25 +278,5 @@ def _process(
             raise
         except Exception as exc:
             raise unexpected_error(exc, entry, ctx.state.dir) from exc
-        report.snapshots.append(result)
-
-
-def pending_snapshots(
-    entries: list[SnapshotEntry], commits: list[Commit], table: str
-) -> list[SnapshotEntry]:
-    """Entries newer than the last committed snapshot; a late entry is refused."""
-    if not commits:
-        return entries
-    done = {c.snapshot_id for c in commits}
-    last = max(done)  # not the head's: a rollback commits an older snapshot again
-    late = [e for e in entries if e.snapshot_id <= last and e.snapshot_id not in done]
-    if late:
-        raise LateSnapshotError(
-            f"snapshot sorts at or before the last committed snapshot {last} but was never "
-            "processed",
-            table=table,
-            snapshot=late[0].snapshot_id,
-            path=late[0].path,
-            hint="snapshots must arrive in lexical order; move it out of the source folder",
-        )
-    return [e for e in entries if e.snapshot_id > last]
+        if result is not None:
+            report.snapshots.append(result)
