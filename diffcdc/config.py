@@ -31,13 +31,16 @@ Every error names the file, the table and the field.
 from __future__ import annotations
 
 import codecs
+import difflib
 import os
 import re
 import sys
+from collections.abc import Collection, Mapping, Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from diffcdc.core.fields import STRICT_SETTINGS, PathText
 from diffcdc.core.quality import QualityConfig
 from diffcdc.errors import ConfigError
 from diffcdc.sinks.delta.config import DeltaSinkConfig
@@ -70,15 +73,15 @@ def check_folder_name(value: str, what: str = "table name") -> str:
     if _PATTERN_CHARS.search(value):
         raise ValueError(f"{what} {value!r} contains one of [ ] {{ }} * ?, which paths and "
                          "consumers read as patterns")
-    if ".schema." in value or value.endswith(".schema") or value.startswith("schema."):
-        # State folders are ``<schema>.schema.<table>``: such names would make two tables
-        # (``--schema a --table b`` and ``--table a.schema.b``) share one state folder.
-        raise ValueError(f"{what} {value!r} contains '.schema.' (or starts with 'schema.' or "
-                         "ends with '.schema'), which would make its state folder ambiguous")
     if len(value.encode()) > MAX_NAME_BYTES:
         raise ValueError(f"{what} is {len(value.encode())} bytes long; at most {MAX_NAME_BYTES}")
     return value
 
+
+#: The sink models by their ``type`` (the union's tag in a validation error's location).
+_SINK_MODELS: dict[str, type[BaseModel]] = {
+    "open_mirroring": OpenMirroringSinkConfig, "delta": DeltaSinkConfig, "kafka": KafkaSinkConfig,
+}
 
 SinkConfig = Annotated[
     OpenMirroringSinkConfig | DeltaSinkConfig | KafkaSinkConfig, Field(discriminator="type")
@@ -88,10 +91,10 @@ SinkConfig = Annotated[
 class TableConfig(BaseModel):
     """One table: where its snapshots come from, how they are diffed, and its sinks."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = STRICT_SETTINGS
 
     name: str = Field(description="Table name (one safe folder name; the landing table name).")
-    source: str = Field(description="Folder with one entry per snapshot, taken in lexical order.")
+    source: PathText = Field(description="Folder with one entry per snapshot, taken in lexical order.")
     keys: list[str] = Field(description="Key columns (composite allowed).")
     exclude: list[str] = Field(default_factory=list, description="Columns left out of the fingerprint.")
     schema_name: str | None = Field(default=None, description="Schema (`<schema>.schema/` folder).")
@@ -224,7 +227,7 @@ def state_name(table: str, schema_name: str | None = None) -> str:
 class SparkSettings(BaseModel):
     """Where Spark runs: `local[*]` by default, any cluster master otherwise."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     master: str | None = Field(default=None, description="Spark master URL; default local[*].")
     conf: dict[str, str] = Field(default_factory=dict, description="Extra Spark settings.")
@@ -233,9 +236,9 @@ class SparkSettings(BaseModel):
 class RunConfig(BaseModel):
     """A whole run: global settings and the tables."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, strict=True)
 
-    state: str = Field(default="state", description="State root.")
+    state: PathText = Field(default="state", description="State root.")
     keep_versions: int = Field(default=10, ge=1, description="State versions kept for rollback.")
     parallelism: int | None = Field(
         default=None,
@@ -248,6 +251,24 @@ class RunConfig(BaseModel):
     quality: QualityConfig = Field(default_factory=QualityConfig, description="Global gate settings.")
     tables: list[TableConfig] = Field(default_factory=list)
     source_file: str | None = Field(default=None, description="The config file this came from.")
+
+    @model_validator(mode="after")
+    def _one_state_folder_per_table(self) -> RunConfig:
+        """Two tables never share a state folder (and its lock): the second would never run."""
+        seen: dict[str, TableConfig] = {}
+        for table in self.tables:
+            other = seen.setdefault(table.state_name, table)
+            if other is not table:
+                raise ValueError(
+                    f"tables {table_label(other)} and {table_label(table)} would share the state "
+                    f"folder {table.state_name!r} (and its lock); rename one of them"
+                )
+        return self
+
+
+def table_label(table: TableConfig) -> str:
+    """``'Name'`` or ``'Name' (schema 's')``, for messages about tables."""
+    return repr(table.name) + (f" (schema {table.schema_name!r})" if table.schema_name else "")
 
 
 def _location(loc: tuple[Any, ...], tables: list[str], flat: set[str] = frozenset()) -> str:
@@ -270,17 +291,70 @@ def _location(loc: tuple[Any, ...], tables: list[str], flat: set[str] = frozense
         name = tables[parts[1]] if parts[1] < len(tables) else str(parts[1])
         rest = ".".join(str(p) for p in parts[2:])
         return f"table {name}" + (f", field {rest}" if rest else "")
-    return "field " + ".".join(str(p) for p in parts)
+    return "field " + ".".join(str(p) for p in parts) if parts else ""
+
+
+#: How a value's type is called in a TOML file.
+_TOML_TYPES = {str: "text", bool: "true/false", int: "an integer", float: "a number",
+               list: "a list", dict: "a table"}
+
+
+def describe_error(error: Mapping[str, Any], fields: Collection[str] = ()) -> str:
+    """One validation problem in words: the message, what was given, a likely intended name.
+
+    ``fields`` are the names valid at the error's place: an unknown field name is matched
+    against them (``kyes`` → did you mean ``keys``?).
+    """
+    kind = error.get("type", "")
+    value = error.get("input")
+    if kind == "extra_forbidden":
+        name = str(error["loc"][-1]) if error.get("loc") else ""
+        close = difflib.get_close_matches(name, list(fields), n=1, cutoff=0.6)
+        return "unknown field" + (f" (did you mean {close[0]!r}?)" if close else "")
+    if kind == "missing":
+        return "required, not given"
+    message = str(error.get("msg", "invalid")).removeprefix("Value error, ")
+    if kind.endswith("_type") or kind in ("literal_error", "enum"):
+        given = _TOML_TYPES.get(type(value))
+        if given is not None and not isinstance(value, (dict, list)):
+            message += f" (got {value!r}, {given})"
+        elif given is not None:
+            message += f" (got {given})"
+    return message
+
+
+def _field_names(model: type[BaseModel], loc: Sequence[Any]) -> list[str]:
+    """The field names valid at ``loc`` (its last part excluded), for name suggestions."""
+    names = set(model.model_fields)
+    for part in loc[:-1]:
+        if isinstance(part, int) or part not in names and part not in _SINK_MODELS:
+            continue
+        if part == "tables":
+            names = set(TableConfig.model_fields) | set(LANDING_FIELDS)
+        elif part == "quality":
+            names = set(QualityConfig.model_fields)
+        elif part == "spark":
+            names = set(SparkSettings.model_fields)
+        elif part == "sinks":
+            names = set(OpenMirroringSinkConfig.model_fields)
+        elif part in _SINK_MODELS:
+            names = set(_SINK_MODELS[part].model_fields)
+    return sorted(names)
 
 
 def _error_from_validation(
     exc: ValidationError, path: str, tables: list[str], flat: set[str] = frozenset()
 ) -> ConfigError:
-    first = exc.errors()[0]
-    where = _location(tuple(first["loc"]), tables, flat)
-    more = len(exc.errors()) - 1
-    message = f"{where}: {first['msg']}" + (f" (and {more} more problem(s))" if more else "")
-    return ConfigError(message, path=path, hint="fix the config file and run again")
+    """Every problem, each with its table and field, on one line (unknown names first: a
+    misspelt field is usually why a required one is missing)."""
+    errors = sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")
+    problems = []
+    for error in errors:
+        where = _location(tuple(error["loc"]), tables, flat)
+        what = describe_error(error, _field_names(RunConfig, error["loc"]))
+        problems.append(f"{where}: {what}" if where else what)
+    return ConfigError("; ".join(dict.fromkeys(problems)), path=path,
+                       hint="fix the config file and run again")
 
 
 def load_config(path: str) -> RunConfig:
@@ -342,20 +416,9 @@ def load_config(path: str) -> RunConfig:
 
 def table_from_args(**fields: Any) -> TableConfig:
     """Build a TableConfig from command-line options, with the same validation."""
-    try:
-        return TableConfig(**{k: v for k, v in fields.items() if v is not None})
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        loc = [str(p) for p in first["loc"]]
-        if loc[:1] == ["sinks"]:  # the landing options of the command line's one sink
-            loc = loc[2:] if len(loc) > 2 and loc[1].isdigit() else loc[1:]
-            loc = loc[1:] if loc[:1] == ["open_mirroring"] else loc
-        field = ".".join(loc) or "options"
-        option = {"name": "table"}.get(field, field).replace("_", "-")
-        raise ConfigError(
-            f"option --{option}: {first['msg']}",
-            table=fields.get("name") if isinstance(fields.get("name"), str) else None,
-        ) from None
+    from diffcdc.cli.settings import table_from_options
+
+    return table_from_options(**fields)
 
 
 def _resolve_sink_paths(base: str, sink: Any) -> Any:

@@ -51,4 +51,69 @@ def located_table(args: Any, command: str) -> tuple[Any, str]:
         raise UsageError(f"{command} needs --landing or --config", hint="give one of them")
     if args.landing_options:
         table = table.with_landing_options(dict(args.landing_options))
-    return table, state_root or "state"
+    state_root = state_root or "state"
+    check_state_owner(table, state_root)
+    return table, state_root
+
+
+def check_state_owner(table: Any, state_root: str) -> None:
+    """Refuse a table whose state folder holds another table (see diffcdc.state.owner)."""
+    from diffcdc.state.owner import check_owner
+    from diffcdc.state.store import TableState
+
+    check_owner(TableState(state_root, table.state_name), table.name, table.schema_name)
+
+
+def check_state_roots(config: Any, *, reload: frozenset[str] = frozenset(),
+                      state_given: bool = True) -> None:
+    """Refuse a state root that is most likely the wrong folder, before anything runs.
+
+    A table without any state under the root whose landing folder already holds what diffcdc
+    publishes (``_metadata.json``) was published from another state root: run from the wrong
+    working directory, or without the ``--state`` it was published with. Processing it would
+    be refused later by the landing checks with a hint to re-create the table — the wrong cure.
+    Tables being re-created on purpose (``reload``) are not checked.
+    """
+    import os
+
+    from diffcdc.state.store import TableState
+
+    for table in config.tables:
+        if table.name in reload:
+            continue
+        state = TableState(config.state, table.state_name)
+        if os.path.isdir(state.log_dir) and os.listdir(state.log_dir):
+            continue
+        if os.path.exists(state.reload_path) or os.path.exists(state.drop_path):
+            continue
+        published = _published_output(table)
+        if published is None:
+            continue
+        where = (f"the state root {state.root}" if state_given else
+                 f"the default state root ./state (here {state.root})")
+        fix = ("check --state (or the config file's state)" if state_given else
+               "run from the folder that holds the table's state, or give --state ROOT")
+        raise UsageError(
+            f"no state for this table under {where}, but its landing folder already holds "
+            "diffcdc's output: it was published with another state root",
+            table=table.name,
+            path=published,
+            hint=f"{fix}; only if that state is lost for good, re-create the table on purpose "
+            "with 'diffcdc reload'",
+        )
+
+
+def _published_output(table: Any) -> str | None:
+    """Where one of the table's Open Mirroring sinks already holds ``_metadata.json``."""
+    from diffcdc.sinks.openmirroring.contract import METADATA_FILE, table_folder
+    from diffcdc.sinks.storage.base import join, open_landing
+
+    for sink in table.landing_sinks():
+        storage = open_landing(sink.landing, **sink.landing_options)
+        try:
+            target = join(table_folder(table.name, table.schema_name), METADATA_FILE)
+            if storage.stat(target) is not None:
+                return f"{storage.describe()}/{target}"
+        finally:
+            storage.close()
+    return None

@@ -28,9 +28,11 @@ from diffcdc.errors import (
     InputRefused,
     LateSnapshotError,
     StateError,
+    StateOwnerError,
     StorageError,
 )
 from diffcdc.sources.files import SnapshotEntry, discover
+from diffcdc.state.owner import check_owner
 from diffcdc.state.store import Commit, TableState, new_run_id, now_iso
 
 __all__ = ["SnapshotResult", "TableReport", "pending_snapshots", "run_many", "run_table"]
@@ -63,6 +65,7 @@ def run_table(
     try:
         gate = Gate((quality or QualityConfig()).merged(table.quality), overrides)
         with state.lock():
+            check_owner(state, table.name, table.schema_name)
             if reload:
                 state.request_reload("requested with diffcdc reload")
             try:
@@ -81,7 +84,8 @@ def run_table(
         raise error from exc
     finally:
         report.seconds = round(time.monotonic() - started, 3)
-        _save_report(state, report)
+        if not (report.error and report.error.get("error") == StateOwnerError.__name__):
+            _save_report(state, report)  # never into another table's state folder
     return report
 
 
