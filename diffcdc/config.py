@@ -31,15 +31,14 @@ Every error names the file, the table and the field.
 from __future__ import annotations
 
 import codecs
-import difflib
 import os
 import re
 import sys
-from collections.abc import Collection, Mapping, Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from diffcdc.config_errors import error_from_validation
 from diffcdc.core.fields import STRICT_SETTINGS, PathText
 from diffcdc.core.quality import QualityConfig
 from diffcdc.errors import ConfigError
@@ -77,11 +76,6 @@ def check_folder_name(value: str, what: str = "table name") -> str:
         raise ValueError(f"{what} is {len(value.encode())} bytes long; at most {MAX_NAME_BYTES}")
     return value
 
-
-#: The sink models by their ``type`` (the union's tag in a validation error's location).
-_SINK_MODELS: dict[str, type[BaseModel]] = {
-    "open_mirroring": OpenMirroringSinkConfig, "delta": DeltaSinkConfig, "kafka": KafkaSinkConfig,
-}
 
 SinkConfig = Annotated[
     OpenMirroringSinkConfig | DeltaSinkConfig | KafkaSinkConfig, Field(discriminator="type")
@@ -271,92 +265,6 @@ def table_label(table: TableConfig) -> str:
     return repr(table.name) + (f" (schema {table.schema_name!r})" if table.schema_name else "")
 
 
-def _location(loc: tuple[Any, ...], tables: list[str], flat: set[str] = frozenset()) -> str:
-    """``table T, field F`` for a validation error's location.
-
-    ``flat`` names the tables configured without ``sinks``: their landing fields are at table
-    level, so an error in their one sink is reported under the field's own name.
-    """
-    parts = list(loc)
-    if (
-        len(parts) >= 5
-        and parts[0] == "tables"
-        and isinstance(parts[1], int)
-        and parts[2] == "sinks"
-        and parts[1] < len(tables)
-        and tables[parts[1]] in flat
-    ):
-        parts = parts[:2] + parts[5 if parts[4] == "open_mirroring" else 4:]
-    if len(parts) >= 2 and parts[0] == "tables" and isinstance(parts[1], int):
-        name = tables[parts[1]] if parts[1] < len(tables) else str(parts[1])
-        rest = ".".join(str(p) for p in parts[2:])
-        return f"table {name}" + (f", field {rest}" if rest else "")
-    return "field " + ".".join(str(p) for p in parts) if parts else ""
-
-
-#: How a value's type is called in a TOML file.
-_TOML_TYPES = {str: "text", bool: "true/false", int: "an integer", float: "a number",
-               list: "a list", dict: "a table"}
-
-
-def describe_error(error: Mapping[str, Any], fields: Collection[str] = ()) -> str:
-    """One validation problem in words: the message, what was given, a likely intended name.
-
-    ``fields`` are the names valid at the error's place: an unknown field name is matched
-    against them (``kyes`` → did you mean ``keys``?).
-    """
-    kind = error.get("type", "")
-    value = error.get("input")
-    if kind == "extra_forbidden":
-        name = str(error["loc"][-1]) if error.get("loc") else ""
-        close = difflib.get_close_matches(name, list(fields), n=1, cutoff=0.6)
-        return "unknown field" + (f" (did you mean {close[0]!r}?)" if close else "")
-    if kind == "missing":
-        return "required, not given"
-    message = str(error.get("msg", "invalid")).removeprefix("Value error, ")
-    if kind.endswith("_type") or kind in ("literal_error", "enum"):
-        given = _TOML_TYPES.get(type(value))
-        if given is not None and not isinstance(value, (dict, list)):
-            message += f" (got {value!r}, {given})"
-        elif given is not None:
-            message += f" (got {given})"
-    return message
-
-
-def _field_names(model: type[BaseModel], loc: Sequence[Any]) -> list[str]:
-    """The field names valid at ``loc`` (its last part excluded), for name suggestions."""
-    names = set(model.model_fields)
-    for part in loc[:-1]:
-        if isinstance(part, int) or part not in names and part not in _SINK_MODELS:
-            continue
-        if part == "tables":
-            names = set(TableConfig.model_fields) | set(LANDING_FIELDS)
-        elif part == "quality":
-            names = set(QualityConfig.model_fields)
-        elif part == "spark":
-            names = set(SparkSettings.model_fields)
-        elif part == "sinks":
-            names = set(OpenMirroringSinkConfig.model_fields)
-        elif part in _SINK_MODELS:
-            names = set(_SINK_MODELS[part].model_fields)
-    return sorted(names)
-
-
-def _error_from_validation(
-    exc: ValidationError, path: str, tables: list[str], flat: set[str] = frozenset()
-) -> ConfigError:
-    """Every problem, each with its table and field, on one line (unknown names first: a
-    misspelt field is usually why a required one is missing)."""
-    errors = sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")
-    problems = []
-    for error in errors:
-        where = _location(tuple(error["loc"]), tables, flat)
-        what = describe_error(error, _field_names(RunConfig, error["loc"]))
-        problems.append(f"{where}: {what}" if where else what)
-    return ConfigError("; ".join(dict.fromkeys(problems)), path=path,
-                       hint="fix the config file and run again")
-
-
 def load_config(path: str) -> RunConfig:
     """Read and validate a TOML config file; relative paths are relative to the file."""
     try:
@@ -411,7 +319,7 @@ def load_config(path: str) -> RunConfig:
         )
     except ValidationError as exc:
         flat = {n for n, body in tables_raw.items() if "sinks" not in body}
-        raise _error_from_validation(exc, path, names, flat) from None
+        raise error_from_validation(exc, path, names, flat) from None
 
 
 def table_from_args(**fields: Any) -> TableConfig:
@@ -442,6 +350,6 @@ def _resolve_quality_paths(base: str, section: Any) -> Any:
 
 
 def _resolve(base: str, value: str) -> str:
-    if "://" in value or os.path.isabs(value):
+    if not value.strip() or "://" in value or os.path.isabs(value):  # blank: a field error
         return value
     return os.path.normpath(os.path.join(base, value))

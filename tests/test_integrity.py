@@ -327,8 +327,6 @@ def cli_run(tmp_path, *extra):
 @pytest.mark.parametrize("args, fragment", [
     (["--table", "a[1]"], "as patterns"),
     (["--table", "a{b,c}"], "as patterns"),
-    (["--table", "a.schema.b"], "state folder ambiguous"),
-    (["--table", "b", "--schema", "a.schema"], "state folder ambiguous"),
     (["--table", "x" * 256], "at most 255"),
     (["--table", "é" * 128], "at most 255"),
     (["--table", "t" * 200, "--schema", "s" * 60], "too long for a state folder"),
@@ -355,11 +353,3 @@ def test_bad_settings_in_a_config_file_exit_2(tmp_path, capsys, line, fragment):
     assert cli(["run", "--config", str(path)]) == 2
     err = capsys.readouterr().err.strip()
     assert fragment in err and len(err.splitlines()) == 1, err
-
-
-def test_two_spellings_of_one_state_folder_cannot_meet(tmp_path, capsys):
-    path = tmp_path / "c.toml"
-    path.write_text("[tables.b]\nschema_name = 'a'\nsource = 's'\nkeys = ['id']\nlanding = 'l'\n"
-                    "[tables.'a.schema.b']\nsource = 's'\nkeys = ['id']\nlanding = 'l'\n")
-    assert cli(["run", "--config", str(path)]) == 2
-    assert "ambiguous" in capsys.readouterr().err

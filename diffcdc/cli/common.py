@@ -72,19 +72,21 @@ def check_state_roots(config: Any, *, reload: frozenset[str] = frozenset(),
     publishes (``_metadata.json``) was published from another state root: run from the wrong
     working directory, or without the ``--state`` it was published with. Processing it would
     be refused later by the landing checks with a hint to re-create the table — the wrong cure.
-    Tables being re-created on purpose (``reload``) are not checked.
+    Tables being re-created on purpose (``reload``) are not checked for that; a table whose
+    state folder holds another table is refused (see :mod:`diffcdc.state.owner`).
     """
     import os
 
+    from diffcdc.state.owner import check_owner
     from diffcdc.state.store import TableState
 
     for table in config.tables:
-        if table.name in reload:
-            continue
         state = TableState(config.state, table.state_name)
         if os.path.isdir(state.log_dir) and os.listdir(state.log_dir):
+            check_owner(state, table.name, table.schema_name)
             continue
-        if os.path.exists(state.reload_path) or os.path.exists(state.drop_path):
+        if table.name in reload or os.path.exists(state.reload_path) or os.path.exists(
+                state.drop_path):
             continue
         published = _published_output(table)
         if published is None:

@@ -35,6 +35,16 @@ class _Parser(argparse.ArgumentParser):
         """A bad option: one line and where to read more (exit 2), not the whole usage."""
         raise UsageError(message, hint=f"see '{self.prog} --help'")
 
+    def parse_args(self, args: Any = None, namespace: Any = None) -> Any:  # type: ignore[override]
+        """Unknown options are reported with the help of the command they were given to."""
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            command = getattr(parsed, "command", None)
+            prog = f"{self.prog} {command}" if command else self.prog
+            raise UsageError(f"unrecognized arguments: {' '.join(extras)}",
+                             hint=f"see '{prog} --help'")
+        return parsed
+
 
 def _csv(value: str) -> list[str]:
     return [v.strip() for v in value.split(",") if v.strip()]

@@ -11,7 +11,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from diffcdc.config import RunConfig, TableConfig, describe_error
+from diffcdc.config import RunConfig, TableConfig
+from diffcdc.config_errors import describe_error
 from diffcdc.errors import ConfigError
 
 #: Settings whose command-line option has another name (``--`` and dashes added otherwise).

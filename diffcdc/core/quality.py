@@ -194,16 +194,25 @@ class GateReport:
 
     def raise_if_failed(self, table: str | None, snapshot: str | None) -> None:
         """Raise :class:`QualityGateFailed` naming every failed blocking check, on one line."""
-        failed = self.failed_blocking
-        if not failed:
-            return
-        raise QualityGateFailed(
-            f"quality gate ({self.stage}) refused the snapshot: "
-            + "; ".join(c.describe() for c in failed),
-            table=table,
-            snapshot=snapshot,
-            hint=gate_hint(failed, table),
-        )
+        raise_if_refused([self], table, snapshot)
+
+
+def raise_if_refused(reports: Sequence[GateReport], table: str | None,
+                     snapshot: str | None) -> None:
+    """Raise :class:`QualityGateFailed` naming every failed blocking check of every stage on
+    one line, ending with what to do (the exact override options when overriding can help:
+    all of them at once, so that typing them is enough)."""
+    refused = [r for r in reports if r.failed_blocking]
+    if not refused:
+        return
+    failed = [c for r in refused for c in r.failed_blocking]
+    raise QualityGateFailed(
+        f"quality gate ({', '.join(r.stage for r in refused)}) refused the snapshot: "
+        + "; ".join(c.describe() for c in failed),
+        table=table,
+        snapshot=snapshot,
+        hint=gate_hint(failed, table),
+    )
 
 
 def gate_hint(failed: Sequence[CheckResult], table: str | None) -> str:
