@@ -232,3 +232,36 @@ def test_verify_without_state_does_not_guess_the_excluded_columns(base, capsys):
                  "--snapshot", str(base / "src" / "1.parquet")]) == 2
     err = one_line_error(capsys)
     assert "no state for this table" in err and "--ignore" in err
+
+
+# -- broken pipes are quiet -------------------------------------------------------------------
+
+
+class _ClosedPipe:
+    def write(self, text):
+        raise BrokenPipeError(32, "Broken pipe")
+
+    def flush(self):
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+def test_a_closed_output_pipe_is_quiet(base, capsys, monkeypatch):
+    monkeypatch.setattr("sys.stdout", _ClosedPipe())
+    assert main(["status", "--state", str(base / "state")]) == 141
+    assert capsys.readouterr().err == ""
+
+
+@pytest.mark.slow
+def test_a_closed_output_pipe_is_quiet_in_a_real_process(base):
+    import subprocess
+    import sys
+
+    read, write_end = os.pipe()
+    os.close(read)  # the reader is gone before anything is written (`| head -1` at its end)
+    env = {**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(__file__))}
+    os.makedirs(base / "state")
+    argv = [sys.executable, "-m", "diffcdc.cli", "status", "--state", str(base / "state")]
+    done = subprocess.run(argv, stdout=write_end,
+                          stderr=subprocess.PIPE, env=env, timeout=60)
+    os.close(write_end)
+    assert (done.returncode, done.stderr) == (141, b"")

@@ -17,7 +17,8 @@ exit codes:
   2    usage or configuration error: fix the command line or the config file; nothing ran
   3    input refused: bad, late or changed snapshot, key or schema problem, quality gate;
        nothing was published and state is unchanged
-  130  interrupted"""
+  130  interrupted
+  141  the output pipe closed early (e.g. '| head'): nothing more is printed"""
 
 EXAMPLES = """\
 examples:
