@@ -265,3 +265,18 @@ def test_a_closed_output_pipe_is_quiet_in_a_real_process(base):
                           stderr=subprocess.PIPE, env=env, timeout=60)
     os.close(write_end)
     assert (done.returncode, done.stderr) == (141, b"")
+
+
+def test_another_landing_root_than_the_published_one_is_refused(spark, base, capsys):
+    write(str(base / "src" / "1.parquet"))
+    assert main(run_args(base)) == 0
+    write(str(base / "src" / "2.parquet"), n=4)
+    capsys.readouterr()
+    elsewhere = [a if a != str(base / "landing") else str(base / "other") for a in run_args(base)]
+    assert main(elsewhere) == 2  # before Spark; nothing written anywhere
+    err = one_line_error(capsys)
+    assert f"published to the landing root {base / 'landing'}, not {base / 'other'}" in err
+    assert "--yes" not in err and not (base / "other").exists()
+    assert main(run_args(base)) == 0  # the right one continues
+    assert sorted(os.listdir(base / "landing" / "T"))[:2] == ["00000000000000000001.parquet",
+                                                               "00000000000000000002.parquet"]

@@ -83,7 +83,10 @@ def check_state_roots(config: Any, *, reload: frozenset[str] = frozenset(),
     for table in config.tables:
         state = TableState(config.state, table.state_name)
         if os.path.isdir(state.log_dir) and os.listdir(state.log_dir):
-            check_owner(state, table.name, table.schema_name)
+            commits = state.commits()
+            check_owner(state, table.name, table.schema_name, commits)
+            if commits and table.name not in reload:
+                check_landing_moved(table, commits[-1].record, state_given)
             continue
         if table.name in reload or os.path.exists(state.reload_path) or os.path.exists(
                 state.drop_path):
@@ -102,6 +105,32 @@ def check_state_roots(config: Any, *, reload: frozenset[str] = frozenset(),
             path=published,
             hint=f"{fix}; only if that state is lost for good, re-create the table on purpose "
             "with 'diffcdc reload'",
+        )
+
+
+def check_landing_moved(table: Any, record: Any, state_given: bool) -> None:
+    """Refuse a local landing root other than the one the state published to, while that one
+    still exists: a wrong ``--landing`` (or the state root of another landing zone) would
+    otherwise continue the table's numbering in a folder that never had its first files."""
+    import os
+
+    for sink in table.landing_sinks():
+        entry = record.sinks.get(sink.sink_id)
+        published = entry.manifest.get("landing") if entry is not None else None
+        if not isinstance(published, str) or not os.path.isabs(published) or "://" in sink.landing:
+            continue
+        if not os.path.isdir(published) or os.path.abspath(sink.landing) == published:
+            continue
+        if os.path.isdir(sink.landing) and os.path.samefile(sink.landing, published):
+            continue
+        state_fix = "check --state (or the config file's state)" if state_given else \
+            "give --state ROOT (default ./state, relative to the working directory)"
+        raise UsageError(
+            f"its state says it was published to the landing root {published}, not "
+            f"{os.path.abspath(sink.landing)}",
+            table=table.name,
+            hint=f"give the landing root it was published to (--landing or the config file); "
+            f"if this landing root is right, the state is another one's: {state_fix}",
         )
 
 
