@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from diffcdc.errors import UsageError
+from diffcdc.errors import DiffcdcError, UsageError
 
 
 def config_table(config: Any, name: str, path: str) -> Any:
@@ -140,11 +140,14 @@ def _published_output(table: Any) -> str | None:
     from diffcdc.sinks.storage.base import join, open_landing
 
     for sink in table.landing_sinks():
-        storage = open_landing(sink.landing, **sink.landing_options)
         try:
-            target = join(table_folder(table.name, table.schema_name), METADATA_FILE)
-            if storage.stat(target) is not None:
-                return f"{storage.describe()}/{target}"
-        finally:
-            storage.close()
+            storage = open_landing(sink.landing, **sink.landing_options)
+            try:
+                target = join(table_folder(table.name, table.schema_name), METADATA_FILE)
+                if storage.stat(target) is not None:
+                    return f"{storage.describe()}/{target}"
+            finally:
+                storage.close()
+        except (DiffcdcError, OSError):  # unreachable or refused: the table's run reports it
+            continue
     return None
