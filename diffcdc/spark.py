@@ -94,6 +94,12 @@ def build_spark(
         settings.update({"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"})
     settings.update(conf or {})
     settings.update(REQUIRED_CONF)
+    from diffcdc.cds import java_options
+
+    cds = java_options()  # start-up: Spark's classes mapped from an archive (diffcdc.cds)
+    if cds:
+        key = "spark.driver.extraJavaOptions"
+        settings[key] = f"{settings.get(key, '')} {cds}".strip()
     if log4j_config:
         key = "spark.driver.extraJavaOptions"
         settings[key] = f"{settings.get(key, '')} -Dlog4j2.configurationFile=file:{log4j_config}".strip()

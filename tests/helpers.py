@@ -76,7 +76,7 @@ class Workspace:
         for base in (self.state, self.landing):
             for folder, _, files in os.walk(base):
                 for name in files:
-                    if name in {".lock", "last_report.json"} or folder.endswith("reports"):
+                    if name in {".lock", "last_report.json"} or folder.endswith(("reports", "_logs")):
                         continue
                     path = os.path.join(folder, name)
                     with open(path, "rb") as handle:

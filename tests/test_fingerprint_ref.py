@@ -22,14 +22,15 @@ from hypothesis import strategies as st
 
 from diffcdc.core.arrow_types import spark_schema
 from diffcdc.core.fingerprint import FP, FP_HI, fingerprint_exprs
-from diffcdc.core.fingerprint_ref import RowFingerprinter, arrow_values, fingerprint_ref, java_bytes
-from diffcdc.state.check_read import snapshot_batches
+from diffcdc.core.fingerprint_ref import RowFingerprinter, fingerprint_ref, java_bytes
+from diffcdc.state.check_read import arrow_values, snapshot_batches
 
 UTC = dt.timezone.utc
 ATOMIC = [
     pa.bool_(), pa.int8(), pa.int16(), pa.int32(), pa.int64(),
     pa.uint8(), pa.uint16(), pa.uint32(), pa.uint64(),
-    pa.float32(), pa.float64(), pa.string(), pa.large_string(), pa.binary(), pa.date32(),
+    pa.float32(), pa.float64(), pa.string(), pa.large_string(), pa.binary(), pa.large_binary(),
+    pa.binary(3), pa.date32(),
     pa.timestamp("us", tz="UTC"), pa.timestamp("us", tz="Europe/Paris"), pa.timestamp("ms"),
     pa.timestamp("us"),
 ]
@@ -76,7 +77,9 @@ def present(t: pa.DataType) -> st.SearchStrategy[Any]:
         return st.integers(-limit, limit).map(lambda u: Decimal(f"{u}E-{t.scale}"))
     if pa.types.is_string(t) or pa.types.is_large_string(t):
         return st.text(max_size=6)
-    if pa.types.is_binary(t):
+    if pa.types.is_fixed_size_binary(t):
+        return st.binary(min_size=t.byte_width, max_size=t.byte_width)
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t):
         return st.binary(max_size=6)
     if pa.types.is_date(t):
         return st.dates()
@@ -102,14 +105,17 @@ def values(t: pa.DataType) -> st.SearchStrategy[Any]:
 
 @st.composite
 def tables(draw: st.DrawFn) -> tuple[pa.Table, list[str], list[str]]:
-    """A table with an ``id`` key and random columns, plus the key and exclude lists."""
+    """A table with an ``id`` key (sometimes with a second key column) and random columns, plus
+    the key and exclude lists."""
     columns = draw(fields(arrow_types()).filter(lambda fs: all(f.name.lower() != "id" for f in fs)))
     schema = pa.schema([pa.field("id", pa.int64()), *columns])
     rows = draw(st.lists(st.fixed_dictionaries({f.name: values(f.type) for f in columns}), min_size=1, max_size=60))
     table = pa.Table.from_pylist([{"id": i, **r} for i, r in enumerate(rows)], schema=schema)
     names = [f.name for f in columns]
     exclude = draw(st.lists(st.sampled_from(names), max_size=1).map(lambda xs: [x.upper() for x in xs]))
-    return table, [draw(st.sampled_from(["id", "ID"]))], exclude
+    others = [n for n in names if n.upper() not in exclude]
+    second = draw(st.lists(st.sampled_from(others), max_size=1)) if others else []
+    return table, [draw(st.sampled_from(["id", "ID"])), *second], exclude
 
 
 def spark_fingerprints(spark, path: str, keys: list[str], exclude: list[str]) -> dict[int, tuple[int, int]]:

@@ -353,3 +353,39 @@ def test_bad_settings_in_a_config_file_exit_2(tmp_path, capsys, line, fragment):
     assert cli(["run", "--config", str(path)]) == 2
     err = capsys.readouterr().err.strip()
     assert fragment in err and len(err.splitlines()) == 1, err
+
+
+# -- rollback to a kept version ----------------------------------------------------------------
+
+
+def test_rollback_publishes_the_way_back_then_runs_go_on(spark, ws, capsys):
+    base = ["--source", ws.source, "--keys", "id", "--table", "T", "--landing", ws.landing,
+            "--state", ws.state, "--quiet", "--max-delete-ratio", "1", "--min-rows-for-ratios", "0"]
+    ws.write("0001.parquet", rows(range(20)), SCHEMA)
+    ws.write("0002.parquet", rows(range(5, 25), "b"), SCHEMA)
+    ws.run(spark)
+    ws.write("0003.parquet", rows(range(30, 33), "bad"), SCHEMA)  # a bad extract got through
+    ws.run(spark)
+    assert cli(["rollback", *base, "--to-version", "2"]) == 2  # no --yes
+    assert cli(["rollback", *base, "--to-version", "3", "--yes"]) == 2  # the head already
+    capsys.readouterr()
+    assert cli(["rollback", *base, "--to-version", "2", "--yes"]) == 3  # the gate applies
+    assert cli(["rollback", *base, "--to-version", "2", "--yes",
+                "--override-check", "row_count_ratio"]) == 0
+    head = TableState(ws.state, "T").head()
+    assert (head.version, head.snapshot_id, head.record.extra["rollback_to"]) == (4, "0002.parquet", 2)
+    ws.assert_mirror_equals(spark, "0002.parquet")
+    assert ws.run(spark).outcome == "nothing to do"  # 0003 is not taken again
+    ws.write("0004.parquet", rows(range(8, 28), "d"), SCHEMA)
+    assert [s.snapshot_id for s in ws.run(spark).snapshots] == ["0004.parquet"]
+    ws.assert_mirror_equals(spark, "0004.parquet")
+
+
+def test_rollback_refuses_a_replaced_snapshot(spark, ws, capsys):
+    two_versions(spark, ws)
+    ws.write("0001.parquet", rows(range(40)), SCHEMA)  # same rows, a new file
+    before = ws.snapshot_state()
+    assert cli(["rollback", "--source", ws.source, "--keys", "id", "--table", "T", "--landing",
+                ws.landing, "--state", ws.state, "--to-version", "1", "--yes"]) == 3
+    assert "not the file version 1 was made from" in capsys.readouterr().err
+    assert ws.snapshot_state() == before

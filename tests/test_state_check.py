@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import datetime as dt
+import glob
 import json
 import os
+import shutil
 from decimal import Decimal
 
 import pyarrow as pa
@@ -15,8 +17,9 @@ import pytest
 from diffcdc.core.classify import CHANGE, DELETE, DUP
 from diffcdc.core.fingerprint import FP
 from diffcdc.core.fingerprint_ref import RowFingerprinter
-from diffcdc.state.check import check_head, check_state
+from diffcdc.state.check import check_state
 from diffcdc.state.store import TableState
+from diffcdc.state.verify import check_head, verify_head
 from tests.helpers import Workspace
 
 UTC = dt.timezone.utc
@@ -140,40 +143,47 @@ def test_duplicates_and_empty_sides_without_spark(tmp_path):
     assert empty.problems == {"missing_in_state": 3, "duplicate_snapshot_keys": 1} and empty.state_rows == 0
 
 
-def _tamper_fingerprint(path: str, key: int) -> None:
-    state = pq.read_table(path)
-    fp = state.column(FP).to_pylist()
-    fp[state.column("id").to_pylist().index(key)] += 1
-    pq.write_table(state.set_column(state.schema.get_field_index(FP), FP, pa.array(fp, pa.int64())), path)
+def test_composite_keys_match_across_physical_types(tmp_path):
+    """A key written by Spark into the state (other widths, units and zones) is the snapshot's."""
+    paris = [dt.datetime(2026, 3, 29, 1, 30, tzinfo=UTC), dt.datetime(1969, 12, 31, 23, 59, 59, 999000, tzinfo=UTC)]
+    snapshot = pa.table({
+        "k1": pa.array([1, 2**32 - 1], pa.uint32()),
+        "k2": pa.array(paris, pa.timestamp("ms", tz="UTC")).cast(pa.timestamp("ms", tz="Europe/Paris")),
+        "k3": ["a", None], "v": [1.5, None],
+    })
+    pq.write_table(snapshot, tmp_path / "snap.parquet")
+    fps = [RowFingerprinter(snapshot.schema, ["K3", "k1", "k2"], bits=128)(r) for r in snapshot.to_pylist()]
+    naive = [m.replace(tzinfo=None) for m in paris]
+    state = pa.table({
+        "k1": pa.array([1, 2**32 - 1], pa.int64()), "k2": pa.array(naive, pa.timestamp("us")),
+        "k3": pa.array(["a", None], pa.large_string()), FP: [f[0] for f in fps],
+        "__diffcdc_fp_hi": [f[1] for f in fps], CHANGE: pa.array([0, 1], pa.int32()), DUP: [1, 1],
+    })
+    os.makedirs(tmp_path / "state")
+    pq.write_table(state, tmp_path / "state" / "part-0.parquet")
+    keys = ["K3", "k1", "k2"]
+    result = check_state(str(tmp_path / "state"), str(tmp_path / "snap.parquet"), keys=keys, bits=128)
+    assert result.ok and result.matched == 2, result.summary()
+    moved = state.set_column(1, "k2", pa.array([naive[0] + dt.timedelta(microseconds=1), naive[1]], pa.timestamp("us")))
+    pq.write_table(moved, tmp_path / "state" / "part-0.parquet")
+    result = check_state(str(tmp_path / "state"), str(tmp_path / "snap.parquet"), keys=keys, bits=128)
+    assert result.problems == {"missing_in_state": 1, "missing_in_snapshot": 1}
+    (sample,) = result.samples["missing_in_state"]
+    assert (sample["k3"], sample["k1"], sample["k2"]) == ("a", 1, paris[0])
 
 
-def test_verify_state_command(spark, tmp_path, capsys):
-    from diffcdc.cli.main import main
-
-    ws = Workspace(str(tmp_path), keys=("id",))
-    ws.write("1.parquet", [{"id": i, "v": f"x{i}"} for i in range(30)])
-    ws.run(spark)
-    verify = ["verify", "--table", "T", "--state", ws.state]
-    assert main(verify) == 0
-    out = capsys.readouterr().out
-    assert "T: files: OK" in out and "T: fingerprints: OK — state OK: 30 live keys" in out
-    state = TableState(ws.state, "T")
-    folder = state.abspath(state.head().record.state_path)
-    (part,) = [n for n in os.listdir(folder) if n.endswith(".parquet")]
-    _tamper_fingerprint(os.path.join(folder, part), 7)
-    assert main(verify) == 1
-    assert "T: files: FAILED — version 1: size is" in capsys.readouterr().out
-    # a version from before manifests: the reference fingerprints still catch it
-    log = os.path.join(state.log_dir, f"{1:020d}.json")
-    with open(log, encoding="utf-8") as handle:
-        record = json.load(handle)
-    record.pop("state_manifest")
-    with open(log, "w", encoding="utf-8") as handle:
-        json.dump(record, handle)
-    assert main([*verify, "--json"]) == 1
-    doc = json.loads(capsys.readouterr().out)
-    assert [c["ok"] for c in doc["checks"]] == [True, False]
-    assert doc["checks"][1]["data"]["samples"]["fingerprint_mismatch"] == [{"id": 7}]
-    os.unlink(os.path.join(ws.source, "1.parquet"))
-    assert main(verify) == 0
-    assert "fingerprints: OK — skipped: the snapshot" in capsys.readouterr().out
+def test_state_of_format1_verifies(tmp_path):
+    """State written by diffcdc before sinks and manifests (tests/data/state_format1)."""
+    root = tmp_path / "f1"
+    shutil.copytree(os.path.join(os.path.dirname(__file__), "data", "state_format1"), root)
+    for table in ("A", "B"):
+        log = sorted(glob.glob(str(root / "state" / table / "log" / "[0-9]*[0-9].json")))[-1]
+        with open(log, encoding="utf-8") as handle:
+            record = json.load(handle)
+        assert record["format"] == 1 and "state_manifest" not in record
+        record["snapshot_path"] = str(root / "src" / table / record["snapshot_id"])  # where it is now
+        with open(log, "w", encoding="utf-8") as handle:
+            json.dump(record, handle)
+        report = verify_head(TableState(str(root / "state"), table))
+        assert report.ok and [c.status for c in report.checks] == ["ok", "ok", "ok"], report.checks
+        assert report.checks[2].data["matched"] == 6

@@ -86,6 +86,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return verify.cmd_verify(args)
     if args.command == "reload":
         return run.cmd_reload(args)
+    if args.command == "rollback":
+        return run.cmd_rollback(args)
     if args.command == "drop":
         return drop.cmd_drop(args)
     if args.command == "repair":

@@ -169,14 +169,17 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("--landing", help="landing zone root (default: the table's, with --config)")
     _add_landing_option_arg(verify)
     verify.add_argument("--config", help="TOML config: the table's landing root and options")
-    verify.add_argument("--table", required=True, help="landing table name")
+    verify.add_argument("--table", help="table name (with --state and --config: default every table)")
     verify.add_argument("--snapshot", help="snapshot file or folder to compare the sinks with")
     verify.add_argument("--schema", dest="schema_name", help="schema folder name")
     verify.add_argument(
         "--state", nargs="?", const="", default=None, metavar="ROOT",
-        help="state root (default ./state); without --snapshot: check the head state's files "
-        "(checksums) and every key's fingerprint against its snapshot",
+        help="state root (default: the config's, else ./state); without --snapshot: check the "
+        "head state (files and checksums, row counts, unique keys, every key's fingerprint "
+        "against its snapshot), no Spark",
     )
+    verify.add_argument("--csv-encoding", help="with --state: encoding of a CSV snapshot "
+                        "(default: the table's csv_encoding, else utf-8)")
     verify.add_argument("--ignore", type=_csv, default=None, help="columns not compared")
     verify.add_argument("--sink", help="only this sink of the table (default: every sink)")
     verify.add_argument("--master", help="Spark master (default local[*])")
@@ -249,6 +252,20 @@ def _add_reload_and_drop(
         if "-h" not in action.option_strings:
             reload._add_action(action)
     reload.add_argument("--yes", action="store_true", help="confirm: the mirrored table is rebuilt")
+
+    rollback = sub.add_parser(
+        "rollback",
+        help="put a table back to a kept version's snapshot (published as a new version)",
+        description="Takes every option of 'run'. Publishes, as a new version, the changes that "
+        "take every sink from the head back to the snapshot of --to-version (which must still "
+        "be in the source folder, unchanged). Nothing published is withdrawn. The quality gate "
+        "applies (--override-check). Needs --yes.",
+    )
+    for action in run._actions:
+        if "-h" not in action.option_strings:
+            rollback._add_action(action)
+    rollback.add_argument("--to-version", type=int, required=True, help="the kept version")
+    rollback.add_argument("--yes", action="store_true", help="confirm the rollback")
 
     drop = sub.add_parser("drop", parents=[common],
                           help="drop a table on purpose: delete its landing folder and state")

@@ -21,13 +21,14 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     overrides = _parse_overrides(args.override_check, [t.name for t in config.tables])
     reload = frozenset(getattr(args, "reload_tables", ()))
+    rollback = dict(getattr(args, "rollback_tables", {}))
     # No Spark before it is needed: tables with nothing to do are settled first.
-    idle = {t.name: None if t.name in reload else idle_report(t, config.state)
-            for t in config.tables}
+    idle = {t.name: None if t.name in reload or t.name in rollback
+            else idle_report(t, config.state) for t in config.tables}
     busy = [t for t in config.tables if idle[t.name] is None]
     done = {}
     if busy:
-        done = {r.table: r for r in _run_busy(args, config, busy, overrides, reload)}
+        done = {r.table: r for r in _run_busy(args, config, busy, overrides, reload, rollback)}
     reports = [idle[t.name] or done[t.name] for t in config.tables]
     if args.json:
         print(json.dumps({"ok": all(r.error is None for r in reports),
@@ -38,7 +39,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _run_busy(args: argparse.Namespace, config: Any, busy: list[Any],
-              overrides: dict[str, frozenset[str]], reload: frozenset[str]) -> list[Any]:
+              overrides: dict[str, frozenset[str]], reload: frozenset[str],
+              rollback: dict[str, int]) -> list[Any]:
     """Start Spark (its console output into the run's log file unless --debug) and run."""
     from diffcdc.engine.run import run_many
     from diffcdc.runlog import open_run_log
@@ -49,7 +51,7 @@ def _run_busy(args: argparse.Namespace, config: Any, busy: list[Any],
                         log4j_config=run_log.log4j_config if run_log else None,
                         jvm_output=run_log.spark_path if run_log else None)
     return run_many(spark, config.model_copy(update={"tables": busy}), overrides=overrides,
-                    reload=reload)
+                    reload=reload, rollback=rollback)
 
 
 def _parse_overrides(values: list[str], tables: list[str]) -> dict[str, frozenset[str]]:
@@ -129,4 +131,22 @@ def cmd_reload(args: argparse.Namespace) -> int:
     if args.config:
         args.only, args.table = names, None
     args.reload_tables = names
+    return cmd_run(args)
+
+
+def cmd_rollback(args: argparse.Namespace) -> int:
+    if not args.table:
+        raise UsageError("rollback needs --table (with --config: the table to roll back)")
+    if not args.yes:
+        raise UsageError(
+            f"refusing to roll {args.table} back without --yes: every sink gets the changes back "
+            f"to version {args.to_version}'s snapshot, published as a new version",
+            hint="add --yes to confirm",
+        )
+    if args.config:
+        args.only, args.table = [args.table], None
+        name = args.only[0]
+    else:
+        name = args.table
+    args.rollback_tables = {name: args.to_version}
     return cmd_run(args)

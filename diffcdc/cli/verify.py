@@ -10,10 +10,15 @@ from diffcdc.errors import UsageError
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    if args.snapshot is None:  # ``verify --state``: the head state itself
+    if args.snapshot is None:
+        if args.state is None:
+            raise UsageError("verify needs --snapshot (replay the sinks and compare) or --state "
+                             "(check the head state)", hint="give one of them")
         from diffcdc.cli.verify_state import cmd_verify_state
 
-        return cmd_verify_state(args)
+        return cmd_verify_state(args)  # ``verify --state``: the head state itself
+    if args.table is None:
+        raise UsageError("verify --snapshot needs --table", hint="name the table to compare")
     from diffcdc.engine.verify import verify_table
     from diffcdc.spark import build_spark
     from diffcdc.state.store import TableState

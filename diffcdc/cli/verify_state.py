@@ -1,97 +1,56 @@
-"""``diffcdc verify --state``: the full check of a table's head state, without Spark.
+"""``diffcdc verify --state``: the full check of each table's head state, without Spark.
 
-Two independent checks: the state files against the commit's manifest (sizes, footer row
-counts, XXH3-128 checksums), then every live key's fingerprint against the pure-Python
-reference computed from the head's snapshot (when it is still there), with the row counts the
-commit recorded.
+The checks themselves are in :mod:`diffcdc.state.verify`; this prints one line per check
+(or ``--json``) and exits 0 when every table is OK, 1 when a check failed.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from diffcdc.cli.common import config_table
-from diffcdc.errors import StateError
+from diffcdc.errors import StateError, UsageError
 
 if TYPE_CHECKING:
-    from diffcdc.state.store import TableState
-
-
-@dataclass(frozen=True)
-class Check:
-    """One check of ``verify --state``: its name, whether it passed, and what it found."""
-
-    name: str
-    ok: bool
-    detail: str
-    data: dict[str, object] = field(default_factory=dict)
+    from diffcdc.state.verify import HeadReport
 
 
 def cmd_verify_state(args: argparse.Namespace) -> int:
     from diffcdc.config import load_config, state_name
     from diffcdc.state.store import TableState
+    from diffcdc.state.verify import verify_head
 
-    root = args.state or None
+    root = args.state or None  # a bare --state: the config's root, else ./state
     if args.config:
         config = load_config(args.config)
-        table = config_table(config, args.table, args.config)
-        state = TableState(root or config.state, table.state_name)
+        tables = [config_table(config, args.table, args.config)] if args.table else config.tables
+        targets = [(TableState(root or config.state, t.state_name), args.csv_encoding or t.csv_encoding)
+                   for t in tables]
+    elif args.table:
+        targets = [(TableState(root or "state", state_name(args.table, args.schema_name)),
+                    args.csv_encoding or "utf-8")]
     else:
-        state = TableState(root or "state", state_name(args.table, args.schema_name))
-    checks = state_checks(state)
-    ok = all(c.ok for c in checks)
+        raise UsageError("verify --state needs --table or --config", hint="name the table to check")
+    reports = []
+    for state, encoding in targets:
+        report = verify_head(state, csv_encoding=encoding)
+        if report.version is None and args.table:
+            raise StateError("the table has no committed version", table=state.table,
+                             path=state.dir, hint="check --state and the table name")
+        reports.append(report)
+    ok = all(r.ok for r in reports)
     if args.json:
-        print(json.dumps({"ok": ok, "table": args.table, "checks": [c.__dict__ for c in checks]},
-                         indent=1, default=str))
+        body = reports[0].to_dict() if args.table else {
+            "ok": ok, "tables": [r.to_dict() for r in reports]}
+        print(json.dumps(body, indent=1, default=str))
     else:
-        for check in checks:
-            print(f"{args.table}: {check.name}: {'OK' if check.ok else 'FAILED'} — {check.detail}")
+        for report in reports:
+            _print(report)
     return 0 if ok else 1
 
 
-def state_checks(state: TableState) -> list[Check]:
-    """Every check of the head state, in order; later ones run only when they can tell."""
-    from diffcdc.sources.files import identify
-    from diffcdc.state.check import check_head
-    from diffcdc.state.guard import state_damage
-
-    head = state.head()
-    if head is None:
-        raise StateError("the table has no committed version", table=state.table,
-                         path=state.dir, hint="check --state and the table name")
-    record = head.record
-    damage = state_damage(state, record, checksums=True)
-    files = Check(
-        "files",
-        damage is None,
-        f"version {record.version}: "
-        + (f"{damage.reason}: {damage.path}" if damage else
-           f"{len(record.state_manifest.files)} file(s) match the commit's sizes, row counts "
-           "and checksums" if record.state_manifest else
-           "readable (committed before manifests: no checksums to compare)"),
-    )
-    checks = [files]
-    if damage is not None:
-        return checks
-    snapshot = record.snapshot_path
-    if not snapshot or not os.path.exists(snapshot):
-        checks.append(Check("fingerprints", True, f"skipped: the snapshot {snapshot} is no "
-                            "longer there; only the files were checked"))
-        return checks
-    result = check_head(state)
-    counts = record.counts
-    expected = {"live rows": counts.rows, "tombstones": counts.deleted}
-    found = {"live rows": result.state_rows, "tombstones": result.tombstones}
-    same_counts = expected == found
-    changed = (record.snapshot_identity is not None
-               and identify(snapshot) != record.snapshot_identity)
-    detail = result.summary() + ("" if same_counts else f"; the commit recorded {expected}, the "
-                                 f"state holds {found}")
-    if changed:
-        detail += " (note: the snapshot file was replaced or rewritten since the commit)"
-    checks.append(Check("fingerprints", result.ok and same_counts, detail, result.to_dict()))
-    return checks
+def _print(report: HeadReport) -> None:
+    for check in report.checks:
+        print(f"{report.table}: {check.name}: {check.status.upper()} — {check.detail}")

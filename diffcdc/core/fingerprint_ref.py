@@ -30,7 +30,6 @@ from collections.abc import Callable, Mapping, Sequence
 from decimal import ROUND_HALF_UP, Context, Decimal
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 import xxhash
 from pyspark.sql import types as T
@@ -109,7 +108,7 @@ def java_bytes(value: int) -> bytes:
 
 
 def _decimal_hasher(dtype: T.DecimalType) -> Hasher:
-    """Bytes are taken as the hash input already made (see :func:`arrow_values`)."""
+    """Bytes are taken as the hash input already made (see :func:`diffcdc.state.check_read.arrow_values`)."""
     scale, wide = dtype.scale, dtype.precision > 18
 
     def hasher(value: Decimal | int | bytes, seed: int) -> int:
@@ -119,34 +118,6 @@ def _decimal_hasher(dtype: T.DecimalType) -> Hasher:
         return _xxh(java_bytes(u) if wide else _pack_long(u), seed)
 
     return hasher
-
-
-def arrow_values(column: pa.Array) -> list[Any]:
-    """The values of an Arrow column in the cheapest form its hasher takes.
-
-    ``to_pylist()``, except for the types whose Python objects are slow to build: timestamps
-    as int microseconds, dates as int days and decimals as the exact bytes their hash takes
-    (every hasher accepts both forms). Converting a tz-aware timestamp to a datetime alone
-    costs ~7 µs, more than hashing a whole row of ten columns.
-    """
-    t = column.type
-    if pa.types.is_timestamp(t):
-        return column.cast(pa.timestamp("us", tz=t.tz)).cast(pa.int64()).to_pylist()
-    if pa.types.is_date(t):
-        return column.cast(pa.date32()).cast(pa.int32()).to_pylist()
-    if not (pa.types.is_decimal128(t) and len(column)):
-        return column.to_pylist()
-    words = np.frombuffer(column.buffers()[1], "<i8")[2 * column.offset : 2 * (column.offset + len(column))]
-    if t.precision <= 18:
-        raw = words[0::2].tobytes()  # the low word: the unscaled long, little-endian
-        out: list[Any] = [raw[i : i + 8] for i in range(0, len(raw), 8)]
-    else:
-        raw = words.tobytes()
-        out = [java_bytes(int.from_bytes(raw[i : i + 16], "little", signed=True)) for i in range(0, len(raw), 16)]
-    if column.null_count:
-        for i in np.flatnonzero(column.is_null().to_numpy(zero_copy_only=False)):
-            out[i] = None
-    return out
 
 
 _ATOMIC: list[tuple[tuple[type, ...], Hasher]] = [

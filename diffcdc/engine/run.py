@@ -13,6 +13,7 @@ import os
 import re
 import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 from pyspark.sql import SparkSession
 
@@ -22,6 +23,7 @@ from diffcdc.engine.context import RunContext
 from diffcdc.engine.gate import Gate
 from diffcdc.engine.publish import configured_unpublished, publish_version
 from diffcdc.engine.report import Progress, SnapshotResult, TableReport
+from diffcdc.engine.rollback import rollback_entry
 from diffcdc.engine.snapshot import process_snapshot
 from diffcdc.errors import (
     DiffcdcError,
@@ -49,6 +51,7 @@ def run_table(
     quality: QualityConfig | None = None,
     overrides: frozenset[str] = frozenset(),
     reload: bool = False,
+    rollback_to: int | None = None,
 ) -> TableReport:
     """Process every pending snapshot of one table. Raises DiffcdcError on failure.
 
@@ -56,7 +59,9 @@ def run_table(
     it); ``overrides`` names checks allowed to pass for this one run. The report (passed or
     failed) is saved with the table's state before returning/raising. ``reload`` re-creates
     the table (``diffcdc reload``): the request is recorded in state first, so a run that
-    dies before committing the re-creation leaves it to the next run.
+    dies before committing the re-creation leaves it to the next run. ``rollback_to`` publishes
+    the way back to that kept version's snapshot as a new version (``diffcdc rollback``; see
+    :mod:`diffcdc.engine.rollback`) instead of processing pending snapshots.
     """
     say = progress or (lambda message: log.info("%s: %s", table.name, message))
     state = TableState(state_root, table.state_name)
@@ -69,7 +74,8 @@ def run_table(
             if reload:
                 state.request_reload("requested with diffcdc reload")
             try:
-                _run_locked(RunContext.open(spark, table, state, report.run_id, say, gate), report)
+                ctx = RunContext.open(spark, table, state, report.run_id, say, gate)
+                _run_locked(ctx, report, rollback_to)
             finally:
                 state.prune(keep_versions)
     except Exception as exc:
@@ -108,13 +114,15 @@ def run_many(
     progress: Progress | None = None,
     overrides: dict[str, frozenset[str]] | None = None,
     reload: frozenset[str] = frozenset(),
+    rollback: dict[str, int] | None = None,
 ) -> list[TableReport]:
     """Run every table of a config; one failing table does not stop the others.
 
     Up to ``config.parallelism`` tables run at once in the one Spark application, each in its
     own FAIR scheduler pool, each committing, publishing and failing on its own; the reports
     come back in the config's order. ``overrides`` maps a table name to the checks allowed to
-    pass for this run; the tables named in ``reload`` are re-created (``diffcdc reload``).
+    pass for this run; the tables named in ``reload`` are re-created (``diffcdc reload``);
+    ``rollback`` maps a table name to the kept version it is rolled back to.
     """
 
     def one(table: TableConfig) -> TableReport:
@@ -129,6 +137,7 @@ def run_many(
                 quality=config.quality,
                 overrides=(overrides or {}).get(table.name, frozenset()),
                 reload=table.name in reload,
+                rollback_to=(rollback or {}).get(table.name),
             )
         except DiffcdcError as exc:
             log.error("%s", exc)
@@ -197,14 +206,14 @@ def unexpected_error(
     )
 
 
-def _run_locked(ctx: RunContext, report: TableReport) -> None:
+def _run_locked(ctx: RunContext, report: TableReport, rollback_to: int | None) -> None:
     try:
-        _run_pending(ctx, report)
+        _run_pending(ctx, report, rollback_to)
     finally:
         ctx.close()
 
 
-def _run_pending(ctx: RunContext, report: TableReport) -> None:
+def _run_pending(ctx: RunContext, report: TableReport, rollback_to: int | None = None) -> None:
     table, state, say = ctx.table, ctx.state, ctx.say
     if os.path.exists(state.drop_path):
         raise StateError(
@@ -226,6 +235,11 @@ def _run_pending(ctx: RunContext, report: TableReport) -> None:
             say(f"finishing version {head.version} left unpublished by an earlier run")
             publish_version(ctx, head)
             report.resumed_versions.append(head.version)
+    if rollback_to is not None:
+        entry = rollback_entry(ctx, rollback_to)
+        say(f"rolling back to version {rollback_to} (snapshot {entry.snapshot_id})")
+        _process(ctx, report, [entry], None, rollback_to)
+        return
     entries = discover(table.source, table.name)
     pending = pending_snapshots(entries, state.commits(), table.name)
     if request is not None and not pending and head is not None:
@@ -245,17 +259,29 @@ def _run_pending(ctx: RunContext, report: TableReport) -> None:
         say("no new snapshot")
         report.outcome = "ok" if report.resumed_versions else "nothing to do"
         return
+    _process(ctx, report, pending, request)
+
+
+def _process(
+    ctx: RunContext,
+    report: TableReport,
+    pending: list[SnapshotEntry],
+    request: dict[str, Any] | None,
+    rollback_to: int | None = None,
+) -> None:
+    """Each entry as its own committed, published version, oldest first."""
     for index, entry in enumerate(pending):
         try:
             result = process_snapshot(
-                ctx, entry, state.head(), reload_request=request if index == 0 else None
+                ctx, entry, ctx.state.head(), reload_request=request if index == 0 else None,
+                rollback_to=rollback_to,
             )
         except DiffcdcError as exc:
             exc.snapshot = exc.snapshot or entry.snapshot_id
             report.refused_gate = getattr(exc, "gate", [])
             raise
         except Exception as exc:
-            raise unexpected_error(exc, entry, state.dir) from exc
+            raise unexpected_error(exc, entry, ctx.state.dir) from exc
         report.snapshots.append(result)
 
 
@@ -266,7 +292,7 @@ def pending_snapshots(
     if not commits:
         return entries
     done = {c.snapshot_id for c in commits}
-    last = commits[-1].snapshot_id
+    last = max(done)  # not the head's: a rollback commits an older snapshot again
     late = [e for e in entries if e.snapshot_id <= last and e.snapshot_id not in done]
     if late:
         raise LateSnapshotError(

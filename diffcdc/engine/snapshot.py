@@ -49,6 +49,7 @@ def process_snapshot(
     entry: SnapshotEntry,
     head: Commit | None,
     reload_request: dict[str, Any] | None = None,
+    rollback_to: int | None = None,
 ) -> SnapshotResult:
     """Diff one snapshot against the head state, gate it, commit it and publish it.
 
@@ -124,6 +125,7 @@ def process_snapshot(
             counts=Counts(**{k: metrics[k] for k in _COUNTS}),
             sinks=sinks,
             recreate=recreate,
+            extra={"rollback_to": rollback_to} if rollback_to is not None else {},
         )
         state.claim(record)
         committed = True

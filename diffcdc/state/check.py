@@ -23,17 +23,16 @@ from typing import Any
 
 import numpy as np
 
-from diffcdc.errors import StateError
 from diffcdc.state.check_read import (
     BATCH_ROWS,
     Side,
+    StateSide,
     key_rows,
     read_snapshot,
     read_state,
     snapshot_batches,
     state_batches,
 )
-from diffcdc.state.store import TableState
 
 SAMPLE_SIZE = 10
 #: Problem kinds, in report order, with the side whose row shows the key.
@@ -107,6 +106,7 @@ def check_state(
     exclude: Sequence[str] = (),
     bits: int = 64,
     snapshot_kind: str = "parquet",
+    encoding: str = "utf-8",
     sample_size: int = SAMPLE_SIZE,
     batch_rows: int = BATCH_ROWS,
 ) -> StateCheckResult:
@@ -118,61 +118,67 @@ def check_state(
     engine reads CSV unless told to infer types). ``keys``, ``exclude`` and ``bits`` are the
     table's (the commit record has them).
     """
+    state = read_state(state_path, keys, bits, batch_rows)
+    return compare_with_snapshot(
+        state, snapshot_path, exclude=exclude, bits=bits, snapshot_kind=snapshot_kind,
+        encoding=encoding, sample_size=sample_size, batch_rows=batch_rows,
+    )
+
+
+def compare_with_snapshot(
+    state: StateSide,
+    snapshot_path: str,
+    *,
+    exclude: Sequence[str] = (),
+    bits: int = 64,
+    snapshot_kind: str = "parquet",
+    encoding: str = "utf-8",
+    sample_size: int = SAMPLE_SIZE,
+    batch_rows: int = BATCH_ROWS,
+) -> StateCheckResult:
+    """:func:`check_state` with the state side already read (see :func:`read_state`)."""
     started = time.monotonic()
-    state, state_keys, tombstones, bad = read_state(state_path, keys, bits, batch_rows)
-    snapshot, snapshot_keys = read_snapshot(snapshot_path, snapshot_kind, keys, exclude, bits, batch_rows)
-    counts, positions = _compare(state, snapshot, sample_size)
+    snapshot, snapshot_keys = read_snapshot(
+        snapshot_path, snapshot_kind, state.key_columns, exclude, bits, batch_rows, encoding
+    )
+    counts, positions = _compare(state.side, snapshot, sample_size)
     samples: dict[str, list[dict[str, Any]]] = {}
     if positions:
         wanted = {"state": [p for k, ps in positions.items() if PROBLEMS[k] == "state" for p in ps],
                   "snapshot": [p for k, ps in positions.items() if PROBLEMS[k] == "snapshot" for p in ps]}
         found = {
-            "state": key_rows((b for b, _ in state_batches(state_path, state_keys, batch_rows)),
-                              state_keys, wanted["state"]),
-            "snapshot": key_rows(snapshot_batches(snapshot_path, snapshot_kind, snapshot_keys, batch_rows),
-                                 snapshot_keys, wanted["snapshot"]),
+            "state": state_key_rows(state, wanted["state"], batch_rows),
+            "snapshot": key_rows(
+                snapshot_batches(snapshot_path, snapshot_kind, snapshot_keys, batch_rows, encoding),
+                snapshot_keys, wanted["snapshot"]),
         }
         samples = {k: [found[PROBLEMS[k]][p] for p in ps] for k, ps in positions.items()}
     return StateCheckResult(
-        state_path=state_path,
+        state_path=state.path,
         snapshot_path=snapshot_path,
         bits=bits,
-        state_rows=state.rows,
-        tombstones=tombstones,
+        state_rows=state.side.rows,
+        tombstones=state.tombstones,
         snapshot_rows=snapshot.rows,
-        bad_row_counts=bad,
+        bad_row_counts=state.bad_row_counts,
         samples=samples,
         seconds=round(time.monotonic() - started, 3),
         **counts,
     )
 
 
-def check_head(state: TableState, snapshot_path: str | None = None) -> StateCheckResult:
-    """:func:`check_state` of a table's head version against its snapshot (or another one)."""
-    head = state.head()
-    if head is None:
-        raise StateError("no committed version", table=state.table, path=state.log_dir)
-    record = head.record
-    snapshot = snapshot_path or record.snapshot_path
-    if snapshot is None:
-        raise StateError("the head version records no snapshot path", table=state.table)
-    kind = "csv" if snapshot.lower().endswith(".csv") else "parquet"
-    typed = [f["name"] for f in record.schema.get("fields", []) if f.get("type") != "string"]
-    if kind == "csv" and typed:
-        raise StateError(
-            f"the CSV snapshot was read with inferred types ({', '.join(typed)}); "
-            "the check reads CSV values as strings",
-            table=state.table,
-            path=snapshot,
-        )
-    return check_state(
-        state.abspath(record.state_path),
-        snapshot,
-        keys=record.keys,
-        exclude=record.exclude,
-        bits=record.fingerprint.bits,
-        snapshot_kind=kind,
-    )
+def state_key_rows(state: StateSide, positions: Sequence[int], batch_rows: int = BATCH_ROWS) -> dict[int, dict[str, Any]]:
+    """The keys of the live state rows at ``positions`` (a second, key-only read)."""
+    batches = (b for b, _ in state_batches(state.path, state.key_columns, batch_rows))
+    return key_rows(batches, state.key_columns, positions)
+
+
+def duplicate_keys(state: StateSide, sample_size: int = SAMPLE_SIZE) -> tuple[int, list[dict[str, Any]]]:
+    """How many keys have more than one live state row, and a few of them."""
+    _, first, rows = _groups(state.side)
+    positions = np.sort(first[rows > 1])
+    found = state_key_rows(state, positions[:sample_size].tolist())
+    return len(positions), [found[p] for p in positions[:sample_size].tolist()]
 
 
 def _groups(side: Side) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

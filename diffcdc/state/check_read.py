@@ -26,12 +26,40 @@ from pyspark.sql import types as T
 from diffcdc.core.arrow_types import spark_type
 from diffcdc.core.classify import CHANGE, DELETE, DUP
 from diffcdc.core.fingerprint import fingerprint_columns
-from diffcdc.core.fingerprint_ref import SEED, RowFingerprinter, arrow_values, canon_hasher
+from diffcdc.core.fingerprint_ref import SEED, RowFingerprinter, canon_hasher, java_bytes
 from diffcdc.errors import InputRefused, StateError
 
 BATCH_ROWS = 65_536
 _NULL, _VALUE = b"\x01", b"\x00"
 _xxh = xxhash.xxh64_intdigest
+
+
+def arrow_values(column: pa.Array) -> list[Any]:
+    """The values of an Arrow column in the cheapest form its hasher takes.
+
+    ``to_pylist()``, except for the types whose Python objects are slow to build: timestamps
+    as int microseconds, dates as int days and decimals as the exact bytes their hash takes
+    (every hasher accepts both forms). Converting a tz-aware timestamp to a datetime alone
+    costs ~7 µs, more than hashing a whole row of ten columns.
+    """
+    t = column.type
+    if pa.types.is_timestamp(t):
+        return column.cast(pa.timestamp("us", tz=t.tz)).cast(pa.int64()).to_pylist()
+    if pa.types.is_date(t):
+        return column.cast(pa.date32()).cast(pa.int32()).to_pylist()
+    if not (pa.types.is_decimal128(t) and len(column)):
+        return column.to_pylist()
+    words = np.frombuffer(column.buffers()[1], "<i8")[2 * column.offset : 2 * (column.offset + len(column))]
+    if t.precision <= 18:
+        raw = words[0::2].tobytes()  # the low word: the unscaled long, little-endian
+        out: list[Any] = [raw[i : i + 8] for i in range(0, len(raw), 8)]
+    else:
+        raw = words.tobytes()
+        out = [java_bytes(int.from_bytes(raw[i : i + 16], "little", signed=True)) for i in range(0, len(raw), 16)]
+    if column.null_count:
+        for i in np.flatnonzero(column.is_null().to_numpy(zero_copy_only=False)):
+            out[i] = None
+    return out
 
 
 class KeyDigest:
@@ -101,10 +129,10 @@ def resolve(schema: pa.Schema, wanted: Sequence[str], path: str) -> list[str]:
     return [by_lower[w.lower()] for w in wanted]
 
 
-def snapshot_schema(path: str, kind: str) -> pa.Schema:
+def snapshot_schema(path: str, kind: str, encoding: str = "utf-8") -> pa.Schema:
     """The snapshot's columns; a CSV file's are all strings (header row), as Spark reads it."""
     if kind == "csv":
-        with open(path, newline="", encoding="utf-8") as handle:
+        with open(path, newline="", encoding=encoding) as handle:
             header = next(csv.reader(handle), None)
         if not header:
             raise InputRefused("CSV snapshot has no header row", path=path)
@@ -115,14 +143,18 @@ def snapshot_schema(path: str, kind: str) -> pa.Schema:
 
 
 def snapshot_batches(
-    path: str, kind: str, columns: Sequence[str], batch_rows: int = BATCH_ROWS
+    path: str,
+    kind: str,
+    columns: Sequence[str],
+    batch_rows: int = BATCH_ROWS,
+    encoding: str = "utf-8",
 ) -> Iterator[pa.RecordBatch]:
     """The snapshot's ``columns`` in batches (CSV: every value a string, empty → NULL)."""
     if kind == "csv":
-        schema = snapshot_schema(path, kind)
+        schema = snapshot_schema(path, kind, encoding)
         reader = pacsv.open_csv(
             path,
-            read_options=pacsv.ReadOptions(block_size=1 << 22, use_threads=False),
+            read_options=pacsv.ReadOptions(block_size=1 << 22, use_threads=False, encoding=encoding),
             parse_options=pacsv.ParseOptions(newlines_in_values=True),
             convert_options=pacsv.ConvertOptions(
                 column_types={n: pa.string() for n in schema.names},
@@ -153,13 +185,24 @@ def _columns(batch: pa.RecordBatch, names: Sequence[str]) -> Iterator[tuple[Any,
     return zip(*[arrow_values(batch.column(n)) for n in names])
 
 
-def read_state(
-    path: str, keys: Sequence[str], bits: int, batch_rows: int = BATCH_ROWS
-) -> tuple[Side, list[str], int, int]:
-    """The live side of a state version, its key columns, tombstones and bad row counts.
+@dataclass
+class StateSide:
+    """The live rows of a state version as a :class:`Side`, with what else was counted."""
 
-    A committed live row has ``__diffcdc_n`` = 1; any other value is counted as bad.
-    """
+    path: str
+    side: Side
+    key_columns: list[str]
+    tombstones: int
+    bad_row_counts: int  #: live rows whose ``__diffcdc_n`` is not 1
+    null_fingerprints: int  #: live rows with a NULL fingerprint (Spark never computes one)
+
+
+def _count(mask: pa.Array) -> int:
+    return int(pc.sum(mask.cast(pa.int64())).as_py() or 0)
+
+
+def read_state(path: str, keys: Sequence[str], bits: int, batch_rows: int = BATCH_ROWS) -> StateSide:
+    """The live side of a state version (tombstones counted, not kept)."""
     if not os.path.isdir(path):
         raise StateError("state folder does not exist", path=path)
     schema = parquet_dataset(path).schema
@@ -169,16 +212,15 @@ def read_state(
     digest = KeyDigest([spark_type(schema.field(k).type) for k in key_cols])
     digests: list[np.ndarray] = []
     fps: list[list[np.ndarray]] = [[] for _ in fp_cols]
-    tombstones = bad = 0
+    tombstones = bad = null_fps = 0
     for live, dead in state_batches(path, [*key_cols, *fp_cols, DUP], batch_rows):
         tombstones += dead
-        if live.num_rows:
-            ones = pc.sum(pc.equal(live.column(DUP), 1).cast(pa.int64())).as_py() or 0
-            bad += live.num_rows - ones
+        bad += live.num_rows - _count(pc.fill_null(pc.equal(live.column(DUP), 1), False))
         digests.append(np.fromiter(map(digest, _columns(live, key_cols)), np.uint64, live.num_rows))
         for out, col in zip(fps, fp_cols):
+            null_fps += live.column(col).null_count
             out.append(pc.fill_null(live.column(col), 0).to_numpy(zero_copy_only=False).astype(np.int64))
-    return _side(digests, fps), key_cols, tombstones, bad
+    return StateSide(path, _side(digests, fps), key_cols, tombstones, bad, null_fps)
 
 
 def read_snapshot(
@@ -188,16 +230,17 @@ def read_snapshot(
     exclude: Sequence[str],
     bits: int,
     batch_rows: int = BATCH_ROWS,
+    encoding: str = "utf-8",
 ) -> tuple[Side, list[str]]:
     """Key digests and reference fingerprints of every snapshot row, and its key columns."""
-    schema = snapshot_schema(path, kind)
+    schema = snapshot_schema(path, kind, encoding)
     key_cols = resolve(schema, keys, path)
     digest = KeyDigest([spark_type(schema.field(k).type) for k in key_cols])
     fingerprint = RowFingerprinter(schema, key_cols, exclude, bits)
     digests: list[np.ndarray] = []
     fps: list[list[np.ndarray]] = [[] for _ in range(bits // 64)]
     columns = list(dict.fromkeys([*key_cols, *fingerprint.columns]))
-    for batch in snapshot_batches(path, kind, columns, batch_rows):
+    for batch in snapshot_batches(path, kind, columns, batch_rows, encoding):
         digests.append(np.fromiter(map(digest, _columns(batch, key_cols)), np.uint64, batch.num_rows))
         values = list(map(fingerprint.from_values, _columns(batch, fingerprint.columns)))
         for i, out in enumerate(fps):
