@@ -201,6 +201,8 @@ def test_a_state_folder_never_serves_a_second_table(spark, base, capsys):
             "--state", str(base / "state"), "--yes"]
     assert main(drop) == 2 and state.is_dir()
     assert "belongs to table 'b'" in one_line_error(capsys)
+    assert main(["verify", "--table", "a.schema.b", "--state", str(base / "state")]) == 2
+    assert "belongs to table 'b'" in one_line_error(capsys)
     assert main(run_args(base, "--schema", "a", table="b")) == 0  # the owner runs on
     assert "nothing to do" in capsys.readouterr().out
 
