@@ -73,6 +73,10 @@ class ConfigError(DiffcdcError):
     exit_code = 2
 
 
+class StateOwnerError(ConfigError):
+    """The table's state folder holds another table's state (two names map to one folder)."""
+
+
 class InputRefused(DiffcdcError):
     """A snapshot cannot be accepted; nothing was published and state is unchanged."""
 

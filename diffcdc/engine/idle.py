@@ -16,7 +16,8 @@ import time
 
 from diffcdc.config import TableConfig
 from diffcdc.engine.report import TableReport
-from diffcdc.errors import DiffcdcError
+from diffcdc.errors import DiffcdcError, StateOwnerError
+from diffcdc.state.owner import check_owner
 from diffcdc.state.store import TableState, new_run_id, now_iso
 
 log = logging.getLogger("diffcdc")
@@ -30,6 +31,7 @@ def has_work(table: TableConfig, state_root: str) -> bool:
     if os.path.exists(state.drop_path) or os.path.exists(state.reload_path):
         return True
     commits = state.commits()
+    check_owner(state, table.name, table.schema_name, commits)
     configured = {s.sink_id for s in table.sinks}
     if commits and configured & set(commits[-1].unpublished):
         return True
@@ -53,7 +55,8 @@ def idle_report(table: TableConfig, state_root: str) -> TableReport | None:
         report.outcome = "failed"
         report.error = exc.to_dict()
         state = TableState(state_root, table.state_name)
-        if os.path.isdir(state.log_dir):  # a known table: status shows the failure
+        # A known table: status shows the failure (never in another table's state folder).
+        if os.path.isdir(state.log_dir) and not isinstance(exc, StateOwnerError):
             report.seconds = round(time.monotonic() - started, 3)
             try:
                 state.save_report(report.to_dict())

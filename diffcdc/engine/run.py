@@ -25,10 +25,11 @@ from diffcdc.engine.publish import configured_unpublished, publish_version
 from diffcdc.engine.report import Progress, SnapshotResult, TableReport
 from diffcdc.engine.rollback import rollback_entry
 from diffcdc.engine.snapshot import process_snapshot
-from diffcdc.errors import DiffcdcError, InputRefused, StateError, StorageError
+from diffcdc.errors import DiffcdcError, InputRefused, StateError, StateOwnerError, StorageError
 from diffcdc.sources.base import PendingSnapshot, Source
 from diffcdc.sources.copies import SnapshotCopies
 from diffcdc.sources.files import pending_snapshots
+from diffcdc.state.owner import check_owner
 from diffcdc.state.store import TableState, new_run_id, now_iso
 
 __all__ = ["SnapshotResult", "TableReport", "pending_snapshots", "run_many", "run_table"]
@@ -66,6 +67,7 @@ def run_table(
     try:
         gate = Gate((quality or QualityConfig()).merged(table.quality), overrides)
         with state.lock():
+            check_owner(state, table.name, table.schema_name)
             if reload:
                 state.request_reload("requested with diffcdc reload")
             try:
@@ -89,7 +91,8 @@ def run_table(
         raise error from exc
     finally:
         report.seconds = round(time.monotonic() - started, 3)
-        _save_report(state, report)
+        if not (report.error and report.error.get("error") == StateOwnerError.__name__):
+            _save_report(state, report)  # never into another table's state folder
     return report
 
 
