@@ -57,10 +57,9 @@ def idle_report(table: TableConfig, state_root: str) -> TableReport | None:
         state = TableState(state_root, table.state_name)
         # A known table: status shows the failure (never in another table's state folder).
         if os.path.isdir(state.log_dir) and not isinstance(exc, StateOwnerError):
+            from diffcdc.engine.run import save_report
+
             report.seconds = round(time.monotonic() - started, 3)
-            try:
-                state.save_report(report.to_dict())
-            except OSError as save_error:
-                log.warning("%s: the run's report could not be saved (%s)", table.name, save_error)
+            save_report(state, report)
     report.seconds = round(time.monotonic() - started, 3)
     return report

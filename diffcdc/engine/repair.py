@@ -18,16 +18,10 @@ from dataclasses import dataclass
 from pyspark.sql import SparkSession
 
 from diffcdc.config import TableConfig
-from diffcdc.core.classify import classify, state_metrics
-from diffcdc.core.fingerprint import (
-    FINGERPRINT_VERSION,
-    fingerprint_columns,
-    fingerprint_exprs,
-    quote,
-)
+from diffcdc.core.fingerprint import FINGERPRINT_VERSION
+from diffcdc.engine.snapshot import write_state
 from diffcdc.errors import StateError
 from diffcdc.sources.files import discover, identify, read_snapshot
-from diffcdc.spark import literal_path
 from diffcdc.state.guard import state_damage
 from diffcdc.state.integrity import describe_state
 from diffcdc.state.store import Commit, TableState, new_run_id
@@ -89,19 +83,9 @@ def repair_table(spark: SparkSession, table: TableConfig, state_root: str) -> Re
         target = os.path.join(vdir, f"state-repair-{new_run_id()}")
         try:
             df = read_snapshot(spark, entry, table.name, table.csv_infer_schema, table.csv_encoding)
-            keys, bits = record.keys, record.fingerprint.bits
-            narrow = df.select(
-                *[quote(k) for k in keys], *fingerprint_exprs(df.schema, keys, record.exclude, bits)
-            )
-            previous = (
-                spark.read.parquet(literal_path(state.abspath(base.record.state_path)))
-                if base is not None
-                else None
-            )
-            classify(narrow, previous, keys, fingerprint_columns(bits)).write.mode(
-                "errorifexists"
-            ).option("compression", "zstd").parquet(target)
-            (values,) = spark.read.parquet(literal_path(target)).agg(*state_metrics(keys)).collect()
+            previous = state.abspath(base.record.state_path) if base is not None else None
+            values = write_state(spark, df, previous, record.keys, record.exclude,
+                                 record.fingerprint.bits, target)
             got = {k: int(values[k] or 0) for k in _COUNTS}
             want = {k: getattr(record.counts, k) for k in _COUNTS}
             if got != want:

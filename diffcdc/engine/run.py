@@ -92,11 +92,11 @@ def run_table(
     finally:
         report.seconds = round(time.monotonic() - started, 3)
         if not (report.error and report.error.get("error") == StateOwnerError.__name__):
-            _save_report(state, report)  # never into another table's state folder
+            save_report(state, report)  # never into another table's state folder
     return report
 
 
-def _save_report(state: TableState, report: TableReport) -> None:
+def save_report(state: TableState, report: TableReport) -> None:
     """Keep the run's report with the table's state; failing to never changes the outcome."""
     if not os.path.isdir(state.dir):
         return

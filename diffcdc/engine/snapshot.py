@@ -13,7 +13,7 @@ import shutil
 import time
 from typing import Any
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 
 from diffcdc.core.changeset import change_frame, initial_frame
 from diffcdc.core.classify import classify, state_metrics
@@ -161,20 +161,30 @@ def _stage_state(
     vdir: str,
 ) -> dict[str, int]:
     """Write the new state version (one pass over the snapshot) and return its counts."""
-    bits = ctx.table.fingerprint_bits
-    fp_cols = fingerprint_columns(bits)
-    narrow = df.select(*[quote(k) for k in keys], *fingerprint_exprs(df.schema, keys, exclude, bits))
-    previous = (
-        ctx.spark.read.parquet(literal_path(ctx.state.abspath(head.record.state_path)))
-        if head
-        else None
+    previous = ctx.state.abspath(head.record.state_path) if head else None
+    return write_state(
+        ctx.spark, df, previous, keys, exclude, ctx.table.fingerprint_bits, os.path.join(vdir, "state")
     )
-    target = os.path.join(vdir, "state")
-    classified = classify(narrow, previous, keys, fp_cols)
+
+
+def write_state(
+    spark: SparkSession,
+    df: DataFrame,
+    previous: str | None,
+    keys: list[str],
+    exclude: list[str],
+    bits: int,
+    target: str,
+) -> dict[str, int]:
+    """Classify ``df`` against the state at ``previous`` (None: nothing), write it to
+    ``target`` and return its counts (also ``diffcdc repair``'s way to rebuild a state)."""
+    narrow = df.select(*[quote(k) for k in keys], *fingerprint_exprs(df.schema, keys, exclude, bits))
+    old = spark.read.parquet(literal_path(previous)) if previous else None
+    classified = classify(narrow, old, keys, fingerprint_columns(bits))
     classified.write.mode("errorifexists").option("compression", "zstd").parquet(target)
     # The counts come from the state just written (a narrow scan with generated code): an
     # ``observe`` on the write evaluated them row by row and cost ~0.7 s at 5M rows.
-    (values,) = ctx.spark.read.parquet(literal_path(target)).agg(*state_metrics(keys)).collect()
+    (values,) = spark.read.parquet(literal_path(target)).agg(*state_metrics(keys)).collect()
     return {k: int(v or 0) for k, v in values.asDict().items()}
 
 
