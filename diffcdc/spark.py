@@ -43,12 +43,24 @@ DEFAULT_CONF: dict[str, str] = {
 }
 
 
+#: Incremented each time :func:`build_spark` starts a JVM (tests: "no Spark for no work").
+jvm_starts = 0
+
+
 def build_spark(
     master: str | None = None,
     conf: Mapping[str, str] | None = None,
     app_name: str = "diffcdc",
+    console_log: str | None = None,
 ) -> SparkSession:
-    """Return the active SparkSession or build one with diffcdc's settings."""
+    """Return the active SparkSession or build one with diffcdc's settings.
+
+    ``console_log``: a file that receives the JVM's console output (the Spark banner, log4j
+    lines, warnings) instead of this process's terminal. The JVM (``spark-submit``) inherits
+    its stdout and stderr when PySpark starts it, so the gateway is launched here with both
+    pointing at the file; Python workers forked by the JVM inherit them too.
+    """
+    global jvm_starts
     from pyspark.sql import SparkSession
 
     active = SparkSession.getActiveSession()
@@ -68,9 +80,30 @@ def build_spark(
     settings.update(REQUIRED_CONF)
     for key, value in settings.items():
         builder = builder.config(key, value)
+    if console_log is not None:
+        _start_jvm_logging_to(console_log, master, app_name, settings)
+    jvm_starts += 1
     spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel(os.environ.get("DIFFCDC_SPARK_LOG_LEVEL", "ERROR"))
+    spark.sparkContext.setLogLevel(os.environ.get("DIFFCDC_SPARK_LOG_LEVEL", "WARN"))
     return spark
+
+
+def _start_jvm_logging_to(path: str, master: str, app_name: str, settings: dict[str, str]) -> None:
+    """Start the SparkContext on a JVM whose stdout and stderr go to ``path``.
+
+    ``launch_gateway``'s ``popen_kwargs`` are PySpark's documented way to capture the JVM's
+    output; the builder's ``getOrCreate`` then finds this context and uses it. The JVM gets the
+    same settings the builder would have passed to ``spark-submit``.
+    """
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    conf = SparkConf(loadDefaults=False).setMaster(master).setAppName(app_name)
+    for key, value in settings.items():
+        conf.set(key, value)
+    with open(path, "ab") as out:  # the child keeps its own copy of the descriptor
+        gateway = launch_gateway(conf, popen_kwargs={"stdout": out, "stderr": out})
+    SparkContext(conf=conf, gateway=gateway)
 
 
 def _python() -> str:

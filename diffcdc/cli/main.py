@@ -25,7 +25,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(args_list)
         _setup_logging(args.quiet, debug)
-        return int(_dispatch(args) or 0)
+        code = int(_dispatch(args) or 0)
+        sys.stdout.flush()  # here, so a closed pipe (``| head``) is handled below
+        return code
+    except BrokenPipeError:
+        # The reader went away (``diffcdc status | head -1``): it had what it wanted.
+        _silence_stdout()
+        return 0
     except DiffcdcError as exc:
         if debug:
             traceback.print_exc()
@@ -46,12 +52,31 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _setup_logging(quiet: bool, debug: bool) -> None:
-    level = logging.DEBUG if debug else logging.WARNING if quiet else logging.INFO
+    """Progress lines on stderr, each stamped ISO-8601 with the zone; ``--quiet``: warnings
+    and errors only. The logger itself passes INFO on, for the run's log file."""
+    from diffcdc.cli.progress import TERMINAL_HANDLER
+    from diffcdc.cli.runlog import IsoFormatter
+
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s", "%H:%M:%S"))
+    handler.set_name(TERMINAL_HANDLER)
+    handler.setFormatter(IsoFormatter("%(asctime)s %(message)s"))
+    handler.setLevel(logging.WARNING if quiet else logging.DEBUG if debug else logging.INFO)
     log.handlers[:] = [handler]
-    log.setLevel(level)
+    log.setLevel(logging.DEBUG if debug else logging.INFO)
     log.propagate = False
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush cannot fail again."""
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # not a real file (a test's capture): nothing to silence
+        pass
+    finally:
+        os.close(devnull)
 
 
 def _dispatch(args: argparse.Namespace) -> int:
@@ -59,6 +84,10 @@ def _dispatch(args: argparse.Namespace) -> int:
 
     if args.command == "run":
         return run.cmd_run(args)
+    if args.command == "plan":
+        from diffcdc.cli.plan import cmd_plan
+
+        return cmd_plan(args)
     if args.command == "status":
         return status.cmd_status(args)
     if args.command == "verify":

@@ -4,13 +4,62 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+import logging
+import sys
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from diffcdc.cli.common import check_landing_arg, error_fields
+from diffcdc.cli.progress import choose_progress
+from diffcdc.cli.runlog import RunLog
 from diffcdc.errors import DiffcdcError, UsageError
+from diffcdc.state.store import new_run_id
+
+if TYPE_CHECKING:
+    from diffcdc.config import RunConfig
+
+log = logging.getLogger("diffcdc")
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    """Check everything that needs no Spark first (config, paths, names, overrides, pending
+    snapshots); start Spark only when some table has work."""
+    from diffcdc.engine.run import run_many
+
+    started = time.monotonic()
+    config = build_run_config(args)
+    overrides = check_overrides(args.override_check, config)
+    reload = frozenset(getattr(args, "reload_tables", ()))
+    runlog = RunLog.open(config.state, args.command, new_run_id())
+    trace_handler = _traces_to_terminal() if args.debug else None
+    observer = choose_progress(args.quiet, terminal=sys.stderr.isatty())
+    try:
+        log.info("diffcdc %s: %d table(s), state %s, log %s", args.command, len(config.tables),
+                 config.state, runlog.path)
+        reports = run_many(_spark_factory(config, None if args.debug else runlog.path), config,
+                           overrides=overrides, reload=reload, observer=observer)
+    finally:
+        observer.close()
+        if trace_handler is not None:
+            logging.getLogger("diffcdc.trace").removeHandler(trace_handler)
+    seconds = time.monotonic() - started
+    dicts = [r.to_dict() for r in reports]
+    logging.getLogger("diffcdc.trace").info("%s", totals_line(dicts, seconds))  # file only
+    runlog.close()
+    if args.json:
+        print(json.dumps({"ok": all(r.error is None for r in reports), "log": runlog.path,
+                          "tables": dicts}, indent=1, default=str))
+    else:
+        print(format_summary(dicts))
+        print(totals_line(dicts, seconds))
+        if any(r.error for r in reports):
+            print(f"full traces: {runlog.path}", file=sys.stderr)
+    return max((r.exit_code for r in reports), default=0)
+
+
+def build_run_config(args: argparse.Namespace) -> RunConfig:
+    """The run's config from ``--config`` or the single-table options (no Spark)."""
     from diffcdc.config import RunConfig, load_config, table_from_args
 
     check_landing_arg(args.landing)
@@ -54,21 +103,50 @@ def cmd_run(args: argparse.Namespace) -> int:
         config.keep_versions = args.keep_versions
     if args.master:
         config.spark.master = args.master
+    return config
 
-    from diffcdc.engine.run import run_many
-    from diffcdc.spark import build_spark
 
-    overrides = _parse_overrides(args.override_check, [t.name for t in config.tables])
-    spark = build_spark(config.spark.master, config.spark.conf)
-    reports = run_many(
-        spark, config, overrides=overrides, reload=frozenset(getattr(args, "reload_tables", ()))
-    )
-    if args.json:
-        print(json.dumps({"ok": all(r.error is None for r in reports),
-                          "tables": [r.to_dict() for r in reports]}, indent=1, default=str))
-    else:
-        print(format_summary([r.to_dict() for r in reports]))
-    return max((r.exit_code for r in reports), default=0)
+def check_overrides(values: list[str], config: RunConfig) -> dict[str, frozenset[str]]:
+    """``--override-check`` options per table, each a check the table's gate knows."""
+    from diffcdc.core.quality import validate_overrides
+
+    overrides = _parse_overrides(values, [t.name for t in config.tables])
+    for table in config.tables:
+        try:
+            validate_overrides(overrides.get(table.name, ()), config.quality.merged(table.quality))
+        except DiffcdcError as exc:
+            exc.table = exc.table or table.name
+            raise
+    return overrides
+
+
+def _spark_factory(config: RunConfig, console_log: str | None) -> Callable[[], Any]:
+    def start() -> Any:
+        from diffcdc.spark import build_spark
+
+        log.info("starting Spark (%s)", config.spark.master or "local[*]")
+        return build_spark(config.spark.master, config.spark.conf, console_log=console_log)
+
+    return start
+
+
+def _traces_to_terminal() -> logging.Handler:
+    handler = logging.StreamHandler(sys.stderr)
+    logging.getLogger("diffcdc.trace").addHandler(handler)
+    return handler
+
+
+def totals_line(reports: list[dict[str, Any]], seconds: float) -> str:
+    """One line of totals over every table of the run."""
+    outcomes: dict[str, int] = {}
+    for r in reports:
+        outcomes[r["outcome"]] = outcomes.get(r["outcome"], 0) + 1
+    snaps = [s for r in reports for s in r.get("snapshots", [])]
+    kinds = ", ".join(f"{n} {o}" for o, n in sorted(outcomes.items())) or "none"
+    return (f"total: {len(reports)} table(s) ({kinds}); {len(snaps)} snapshot(s), "
+            f"+{sum(s['inserted'] for s in snaps)} ~{sum(s['updated'] for s in snaps)} "
+            f"-{sum(s['deleted'] for s in snaps)}, {sum(len(s['files']) for s in snaps)} "
+            f"file(s); {seconds:.1f} s")
 
 
 def _quality_from_args(args: argparse.Namespace) -> dict[str, Any] | None:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from pyspark.sql import SparkSession
 
@@ -27,6 +28,8 @@ class RunContext:
     run_id: str
     say: Progress
     gate: Gate
+    #: Tells which step a snapshot (or, with None, the table) is at: (snapshot id, step).
+    stage: Callable[[str | None, str], None] = field(default=lambda snapshot, step: None)
 
     @classmethod
     def open(
@@ -37,10 +40,14 @@ class RunContext:
         run_id: str,
         say: Progress,
         gate: Gate,
+        stage: Callable[[str | None, str], None] | None = None,
     ) -> RunContext:
         ident = SinkTable(table.name, tuple(table.keys), table.schema_name, tuple(table.exclude))
         sinks = {cfg.sink_id: build_sink(cfg, ident, state) for cfg in table.sinks}
-        return cls(spark, table, state, sinks, run_id, say, gate)
+        ctx = cls(spark, table, state, sinks, run_id, say, gate)
+        if stage is not None:
+            ctx.stage = stage
+        return ctx
 
     def close(self) -> None:
         for sink in self.sinks.values():

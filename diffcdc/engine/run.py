@@ -9,24 +9,33 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import time
-
-from pyspark.sql import SparkSession
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from diffcdc.config import RunConfig, TableConfig
 from diffcdc.core.quality import QualityConfig
-from diffcdc.engine.context import RunContext
-from diffcdc.engine.gate import Gate
-from diffcdc.engine.publish import configured_unpublished, publish_version
+from diffcdc.engine.pending import TablePlan, pending_snapshots, plan_table
+from diffcdc.engine.progress import MessageObserver, RunObserver
 from diffcdc.engine.report import Progress, SnapshotResult, TableReport
-from diffcdc.engine.snapshot import process_snapshot
-from diffcdc.errors import DiffcdcError, InputRefused, LateSnapshotError, StateError
-from diffcdc.sources.files import SnapshotEntry, discover
-from diffcdc.state.store import Commit, TableState, new_run_id, now_iso
+from diffcdc.errors import DiffcdcError, InputRefused
+from diffcdc.sources.files import SnapshotEntry
+from diffcdc.state.store import TableState, new_run_id, now_iso
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from diffcdc.engine.context import RunContext
 
 __all__ = ["SnapshotResult", "TableReport", "pending_snapshots", "run_many", "run_table"]
 
 log = logging.getLogger("diffcdc")
+#: Full traces of failed tables: the command line sends them to the run's log file.
+trace_log = logging.getLogger("diffcdc.trace")
+trace_log.addHandler(logging.NullHandler())
+trace_log.propagate = False
+
 
 def run_table(
     spark: SparkSession,
@@ -38,26 +47,38 @@ def run_table(
     quality: QualityConfig | None = None,
     overrides: frozenset[str] = frozenset(),
     reload: bool = False,
+    observer: RunObserver | None = None,
 ) -> TableReport:
     """Process every pending snapshot of one table. Raises DiffcdcError on failure.
 
     ``quality`` holds the global gate settings (the table's own ``quality`` replaces fields of
     it); ``overrides`` names checks allowed to pass for this one run. The report (passed or
-    failed) is saved with the table's state before returning/raising. ``reload`` re-creates
-    the table (``diffcdc reload``): the request is recorded in state first, so a run that
-    dies before committing the re-creation leaves it to the next run.
+    failed) is saved with the table's state before returning/raising; a table with nothing
+    committed or requested keeps no state at all (a failed first run leaves no folder behind).
+    ``reload`` re-creates the table (``diffcdc reload``): the request is recorded in state
+    first, so a run that dies before committing the re-creation leaves it to the next run.
+    ``observer`` (or the older ``progress`` callable) is told what the run is doing.
     """
-    say = progress or (lambda message: log.info("%s: %s", table.name, message))
+    watch = observer or (MessageObserver(progress) if progress else RunObserver())
     state = TableState(state_root, table.state_name)
     report = TableReport(table.name, new_run_id(), now_iso(), overrides=sorted(overrides))
     started = time.monotonic()
+    existed = os.path.isdir(state.dir)
     try:
+        from diffcdc.engine.context import RunContext
+        from diffcdc.engine.gate import Gate
+
         gate = Gate((quality or QualityConfig()).merged(table.quality), overrides)
         with state.lock():
             if reload:
                 state.request_reload("requested with diffcdc reload")
             try:
-                _run_locked(RunContext.open(spark, table, state, report.run_id, say, gate), report)
+                ctx = RunContext.open(
+                    spark, table, state, report.run_id,
+                    lambda message: watch.message(table.name, message), gate,
+                    stage=lambda snapshot, step: watch.stage(table.name, snapshot, step),
+                )
+                _run_locked(ctx, report, watch)
             finally:
                 state.prune(keep_versions)
     except Exception as exc:
@@ -72,42 +93,104 @@ def run_table(
         raise error from exc
     finally:
         report.seconds = round(time.monotonic() - started, 3)
-        if os.path.isdir(state.dir):
-            state.save_report(report.to_dict())
+        _keep_report(state, report, existed)
     return report
 
 
 def run_many(
-    spark: SparkSession,
+    spark: SparkSession | Callable[[], SparkSession],
     config: RunConfig,
     progress: Progress | None = None,
     overrides: dict[str, frozenset[str]] | None = None,
     reload: frozenset[str] = frozenset(),
+    observer: RunObserver | None = None,
 ) -> list[TableReport]:
     """Run every table of a config; one failing table does not stop the others.
 
-    ``overrides`` maps a table name to the checks allowed to pass for this run; the tables
-    named in ``reload`` are re-created (``diffcdc reload``).
+    ``spark`` may be a function that builds the session: it is called once, and only when
+    some table has work (a snapshot to diff or a version to publish); a run with nothing
+    pending touches no Spark. ``overrides`` maps a table name to the checks allowed to pass
+    for this run; the tables named in ``reload`` are re-created (``diffcdc reload``).
     """
+    watch = observer or (MessageObserver(progress) if progress else RunObserver())
+    session: list[SparkSession] = []
+
+    def get_spark() -> SparkSession:
+        if not session:
+            session.append(spark() if callable(spark) else spark)
+            watch.spark_started(session[0])
+        return session[0]
+
     reports = []
     for table in config.tables:
+        checks = (overrides or {}).get(table.name, frozenset())
+        state = TableState(config.state, table.state_name)
         try:
-            reports.append(
-                run_table(
-                    spark,
-                    table,
-                    config.state,
-                    keep_versions=config.keep_versions,
-                    progress=progress,
-                    quality=config.quality,
-                    overrides=(overrides or {}).get(table.name, frozenset()),
-                    reload=table.name in reload,
+            try:
+                plan = plan_table(table, state)
+            except Exception as exc:  # unreadable state: this table fails, the others run
+                error = exc if isinstance(exc, DiffcdcError) else unexpected_error(exc)
+                error.table = error.table or table.name
+                error.report = _failed(table, error, checks)  # type: ignore[attr-defined]
+                if error is exc:
+                    raise
+                raise error from exc
+            watch.table_started(table.name, plan)
+            if table.name in reload or plan.has_work:
+                report = run_table(
+                    get_spark(), table, config.state, keep_versions=config.keep_versions,
+                    quality=config.quality, overrides=checks, reload=table.name in reload,
+                    observer=watch,
                 )
-            )
+            else:
+                report = _idle_run(table, state, plan, checks, watch)
         except DiffcdcError as exc:
             log.error("%s", exc)
-            reports.append(exc.report)  # type: ignore[attr-defined]
+            trace_log.error("%s failed: %s", table.name, exc, exc_info=exc)
+            report = exc.report  # type: ignore[attr-defined]
+        watch.table_done(report)
+        reports.append(report)
     return reports
+
+
+def _idle_run(
+    table: TableConfig, state: TableState, plan: TablePlan, overrides: frozenset[str],
+    watch: RunObserver,
+) -> TableReport:
+    """A table with nothing to diff or publish: its report, without Spark; raises the error
+    the plan found (missing source, late snapshot ...) as the run would have."""
+    report = TableReport(table.name, new_run_id(), now_iso(), overrides=sorted(overrides))
+    try:
+        if plan.error is not None:
+            raise plan.error
+        if os.path.isdir(state.dir):
+            with state.lock():  # a run working on the table right now is reported, as ever
+                pass
+        watch.message(table.name, "no new snapshot")
+        report.outcome = "nothing to do"
+    except DiffcdcError as exc:
+        report.outcome = "failed"
+        report.error = exc.to_dict()
+        exc.report = report  # type: ignore[attr-defined]
+        raise
+    finally:
+        _keep_report(state, report, True)
+    return report
+
+
+def _failed(table: TableConfig, error: DiffcdcError, overrides: frozenset[str]) -> TableReport:
+    report = TableReport(table.name, new_run_id(), now_iso(), overrides=sorted(overrides))
+    report.outcome, report.error = "failed", error.to_dict()
+    return report
+
+
+def _keep_report(state: TableState, report: TableReport, existed: bool) -> None:
+    """Save the report with a table that has state; a table this run created but did not
+    commit anything to (nor record a request for) leaves no folder behind."""
+    if state.has_history():
+        state.save_report(report.to_dict())
+    elif not existed and os.path.isdir(state.dir):
+        shutil.rmtree(state.dir, ignore_errors=True)
 
 
 _UNREADABLE = (
@@ -137,55 +220,41 @@ def unexpected_error(exc: BaseException, snapshot: SnapshotEntry | None = None) 
     )
 
 
-def _run_locked(ctx: RunContext, report: TableReport) -> None:
+def _run_locked(ctx: RunContext, report: TableReport, watch: RunObserver) -> None:
     try:
-        _run_pending(ctx, report)
+        _run_pending(ctx, report, watch)
     finally:
         ctx.close()
 
 
-def _run_pending(ctx: RunContext, report: TableReport) -> None:
+def _run_pending(ctx: RunContext, report: TableReport, watch: RunObserver) -> None:
+    from diffcdc.engine.publish import publish_version
+    from diffcdc.engine.snapshot import process_snapshot
+
     table, state, say = ctx.table, ctx.state, ctx.say
-    if os.path.exists(state.drop_path):
-        raise StateError(
-            "a drop of this table was started and has not finished",
-            table=table.name,
-            path=state.drop_path,
-            hint=f"finish it with 'diffcdc drop --table {table.name} --yes', then run again",
-        )
+    plan = plan_table(table, state)  # again, under the lock: what the run does now
+    if os.path.exists(state.drop_path) and plan.error is not None:
+        raise plan.error
     for sink in ctx.sinks.values():  # under the lock: our temporary uploads are debris
         sink.prepare(state.dir)
     request = state.reload_request()
-    head = state.head()
-    if head is not None and configured_unpublished(ctx, head):
+    head = plan.head
+    if head is not None and plan.unpublished:
         if request is not None:
             # The requested re-creation rebuilds every sink from a full image: finishing this
             # batch first would be wasted (and may be impossible: lost files).
             say(f"version {head.version} is left unpublished: the requested reload supersedes it")
         else:
-            say(f"finishing version {head.version} left unpublished by an earlier run")
+            ctx.stage(None, f"finishing version {head.version} left unpublished by an earlier run")
             publish_version(ctx, head)
             report.resumed_versions.append(head.version)
-    entries = discover(table.source, table.name)
-    pending = pending_snapshots(entries, state.commits(), table.name)
-    if request is not None and not pending and head is not None:
-        # Reload from the last committed snapshot when nothing newer is waiting.
-        again = [e for e in entries if e.snapshot_id == head.snapshot_id]
-        if not again:
-            raise InputRefused(
-                f"nothing to reload from: the last snapshot {head.snapshot_id} is no longer in "
-                "the source folder",
-                table=table.name,
-                path=table.source,
-                hint="put a current snapshot into the source folder and run again (the reload "
-                "stays requested)",
-            )
-        pending = again
-    if not pending:
+    if plan.error is not None:
+        raise plan.error
+    if not plan.snapshots:
         say("no new snapshot")
         report.outcome = "ok" if report.resumed_versions else "nothing to do"
         return
-    for index, entry in enumerate(pending):
+    for index, entry in enumerate(plan.snapshots):
         try:
             result = process_snapshot(
                 ctx, entry, state.head(), reload_request=request if index == 0 else None
@@ -197,24 +266,4 @@ def _run_pending(ctx: RunContext, report: TableReport) -> None:
         except Exception as exc:
             raise unexpected_error(exc, entry) from exc
         report.snapshots.append(result)
-
-
-def pending_snapshots(
-    entries: list[SnapshotEntry], commits: list[Commit], table: str
-) -> list[SnapshotEntry]:
-    """Entries newer than the last committed snapshot; a late entry is refused."""
-    if not commits:
-        return entries
-    done = {c.snapshot_id for c in commits}
-    last = commits[-1].snapshot_id
-    late = [e for e in entries if e.snapshot_id <= last and e.snapshot_id not in done]
-    if late:
-        raise LateSnapshotError(
-            f"snapshot sorts at or before the last committed snapshot {last} but was never "
-            "processed",
-            table=table,
-            snapshot=late[0].snapshot_id,
-            path=late[0].path,
-            hint="snapshots must arrive in lexical order; move it out of the source folder",
-        )
-    return [e for e in entries if e.snapshot_id > last]
+        watch.snapshot_done(table.name, result)

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.utils import AnalysisException
+from typing import TYPE_CHECKING
 
 from diffcdc.errors import InputRefused, UsageError
+
+if TYPE_CHECKING:  # discovering snapshots needs no Spark: ``diffcdc plan`` and idle runs
+    from pyspark.sql import DataFrame, SparkSession
 
 _FILE_KINDS = {".parquet": "parquet", ".parq": "parquet", ".csv": "csv"}
 
@@ -62,6 +63,8 @@ def read_snapshot(
     spark: SparkSession, entry: SnapshotEntry, table: str | None = None, infer_csv: bool = False
 ) -> DataFrame:
     """A lazy DataFrame over one snapshot; refuses empty folders and unreadable files."""
+    from pyspark.sql.utils import AnalysisException
+
     if entry.kind == "parquet" and os.path.isdir(entry.path):
         parts = [
             n for n in os.listdir(entry.path) if not n.startswith((".", "_")) and os.path.isfile(os.path.join(entry.path, n))

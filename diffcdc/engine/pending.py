@@ -1,0 +1,123 @@
+"""What a run of a table would do, found without Spark and without writing anything.
+
+Pending snapshots (the source folder against the commit log), committed versions a configured
+sink has not published yet, an operator's reload or unfinished drop. ``diffcdc plan`` prints
+it, ``diffcdc status`` shows the waiting snapshots, ``diffcdc run`` starts Spark only when some
+table has work, and the engine follows the same plan under the table's lock.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from diffcdc.config import TableConfig
+from diffcdc.errors import DiffcdcError, InputRefused, LateSnapshotError, StateError
+from diffcdc.sources.files import SnapshotEntry, discover
+from diffcdc.state.store import Commit, TableState, read_json
+
+
+@dataclass(frozen=True)
+class TablePlan:
+    """One table's work, as the state and the source folder say it now."""
+
+    table: str
+    #: The table's configured sink ids, in config order.
+    sinks: tuple[str, ...]
+    head: Commit | None
+    #: Snapshots the run processes, oldest first (with a reload and nothing newer: the last
+    #: committed snapshot again).
+    snapshots: tuple[SnapshotEntry, ...] = ()
+    #: Configured sinks that have not published the head version yet.
+    unpublished: tuple[str, ...] = ()
+    #: The pending reload request (``diffcdc reload``), carried out by the next commit.
+    reload: dict[str, Any] | None = None
+    #: Why the run would fail (missing source, late snapshot, unfinished drop), found early.
+    error: DiffcdcError | None = field(default=None, compare=False)
+
+    @property
+    def has_work(self) -> bool:
+        """Whether a run needs Spark: a snapshot to diff or a version to publish."""
+        return bool(self.snapshots or self.unpublished)
+
+    @property
+    def resumes(self) -> bool:
+        """Whether the run first finishes the head version (a reload supersedes it)."""
+        return bool(self.unpublished) and self.reload is None
+
+
+def plan_table(table: TableConfig, state: TableState) -> TablePlan:
+    """The plan of one table; reads state and the source folder only (no lock, no Spark)."""
+    head = state.head()
+    sinks = tuple(cfg.sink_id for cfg in table.sinks)
+    unpublished = tuple(s for s in head.unpublished if s in sinks) if head else ()
+    reload = _reload_request(state)
+    plan = TablePlan(table.name, sinks, head, unpublished=unpublished, reload=reload)
+    try:
+        if os.path.exists(state.drop_path):
+            raise StateError(
+                "a drop of this table was started and has not finished",
+                table=table.name,
+                path=state.drop_path,
+                hint=f"finish it with 'diffcdc drop --table {table.name} --yes', then run again",
+            )
+        entries = discover(table.source, table.name)
+        commits = state.commits()
+        pending = pending_snapshots(entries, commits, table.name)
+        if reload is not None and not pending and head is not None:
+            pending = _reload_from_head(entries, head, table)
+    except DiffcdcError as exc:
+        exc.table = exc.table or table.name
+        return replace(plan, error=exc)
+    return replace(plan, snapshots=tuple(pending))
+
+
+def pending_snapshots(
+    entries: list[SnapshotEntry], commits: list[Commit], table: str
+) -> list[SnapshotEntry]:
+    """Entries newer than the last committed snapshot; a late entry is refused."""
+    if not commits:
+        return entries
+    done = {c.snapshot_id for c in commits}
+    last = commits[-1].snapshot_id
+    late = [e for e in entries if e.snapshot_id <= last and e.snapshot_id not in done]
+    if late:
+        raise LateSnapshotError(
+            f"snapshot sorts at or before the last committed snapshot {last} but was never "
+            "processed",
+            table=table,
+            snapshot=late[0].snapshot_id,
+            path=late[0].path,
+            hint="snapshots must arrive in lexical order; move it out of the source folder",
+        )
+    return [e for e in entries if e.snapshot_id > last]
+
+
+def _reload_from_head(
+    entries: list[SnapshotEntry], head: Commit, table: TableConfig
+) -> list[SnapshotEntry]:
+    """A reload with nothing newer waiting re-creates the table from the last snapshot."""
+    again = [e for e in entries if e.snapshot_id == head.snapshot_id]
+    if not again:
+        raise InputRefused(
+            f"nothing to reload from: the last snapshot {head.snapshot_id} is no longer in "
+            "the source folder",
+            table=table.name,
+            path=table.source,
+            hint="put a current snapshot into the source folder and run again (the reload "
+            "stays requested)",
+        )
+    return again
+
+
+def _reload_request(state: TableState) -> dict[str, Any] | None:
+    """The pending reload request, read only (the engine removes a carried-out one)."""
+    try:
+        request = read_json(state.reload_path)
+    except ValueError:
+        request = {}  # damaged: the engine's own read reports it
+    if request is None or not isinstance(request, dict):
+        return None
+    return None if state.reload_carried_out(request) else request
+
