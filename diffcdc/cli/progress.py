@@ -45,18 +45,25 @@ class SparkStage:
                 f"{self.done}/{self.tasks} tasks, {self.running} running, {self.seconds:.0f} s")
 
 
-def active_stages(spark: SparkSession) -> list[SparkStage]:
-    """The Spark stages running now (empty when the tracker cannot be read)."""
+def active_stages(spark: SparkSession, first_seen: dict[int, float] | None = None) -> list[SparkStage]:
+    """The Spark stages running now (empty when the tracker cannot be read).
+
+    PySpark's stage info has no start time: a stage's age counts from when ``first_seen``
+    (kept by the caller across polls) first saw it.
+    """
+    seen = {} if first_seen is None else first_seen
     try:
         tracker = spark.sparkContext.statusTracker()
-        now = time.time() * 1000
+        now = time.monotonic()
         out = []
         for stage_id in tracker.getActiveStageIds():
             info = tracker.getStageInfo(stage_id)
             if info is not None:
-                seconds = max(0.0, (now - info.submissionTime) / 1000) if info.submissionTime > 0 else 0.0
+                age = now - seen.setdefault(stage_id, now)
                 out.append(SparkStage(stage_id, info.name, info.numTasks,
-                                      info.numCompletedTasks, info.numActiveTasks, seconds))
+                                      info.numCompletedTasks, info.numActiveTasks, age))
+        for gone in set(seen) - {s.stage_id for s in out}:
+            del seen[gone]
         return sorted(out, key=lambda s: s.stage_id)
     except Exception:  # noqa: BLE001 - progress must never fail a run
         return []
@@ -72,8 +79,9 @@ class _StageWatcher:
         self._thread.start()
 
     def _loop(self) -> None:
+        first_seen: dict[int, float] = {}
         while not self._stop.wait(self._every):
-            self._show(active_stages(self._spark))
+            self._show(active_stages(self._spark, first_seen))
 
     def stop(self) -> None:
         self._stop.set()
@@ -85,13 +93,16 @@ class PlainProgress(RunObserver):
 
     def __init__(self) -> None:
         self._watcher: _StageWatcher | None = None
+        self._said: dict[int, float] = {}  # stage id → its age when last given a line
 
     def spark_started(self, spark: SparkSession) -> None:
-        self._watcher = _StageWatcher(spark, STAGE_LINE_SECONDS, self._long_stages)
+        self._watcher = _StageWatcher(spark, 5.0, self._long_stages)
 
     def _long_stages(self, stages: list[SparkStage]) -> None:
         for stage in stages:
-            if stage.seconds >= STAGE_LINE_SECONDS:
+            last = self._said.get(stage.stage_id, 0.0)
+            if stage.seconds - last >= STAGE_LINE_SECONDS:
+                self._said[stage.stage_id] = stage.seconds
                 log.info("%s", stage.line())
 
     def table_started(self, table: str, plan: TablePlan | None) -> None:
@@ -132,11 +143,11 @@ class LiveProgress(RunObserver):
     """A live ``rich`` display on the terminal (stderr). Log lines print above it, except the
     step lines (the display shows each table's step in place); the log file gets them all."""
 
-    def __init__(self) -> None:
+    def __init__(self, console: Any = None) -> None:
         from rich.console import Console
         from rich.live import Live
 
-        self.console = Console(stderr=True)
+        self.console = console or Console(stderr=True)
         self._rows: dict[str, _Row] = {}
         self._stages: list[SparkStage] = []
         self._lock = threading.Lock()

@@ -100,8 +100,8 @@ def format_status(tables: list[dict[str, Any]]) -> str:
                          f"sink(s) {waiting_sinks}; the next run finishes it")
         for item in t.get("pending", []):
             lines.append(f"{name}: pending: {item}")
-        if t.get("configured") and t.get("version") is None and not last:
-            lines.append(f"{name}: never run")
+        if t.get("configured") and t.get("version") is None:
+            lines.append(f"{name}: no snapshot committed yet")
     return "\n".join(lines)
 
 
