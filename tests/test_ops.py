@@ -183,22 +183,24 @@ def test_live_display_shows_tables_steps_rows_and_spark_stages(spark):
     live.table_started("Orders", None)
     live.stage("Orders", "2026-11-21.parquet", "fingerprint and diff (version 4)")
     job = threading.Thread(target=lambda: spark.range(0, 2, numPartitions=2).selectExpr(
-        "java_method('java.lang.Thread', 'sleep', id * 0 + 2500)").collect())
+        "java_method('java.lang.Thread', 'sleep', id * 0 + 4000)").collect())
     job.start()
     seen = []
     deadline = time.monotonic() + 60
     while not seen and time.monotonic() < deadline:
         seen = [s for s in active_stages(spark, {}) if s.tasks == 2]
         time.sleep(0.1)
-    time.sleep(1.2)  # the display polls twice a second and shows stages older than 1 s
-    rendered = Console(file=io.StringIO(), width=140)
-    rendered.print(live._render())
+    screen = ""
+    while "spark stage" not in screen and job.is_alive():  # shown once older than 1 s
+        rendered = Console(file=io.StringIO(), width=140)
+        rendered.print(live._render())
+        screen = rendered.file.getvalue()
+        time.sleep(0.2)
     job.join()
     live.snapshot_done("Orders", SnapshotResult("2026-11-21.parquet", 4, 10, 1, 2, 3, 4, [], None, 1.0))
     live.table_done(TableReport("Orders", "r", "t", outcome="ok"))
     live.close()
     assert seen and seen[0].done <= 2 and "tasks" in seen[0].line()
-    screen = rendered.file.getvalue()
     assert "fingerprint and diff (version 4)" in screen and "spark stage" in screen
     final = out.getvalue()
     assert "Orders" in final and "10 (+1 ~2 -3)" in final and "ok" in final
@@ -291,3 +293,24 @@ def test_status_into_a_closed_pipe_is_quiet(base):
     with proc.stderr:
         err = proc.stderr.read()
     assert proc.wait(timeout=60) == 0 and err == b""
+
+
+def test_plain_progress_gives_long_spark_stages_a_line_every_30_s():
+    import logging
+
+    from diffcdc.cli.progress import PlainProgress, SparkStage
+
+    lines: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: lines.append(record.getMessage())  # type: ignore[method-assign]
+    logger = logging.getLogger("diffcdc")
+    logger.addHandler(handler)
+    try:
+        plain = PlainProgress()
+        for age in (5.0, 29.0, 31.0, 45.0, 62.0):
+            plain._long_stages([SparkStage(7, "parquet at NativeMethodAccessorImpl.java:0",
+                                           200, 40, 2, age)])
+    finally:
+        logger.removeHandler(handler)
+    assert lines == ["spark stage 7 (parquet): 40/200 tasks, 2 running, 31 s",
+                     "spark stage 7 (parquet): 40/200 tasks, 2 running, 62 s"]
