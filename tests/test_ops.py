@@ -314,3 +314,20 @@ def test_plain_progress_gives_long_spark_stages_a_line_every_30_s():
         logger.removeHandler(handler)
     assert lines == ["spark stage 7 (parquet): 40/200 tasks, 2 running, 31 s",
                      "spark stage 7 (parquet): 40/200 tasks, 2 running, 62 s"]
+
+
+def test_a_refused_concurrent_first_run_leaves_the_other_runs_folder(base):
+    from diffcdc.config import table_from_args
+    from diffcdc.engine.run import run_table
+    from diffcdc.errors import ConcurrentRunError
+
+    write(str(base / "src" / "1.parquet"), rows(3))
+    table = table_from_args(name="T", source=str(base / "src"), keys=["id"],
+                            landing=str(base / "landing"))
+    state = TableState(str(base / "state"), "T")
+    with state.lock():  # another run's first load, still working
+        marker = base / "state" / "T" / "versions" / "00000000000000000001-other"
+        os.makedirs(marker)
+        with pytest.raises(ConcurrentRunError):
+            run_table(None, table, str(base / "state"))  # type: ignore[arg-type]
+        assert marker.is_dir()

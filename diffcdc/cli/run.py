@@ -34,19 +34,23 @@ def cmd_run(args: argparse.Namespace) -> int:
     runlog = RunLog.open(config.state, args.command, new_run_id())
     trace_handler = _traces_to_terminal() if args.debug else None
     observer = choose_progress(args.quiet, terminal=sys.stderr.isatty())
+    trace = logging.getLogger("diffcdc.trace")  # the log file only (and --debug's terminal)
     try:
         log.info("diffcdc %s: %d table(s), state %s, log %s", args.command, len(config.tables),
                  config.state, runlog.path)
         reports = run_many(_spark_factory(config, None if args.debug else runlog.path), config,
                            overrides=overrides, reload=reload, observer=observer)
+        seconds = time.monotonic() - started
+        dicts = [r.to_dict() for r in reports]
+        trace.info("%s", totals_line(dicts, seconds))
+    except Exception as exc:
+        trace.error("the run failed: %s", exc, exc_info=exc)
+        raise
     finally:
         observer.close()
         if trace_handler is not None:
-            logging.getLogger("diffcdc.trace").removeHandler(trace_handler)
-    seconds = time.monotonic() - started
-    dicts = [r.to_dict() for r in reports]
-    logging.getLogger("diffcdc.trace").info("%s", totals_line(dicts, seconds))  # file only
-    runlog.close()
+            trace.removeHandler(trace_handler)
+        runlog.close()
     if args.json:
         print(json.dumps({"ok": all(r.error is None for r in reports), "log": runlog.path,
                           "tables": dicts}, indent=1, default=str))

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 KEEP_LOGS = 20
 LOG_DIR = "_logs"
 
-#: Loggers whose lines go to the file: ours, the failed tables' traces, Py4J and PySpark.
+#: Loggers whose lines go to the file: ours, the failed tables' traces, and the warnings and
+#: errors of Py4J and PySpark (their levels are left as they are).
 _LOGGERS = ("diffcdc", "diffcdc.trace", "py4j", "pyspark")
 
 
@@ -48,8 +49,8 @@ class RunLog:
         for name in _LOGGERS:
             logger = logging.getLogger(name)
             logger.addHandler(handler)
-            if logger.level == logging.NOTSET or logger.level > logging.INFO:
-                logger.setLevel(logging.INFO)
+            if name.startswith("diffcdc") and logger.getEffectiveLevel() > logging.INFO:
+                logger.setLevel(logging.INFO)  # progress lines reach the file also when quiet
         log.handler = handler
         return log
 
@@ -76,3 +77,13 @@ def rotate(folder: str, keep: int) -> list[str]:
         except FileNotFoundError:
             pass
     return old
+
+
+def spark_log(state_root: str, command: str, debug: bool) -> RunLog | None:
+    """The log file for a command that only needs Spark's output kept off the terminal
+    (``verify``, ``demo``): under an existing state root; None with ``--debug``."""
+    if debug or not os.path.isdir(state_root):
+        return None
+    from diffcdc.state.store import new_run_id
+
+    return RunLog.open(state_root, command, new_run_id())

@@ -6,6 +6,7 @@ import argparse
 import json
 
 from diffcdc.cli.common import located_table
+from diffcdc.cli.runlog import spark_log
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
@@ -18,7 +19,10 @@ def cmd_verify(args: argparse.Namespace) -> int:
     if ignore is None:
         head = TableState(state_root, table.state_name).head()
         ignore = list(head.record.exclude) if head else []
-    spark = build_spark(args.master)
+    runlog = spark_log(state_root, "verify", args.debug)
+    spark = build_spark(args.master, console_log=runlog.path if runlog else None)
+    if runlog is not None:
+        runlog.close()  # the JVM keeps writing to the file
     results = verify_table(spark, table, state_root, args.snapshot, ignore=ignore,
                            only=args.sink)
     if args.json:

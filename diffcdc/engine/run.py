@@ -81,6 +81,10 @@ def run_table(
                 _run_locked(ctx, report, watch)
             finally:
                 state.prune(keep_versions)
+                if not existed and not state.has_history():
+                    # Nothing committed or requested: the folder this run made goes again
+                    # (still under the lock, so never one another run is working in).
+                    shutil.rmtree(state.dir, ignore_errors=True)
     except Exception as exc:
         error = exc if isinstance(exc, DiffcdcError) else unexpected_error(exc)
         if error.table is None:
@@ -93,7 +97,7 @@ def run_table(
         raise error from exc
     finally:
         report.seconds = round(time.monotonic() - started, 3)
-        _keep_report(state, report, existed)
+        _keep_report(state, report)
     return report
 
 
@@ -174,7 +178,7 @@ def _idle_run(
         exc.report = report  # type: ignore[attr-defined]
         raise
     finally:
-        _keep_report(state, report, True)
+        _keep_report(state, report)
     return report
 
 
@@ -184,13 +188,10 @@ def _failed(table: TableConfig, error: DiffcdcError, overrides: frozenset[str]) 
     return report
 
 
-def _keep_report(state: TableState, report: TableReport, existed: bool) -> None:
-    """Save the report with a table that has state; a table this run created but did not
-    commit anything to (nor record a request for) leaves no folder behind."""
+def _keep_report(state: TableState, report: TableReport) -> None:
+    """Save the report with a table that has state (a commit, a reload or drop request)."""
     if state.has_history():
         state.save_report(report.to_dict())
-    elif not existed and os.path.isdir(state.dir):
-        shutil.rmtree(state.dir, ignore_errors=True)
 
 
 _UNREADABLE = (
