@@ -30,6 +30,7 @@ Every error names the file, the table and the field.
 
 from __future__ import annotations
 
+import codecs
 import os
 import re
 import sys
@@ -49,6 +50,9 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 _UNSAFE_NAME = re.compile(r"[\x00-\x1f\x7f/\\]")
+_PATTERN_CHARS = re.compile(r"[\[\]{}*?]")
+#: A name's bytes at most (one folder name on every file system diffcdc writes to).
+MAX_NAME_BYTES = 255
 
 
 def check_folder_name(value: str, what: str = "table name") -> str:
@@ -63,6 +67,16 @@ def check_folder_name(value: str, what: str = "table name") -> str:
         raise ValueError(f"{what} {value!r} starts with '_', which the landing zone ignores")
     if value != value.strip():
         raise ValueError(f"{what} {value!r} has leading or trailing spaces")
+    if _PATTERN_CHARS.search(value):
+        raise ValueError(f"{what} {value!r} contains one of [ ] {{ }} * ?, which paths and "
+                         "consumers read as patterns")
+    if ".schema." in value or value.endswith(".schema") or value.startswith("schema."):
+        # State folders are ``<schema>.schema.<table>``: such names would make two tables
+        # (``--schema a --table b`` and ``--table a.schema.b``) share one state folder.
+        raise ValueError(f"{what} {value!r} contains '.schema.' (or starts with 'schema.' or "
+                         "ends with '.schema'), which would make its state folder ambiguous")
+    if len(value.encode()) > MAX_NAME_BYTES:
+        raise ValueError(f"{what} is {len(value.encode())} bytes long; at most {MAX_NAME_BYTES}")
     return value
 
 
@@ -84,6 +98,10 @@ class TableConfig(BaseModel):
     fingerprint_bits: Literal[64, 128] = Field(default=64, description="Fingerprint width.")
     csv_infer_schema: bool = Field(
         default=False, description="Infer CSV column types (default: every CSV column is a string)."
+    )
+    csv_encoding: str = Field(
+        default="utf-8",
+        description="Encoding of CSV snapshots; a byte that is not valid in it refuses the file.",
     )
     quality: QualityConfig | None = Field(
         default=None, description="Quality gate settings that replace the global [quality] ones."
@@ -130,6 +148,14 @@ class TableConfig(BaseModel):
     def _safe_name(cls, value: str) -> str:
         return check_folder_name(value)
 
+    @field_validator("csv_encoding")
+    @classmethod
+    def _known_encoding(cls, value: str) -> str:
+        try:
+            return codecs.lookup(value).name
+        except LookupError:
+            raise ValueError(f"unknown encoding {value!r} (e.g. utf-8, latin-1, cp1252)") from None
+
     @field_validator("schema_name")
     @classmethod
     def _safe_schema(cls, value: str | None) -> str | None:
@@ -155,6 +181,9 @@ class TableConfig(BaseModel):
             raise ValueError(f"sink ids repeat: {repeated}; give each sink its own `name`")
         for sink_id in ids:
             check_folder_name(sink_id, "sink name")
+        if len(self.state_name.encode()) > MAX_NAME_BYTES:
+            raise ValueError(f"schema and table name together are too long for a state folder "
+                             f"({len(self.state_name.encode())} bytes; at most {MAX_NAME_BYTES})")
         return self
 
     @property
@@ -204,10 +233,17 @@ class SparkSettings(BaseModel):
 class RunConfig(BaseModel):
     """A whole run: global settings and the tables."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
     state: str = Field(default="state", description="State root.")
     keep_versions: int = Field(default=10, ge=1, description="State versions kept for rollback.")
+    parallelism: int | None = Field(
+        default=None,
+        ge=1,
+        le=64,
+        description="Tables processed at once in one Spark application (default: the machine's "
+        "cores, at least 2, at most 8).",
+    )
     spark: SparkSettings = Field(default_factory=SparkSettings)
     quality: QualityConfig = Field(default_factory=QualityConfig, description="Global gate settings.")
     tables: list[TableConfig] = Field(default_factory=list)
@@ -288,7 +324,8 @@ def load_config(path: str) -> RunConfig:
         if isinstance(merged.get("quality"), dict):
             merged["quality"] = _resolve_quality_paths(base, merged["quality"])
         tables.append(merged)
-    state = _resolve(base, top.pop("state", "state"))
+    state = top.pop("state", "state")
+    state = _resolve(base, state) if isinstance(state, str) else state  # else: a field error
     try:
         return RunConfig(
             state=state,

@@ -100,10 +100,9 @@ def _write(rows: list[dict[str, Any]], schema: pa.Schema, path: str) -> None:
     pq.write_table(pa.Table.from_pylist(rows, schema=schema), path)
 
 
-def run_demo(base: str, state_root: str, as_json: bool = False, debug: bool = False) -> int:
+def run_demo(base: str, state_root: str, as_json: bool = False) -> int:
     """Generate the data, run three nights, verify; returns an exit status."""
     from diffcdc.cli.run import format_summary
-    from diffcdc.cli.runlog import spark_log
     from diffcdc.engine.run import run_many
     from diffcdc.engine.verify import verify_table
     from diffcdc.spark import build_spark
@@ -122,11 +121,7 @@ def run_demo(base: str, state_root: str, as_json: bool = False, debug: bool = Fa
                     keys=["Company", "DeptCode"], landing=landing),
     ]
     config = RunConfig(state=state_root, tables=tables)
-    os.makedirs(state_root, exist_ok=True)
-    runlog = spark_log(state_root, "demo", debug)  # Spark's console output goes there
-    spark = build_spark(console_log=runlog.path if runlog else None)
-    if runlog is not None:
-        runlog.close()  # the JVM keeps writing to the file
+    spark = build_spark()
     out = sys.stdout
     results: dict[str, Any] = {"nights": []}
     for day, date in enumerate(DAYS):

@@ -7,12 +7,27 @@ engine's correctness relies on are always applied on top.
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Mapping
+import re
+import sys
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+_GLOB_CHARS = re.compile(r"([\\\[\]{}*?])")
+
+
+def literal_path(path: str) -> str:
+    """``path`` escaped for Spark's readers, which expand Hadoop glob patterns in paths.
+
+    Without it a snapshot named ``000[2].parquet`` is read as ``0002.parquet`` and a name with
+    ``{a,b}`` is "not found". Writers take paths literally and need no escaping.
+    """
+    return _GLOB_CHARS.sub(r"\\\1", path)
+
 
 #: Settings diffcdc's output depends on; user settings cannot change these.
 REQUIRED_CONF: dict[str, str] = {
@@ -22,6 +37,9 @@ REQUIRED_CONF: dict[str, str] = {
     "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
     "spark.sql.parquet.datetimeRebaseModeInWrite": "CORRECTED",
     "spark.sql.parquet.int96RebaseModeInWrite": "CORRECTED",
+    # CSV snapshots in any Java charset (cp1252 ...), not only Spark 4's seven: diffcdc checks
+    # the bytes against the table's csv_encoding itself, strictly, before Spark reads them.
+    "spark.sql.legacy.javaCharsets": "true",
     # No _SUCCESS markers inside staged folders.
     "spark.hadoop.mapreduce.fileoutputcommitter.marksuccessfuljobs": "false",
 }
@@ -30,6 +48,9 @@ DEFAULT_CONF: dict[str, str] = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.shuffle.partitions": "8",
+    # Tables run concurrently (``parallelism``), each in its own pool: one large table's
+    # tasks do not queue the small ones behind it.
+    "spark.scheduler.mode": "FAIR",
     "spark.sql.adaptive.enabled": "true",
     "spark.driver.memory": "2g",
     # Throughput collector: a diff is a batch job, pauses do not matter, CPU does. Measured at
@@ -51,14 +72,14 @@ def build_spark(
     master: str | None = None,
     conf: Mapping[str, str] | None = None,
     app_name: str = "diffcdc",
-    console_log: str | None = None,
+    log4j_config: str | None = None,
+    jvm_output: str | None = None,
 ) -> SparkSession:
     """Return the active SparkSession or build one with diffcdc's settings.
 
-    ``console_log``: a file that receives the JVM's console output (the Spark banner, log4j
-    lines, warnings) instead of this process's terminal. The JVM (``spark-submit``) inherits
-    its stdout and stderr when PySpark starts it, so the gateway is launched here with both
-    pointing at the file; Python workers forked by the JVM inherit them too.
+    ``log4j_config``: a log4j2 properties file for the driver JVM (see :mod:`diffcdc.runlog`:
+    the JVM's output goes to the run's log file instead of the terminal); ``jvm_output``: a
+    file for what the JVM itself writes to its stderr (start-up warnings, crashes).
     """
     global jvm_starts
     from pyspark.sql import SparkSession
@@ -78,35 +99,42 @@ def build_spark(
         settings.update({"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"})
     settings.update(conf or {})
     settings.update(REQUIRED_CONF)
+    from diffcdc.cds import java_options
+
+    cds = java_options()  # start-up: Spark's classes mapped from an archive (diffcdc.cds)
+    if cds:
+        key = "spark.driver.extraJavaOptions"
+        settings[key] = f"{settings.get(key, '')} {cds}".strip()
+    if log4j_config:
+        key = "spark.driver.extraJavaOptions"
+        settings[key] = f"{settings.get(key, '')} -Dlog4j2.configurationFile=file:{log4j_config}".strip()
     for key, value in settings.items():
         builder = builder.config(key, value)
-    if console_log is not None:
-        _start_jvm_logging_to(console_log, master, app_name, settings)
     jvm_starts += 1
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel(os.environ.get("DIFFCDC_SPARK_LOG_LEVEL", "WARN"))
+    with _stderr_to(jvm_output):  # the JVM inherits file descriptor 2 when it is started
+        spark = builder.getOrCreate()
+    default_level = "WARN" if log4j_config else "ERROR"  # a log file may hold the warnings
+    spark.sparkContext.setLogLevel(os.environ.get("DIFFCDC_SPARK_LOG_LEVEL", default_level))
     return spark
 
 
-def _start_jvm_logging_to(path: str, master: str, app_name: str, settings: dict[str, str]) -> None:
-    """Start the SparkContext on a JVM whose stdout and stderr go to ``path``.
-
-    ``launch_gateway``'s ``popen_kwargs`` are PySpark's documented way to capture the JVM's
-    output; the builder's ``getOrCreate`` then finds this context and uses it. The JVM gets the
-    same settings the builder would have passed to ``spark-submit``.
-    """
-    from pyspark import SparkConf, SparkContext
-    from pyspark.java_gateway import launch_gateway
-
-    conf = SparkConf(loadDefaults=False).setMaster(master).setAppName(app_name)
-    for key, value in settings.items():
-        conf.set(key, value)
-    with open(path, "ab") as out:  # the child keeps its own copy of the descriptor
-        gateway = launch_gateway(conf, popen_kwargs={"stdout": out, "stderr": out})
-    SparkContext(conf=conf, gateway=gateway)
+@contextlib.contextmanager
+def _stderr_to(path: str | None) -> Iterator[None]:
+    """Point this process's file descriptor 2 at ``path`` for a moment (None: leave it)."""
+    if path is None:
+        yield
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.dup2(target, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(target)
 
 
 def _python() -> str:
-    import sys
-
     return sys.executable

@@ -8,6 +8,7 @@ import pyspark  # noqa: F401 - imported early: it raises the recursion limit on 
 import pytest
 
 os.environ.setdefault("DIFFCDC_SPARK_LOG_LEVEL", "ERROR")
+os.environ.setdefault("DIFFCDC_CDS", "0")  # no archive in ~/.cache from tests (test_cds.py uses its own)
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # tests stay on the loopback interface
 
 

@@ -64,8 +64,9 @@ class Workspace:
 
     def assert_mirror_equals(self, spark: Any, snapshot_id: str, upto: int | None = None, ignore=()) -> None:
         from diffcdc.sinks.openmirroring.contract import to_landing_columns
+        from diffcdc.spark import literal_path
 
-        df = to_landing_columns(spark.read.parquet(os.path.join(self.source, snapshot_id)))
+        df = to_landing_columns(spark.read.parquet(literal_path(os.path.join(self.source, snapshot_id))))
         result = compare(self.mirror(upto).replayed(), df.toArrow().to_pylist(), df.columns, ignore)
         assert result.identical, result.to_dict()
 
@@ -75,7 +76,7 @@ class Workspace:
         for base in (self.state, self.landing):
             for folder, _, files in os.walk(base):
                 for name in files:
-                    if name in {".lock", "last_report.json"} or folder.endswith("reports"):
+                    if name in {".lock", "last_report.json"} or folder.endswith(("reports", "_logs")):
                         continue
                     path = os.path.join(folder, name)
                     with open(path, "rb") as handle:

@@ -33,6 +33,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _silence_stdout()
         return 0
     except DiffcdcError as exc:
+        log.debug("the error's trace:", exc_info=True)  # to the run's log file, if any
         if debug:
             traceback.print_exc()
         print(f"diffcdc: error: {exc}", file=sys.stderr)
@@ -43,6 +44,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("diffcdc: interrupted", file=sys.stderr)
         return 130
     except Exception as exc:  # noqa: BLE001 - the last line of defence prints one line
+        log.debug("the error's trace:", exc_info=True)
         if debug:
             traceback.print_exc()
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
@@ -52,17 +54,19 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _setup_logging(quiet: bool, debug: bool) -> None:
-    """Progress lines on stderr, each stamped ISO-8601 with the zone; ``--quiet``: warnings
-    and errors only. The logger itself passes INFO on, for the run's log file."""
-    from diffcdc.cli.progress import TERMINAL_HANDLER
-    from diffcdc.cli.runlog import IsoFormatter
+    """Progress lines on stderr, each stamped ISO-8601 with the zone (``--quiet``: warnings
+    and errors only); the logger passes INFO on, for the run's log file."""
+    from diffcdc.cli.progress import TERMINAL_HANDLER, IsoFormatter
 
+    level = logging.DEBUG if debug else logging.WARNING if quiet else logging.INFO
     handler = logging.StreamHandler(sys.stderr)
     handler.set_name(TERMINAL_HANDLER)
     handler.setFormatter(IsoFormatter("%(asctime)s %(message)s"))
-    handler.setLevel(logging.WARNING if quiet else logging.DEBUG if debug else logging.INFO)
-    log.handlers[:] = [handler]
-    log.setLevel(logging.DEBUG if debug else logging.INFO)
+    handler.setLevel(level)
+    for old in log.handlers:  # an earlier main() in this process (tests, notebooks)
+        old.close()
+    log.handlers[:] = [handler]  # a run adds its log file (diffcdc.runlog) at DEBUG
+    log.setLevel(min(level, logging.INFO))
     log.propagate = False
 
 
@@ -80,7 +84,7 @@ def _silence_stdout() -> None:
 
 
 def _dispatch(args: argparse.Namespace) -> int:
-    from diffcdc.cli import drop, run, status, verify
+    from diffcdc.cli import drop, repair, run, status, verify
 
     if args.command == "run":
         return run.cmd_run(args)
@@ -94,12 +98,16 @@ def _dispatch(args: argparse.Namespace) -> int:
         return verify.cmd_verify(args)
     if args.command == "reload":
         return run.cmd_reload(args)
+    if args.command == "rollback":
+        return run.cmd_rollback(args)
     if args.command == "drop":
         return drop.cmd_drop(args)
+    if args.command == "repair":
+        return repair.cmd_repair(args)
     if args.command == "demo":
         from diffcdc.demo import run_demo
 
-        return run_demo(args.dir, args.state, as_json=args.json, debug=args.debug)
+        return run_demo(args.dir, args.state, as_json=args.json)
     raise UsageError(f"unknown command {args.command}")  # pragma: no cover
 
 

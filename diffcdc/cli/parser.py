@@ -88,7 +88,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--max-rows-per-file", type=int, help="rows per landing file at most")
     run.add_argument("--fingerprint-bits", type=int, choices=[64, 128], help="fingerprint width")
     run.add_argument("--csv-infer-schema", action="store_true", default=None, help="infer CSV types")
+    run.add_argument("--csv-encoding", help="encoding of CSV snapshots (default utf-8)")
     run.add_argument("--keep-versions", type=int, default=None, help="state versions kept")
+    run.add_argument("--parallelism", type=int, default=None,
+                     help="with --config: tables processed at once (default: the cores, 2 to 8)")
     run.add_argument("--master", help="Spark master (default local[*])")
     run.add_argument("--only", type=_csv, help="with --config: run only these tables")
     run.add_argument(
@@ -123,17 +126,40 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("--source", help="with --table and without --config: the table's "
                         "source folder, to show its waiting snapshots")
 
-    verify = sub.add_parser("verify", parents=[common], help="replay landing files, compare with a snapshot")
+    verify = sub.add_parser(
+        "verify", parents=[common],
+        help="replay every sink and compare with a snapshot; or, without --snapshot, check the "
+        "head state fully (--state)",
+    )
     verify.add_argument("--landing", help="landing zone root (default: the table's, with --config)")
     _add_landing_option_arg(verify)
     verify.add_argument("--config", help="TOML config: the table's landing root and options")
-    verify.add_argument("--table", required=True, help="landing table name")
-    verify.add_argument("--snapshot", required=True, help="snapshot file or folder to compare with")
+    verify.add_argument("--table", help="table name (with --state and --config: default every table)")
+    verify.add_argument("--snapshot", help="snapshot file or folder to compare the sinks with")
     verify.add_argument("--schema", dest="schema_name", help="schema folder name")
-    verify.add_argument("--state", default=None, help="state root, for the excluded columns")
+    verify.add_argument(
+        "--state", nargs="?", const="", default=None, metavar="ROOT",
+        help="state root (default: the config's, else ./state); without --snapshot: check the "
+        "head state (files and checksums, row counts, unique keys, every key's fingerprint "
+        "against its snapshot), no Spark",
+    )
+    verify.add_argument("--csv-encoding", help="with --state: encoding of a CSV snapshot "
+                        "(default: the table's csv_encoding, else utf-8)")
     verify.add_argument("--ignore", type=_csv, default=None, help="columns not compared")
     verify.add_argument("--sink", help="only this sink of the table (default: every sink)")
     verify.add_argument("--master", help="Spark master (default local[*])")
+
+    repair = sub.add_parser(
+        "repair", parents=[common],
+        help="rebuild a damaged head state from its snapshot (exact; no sink is touched)",
+    )
+    repair.add_argument("--table", required=True, help="table name")
+    repair.add_argument("--schema", dest="schema_name", help="schema folder name")
+    repair.add_argument("--config", help="TOML config holding the table")
+    repair.add_argument("--source", help="the table's snapshot folder (or --config)")
+    repair.add_argument("--state", default=None, help="state root (default ./state)")
+    repair.add_argument("--csv-encoding", help="encoding of CSV snapshots (default utf-8)")
+    repair.add_argument("--master", help="Spark master (default local[*])")
 
     demo = sub.add_parser("demo", parents=[common], help="run a small end-to-end example")
     demo.add_argument("--dir", default="diffcdc-demo", help="where snapshots and landing go")
@@ -195,6 +221,20 @@ def _add_reload_and_drop(
         if "-h" not in action.option_strings:
             reload._add_action(action)
     reload.add_argument("--yes", action="store_true", help="confirm: the mirrored table is rebuilt")
+
+    rollback = sub.add_parser(
+        "rollback",
+        help="put a table back to a kept version's snapshot (published as a new version)",
+        description="Takes every option of 'run'. Publishes, as a new version, the changes that "
+        "take every sink from the head back to the snapshot of --to-version (which must still "
+        "be in the source folder, unchanged). Nothing published is withdrawn. The quality gate "
+        "applies (--override-check). Needs --yes.",
+    )
+    for action in run._actions:
+        if "-h" not in action.option_strings:
+            rollback._add_action(action)
+    rollback.add_argument("--to-version", type=int, required=True, help="the kept version")
+    rollback.add_argument("--yes", action="store_true", help="confirm the rollback")
 
     drop = sub.add_parser("drop", parents=[common],
                           help="drop a table on purpose: delete its landing folder and state")

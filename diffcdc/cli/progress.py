@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import threading
 import time
@@ -24,6 +25,13 @@ if TYPE_CHECKING:
     from diffcdc.engine.report import SnapshotResult, TableReport
 
 log = logging.getLogger("diffcdc")
+
+
+class IsoFormatter(logging.Formatter):
+    """ISO-8601 time stamps with the zone, e.g. ``2026-11-23T08:59:36+01:00``."""
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:  # noqa: N802
+        return dt.datetime.fromtimestamp(record.created).astimezone().isoformat(timespec="seconds")
 
 #: Plain output: a Spark stage running this long gets a line, and another this often.
 STAGE_LINE_SECONDS = 30.0

@@ -7,14 +7,11 @@ import json
 import logging
 import sys
 import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from diffcdc.cli.common import check_landing_arg, error_fields
 from diffcdc.cli.progress import choose_progress
-from diffcdc.cli.runlog import RunLog
 from diffcdc.errors import DiffcdcError, UsageError
-from diffcdc.state.store import new_run_id
 
 if TYPE_CHECKING:
     from diffcdc.config import RunConfig
@@ -23,47 +20,46 @@ log = logging.getLogger("diffcdc")
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    """Check everything that needs no Spark first (config, paths, names, overrides, pending
-    snapshots); start Spark only when some table has work."""
-    from diffcdc.engine.run import run_many
+    """Check everything that needs no Spark first (config, paths, names, override names,
+    pending snapshots); start Spark only when some table has work."""
+    from diffcdc.engine.idle import idle_report
 
     started = time.monotonic()
     config = build_run_config(args)
     overrides = check_overrides(args.override_check, config)
     reload = frozenset(getattr(args, "reload_tables", ()))
-    runlog = RunLog.open(config.state, args.command, new_run_id())
-    trace_handler = _traces_to_terminal() if args.debug else None
+    rollback = dict(getattr(args, "rollback_tables", {}))
     observer = choose_progress(args.quiet, terminal=sys.stderr.isatty())
-    trace = logging.getLogger("diffcdc.trace")  # the log file only (and --debug's terminal)
+    run_log: list[Any] = []
     try:
-        log.info("diffcdc %s: %d table(s), state %s, log %s", args.command, len(config.tables),
-                 config.state, runlog.path)
-        reports = run_many(_spark_factory(config, None if args.debug else runlog.path), config,
-                           overrides=overrides, reload=reload, observer=observer)
-        seconds = time.monotonic() - started
-        dicts = [r.to_dict() for r in reports]
-        trace.info("%s", totals_line(dicts, seconds))
-    except Exception as exc:
-        trace.error("the run failed: %s", exc, exc_info=exc)
-        raise
+        # No Spark before it is needed: tables with nothing to do are settled first.
+        idle = {t.name: None if t.name in reload or t.name in rollback
+                else idle_report(t, config.state) for t in config.tables}
+        busy = [t for t in config.tables if idle[t.name] is None]
+        done = {}
+        if busy:
+            done = {r.table: r for r in _run_busy(args, config, busy, overrides, reload, rollback,
+                                                  observer, run_log)}
     finally:
         observer.close()
-        if trace_handler is not None:
-            trace.removeHandler(trace_handler)
-        runlog.close()
+    reports = [idle[t.name] or done[t.name] for t in config.tables]
+    dicts = [r.to_dict() for r in reports]
+    totals = totals_line(dicts, time.monotonic() - started)
+    log.debug("%s", totals)  # the run's log file
     if args.json:
-        print(json.dumps({"ok": all(r.error is None for r in reports), "log": runlog.path,
+        print(json.dumps({"ok": all(r.error is None for r in reports),
+                          "log": run_log[0].path if run_log else None,
                           "tables": dicts}, indent=1, default=str))
     else:
         print(format_summary(dicts))
-        print(totals_line(dicts, seconds))
-        if any(r.error for r in reports):
-            print(f"full traces: {runlog.path}", file=sys.stderr)
+        print(totals)
     return max((r.exit_code for r in reports), default=0)
 
 
 def build_run_config(args: argparse.Namespace) -> RunConfig:
     """The run's config from ``--config`` or the single-table options (no Spark)."""
+    from pydantic import ValidationError
+
     from diffcdc.config import RunConfig, load_config, table_from_args
 
     check_landing_arg(args.landing)
@@ -96,6 +92,7 @@ def build_run_config(args: argparse.Namespace) -> RunConfig:
             max_rows_per_file=args.max_rows_per_file,
             fingerprint_bits=args.fingerprint_bits,
             csv_infer_schema=args.csv_infer_schema,
+            csv_encoding=args.csv_encoding,
             quality=_quality_from_args(args),
             **_landing_contract_fields(args),
         )
@@ -103,15 +100,21 @@ def build_run_config(args: argparse.Namespace) -> RunConfig:
     if args.landing_options:
         given = dict(args.landing_options)
         config.tables = [t.with_landing_options(given) for t in config.tables]
-    if args.keep_versions is not None:
-        config.keep_versions = args.keep_versions
+    for option in ("keep_versions", "parallelism"):  # validated like the config file's fields
+        if getattr(args, option) is not None:
+            try:
+                setattr(config, option, getattr(args, option))
+            except ValidationError as exc:
+                raise UsageError(f"option --{option.replace('_', '-')}: "
+                                 f"{exc.errors()[0]['msg']}") from None
     if args.master:
         config.spark.master = args.master
     return config
 
 
 def check_overrides(values: list[str], config: RunConfig) -> dict[str, frozenset[str]]:
-    """``--override-check`` options per table, each a check the table's gate knows."""
+    """``--override-check`` options per table, each a check the table's gate knows (before
+    Spark: a mistyped check name is exit 2 at once)."""
     from diffcdc.core.quality import validate_overrides
 
     overrides = _parse_overrides(values, [t.name for t in config.tables])
@@ -124,20 +127,23 @@ def check_overrides(values: list[str], config: RunConfig) -> dict[str, frozenset
     return overrides
 
 
-def _spark_factory(config: RunConfig, console_log: str | None) -> Callable[[], Any]:
-    def start() -> Any:
-        from diffcdc.spark import build_spark
+def _run_busy(args: argparse.Namespace, config: Any, busy: list[Any],
+              overrides: dict[str, frozenset[str]], reload: frozenset[str],
+              rollback: dict[str, int], observer: Any, run_log: list[Any]) -> list[Any]:
+    """Start Spark (its console output into the run's log file unless --debug) and run."""
+    from diffcdc.engine.run import run_many
+    from diffcdc.runlog import open_run_log
+    from diffcdc.spark import build_spark
 
-        log.info("starting Spark (%s)", config.spark.master or "local[*]")
-        return build_spark(config.spark.master, config.spark.conf, console_log=console_log)
-
-    return start
-
-
-def _traces_to_terminal() -> logging.Handler:
-    handler = logging.StreamHandler(sys.stderr)
-    logging.getLogger("diffcdc.trace").addHandler(handler)
-    return handler
+    opened = None if args.debug else open_run_log(config.state)
+    run_log.extend([opened] if opened else [])
+    log.info("starting Spark (%s) for %d table(s)", config.spark.master or "local[*]", len(busy))
+    spark = build_spark(config.spark.master, config.spark.conf,
+                        log4j_config=opened.log4j_config if opened else None,
+                        jvm_output=opened.spark_path if opened else None)
+    observer.spark_started(spark)
+    return run_many(spark, config.model_copy(update={"tables": busy}), overrides=overrides,
+                    reload=reload, rollback=rollback, observer=observer)
 
 
 def totals_line(reports: list[dict[str, Any]], seconds: float) -> str:
@@ -246,4 +252,22 @@ def cmd_reload(args: argparse.Namespace) -> int:
     if args.config:
         args.only, args.table = names, None
     args.reload_tables = names
+    return cmd_run(args)
+
+
+def cmd_rollback(args: argparse.Namespace) -> int:
+    if not args.table:
+        raise UsageError("rollback needs --table (with --config: the table to roll back)")
+    if not args.yes:
+        raise UsageError(
+            f"refusing to roll {args.table} back without --yes: every sink gets the changes back "
+            f"to version {args.to_version}'s snapshot, published as a new version",
+            hint="add --yes to confirm",
+        )
+    if args.config:
+        args.only, args.table = [args.table], None
+        name = args.only[0]
+    else:
+        name = args.table
+    args.rollback_tables = {name: args.to_version}
     return cmd_run(args)

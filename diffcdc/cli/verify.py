@@ -6,23 +6,30 @@ import argparse
 import json
 
 from diffcdc.cli.common import located_table
-from diffcdc.cli.runlog import spark_log
+from diffcdc.errors import UsageError
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
+    if args.snapshot is None:
+        if args.state is None:
+            raise UsageError("verify needs --snapshot (replay the sinks and compare) or --state "
+                             "(check the head state)", hint="give one of them")
+        from diffcdc.cli.verify_state import cmd_verify_state
+
+        return cmd_verify_state(args)  # ``verify --state``: the head state itself
+    if args.table is None:
+        raise UsageError("verify --snapshot needs --table", hint="name the table to compare")
     from diffcdc.engine.verify import verify_table
     from diffcdc.spark import build_spark
     from diffcdc.state.store import TableState
 
+    args.state = args.state or None  # a bare --state with --snapshot: the default root
     table, state_root = located_table(args, "verify")
     ignore = args.ignore
     if ignore is None:
         head = TableState(state_root, table.state_name).head()
         ignore = list(head.record.exclude) if head else []
-    runlog = spark_log(state_root, "verify", args.debug)
-    spark = build_spark(args.master, console_log=runlog.path if runlog else None)
-    if runlog is not None:
-        runlog.close()  # the JVM keeps writing to the file
+    spark = build_spark(args.master)
     results = verify_table(spark, table, state_root, args.snapshot, ignore=ignore,
                            only=args.sink)
     if args.json:

@@ -124,7 +124,8 @@ def state_metrics(keys: Sequence[str]) -> list[Column]:
         _count_where(F.col(CHANGE) == DELETE, "deleted"),
         _count_where(F.col(CHANGE) == UNCHANGED, "unchanged"),
         _count_where(F.col(DUP) > 1, "duplicate_keys"),
-        _count_where(null_key & (F.col(DUP) > 0), "null_keys"),
+        # rows, not keys: the NULL-key rows of a snapshot collapse into one state row
+        F.sum(F.when(null_key, _c(DUP)).otherwise(0)).cast("long").alias("null_keys"),
     ]
 
 

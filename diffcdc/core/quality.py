@@ -56,7 +56,9 @@ class ExpectationSpec(BaseModel):
 class QualityConfig(BaseModel):
     """Gate thresholds and user expectations; global defaults merged with per-table settings."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, use_attribute_docstrings=True, allow_inf_nan=False
+    )
 
     min_row_ratio: float | None = Field(default=0.5, ge=0)
     """Snapshot rows at least this share of the previous snapshot's rows (``null``: no check)."""

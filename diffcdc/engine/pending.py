@@ -36,10 +36,14 @@ class TablePlan:
     #: Why the run would fail (missing source, late snapshot, unfinished drop), found early.
     error: DiffcdcError | None = field(default=None, compare=False)
 
+    #: A drop was started and has not finished (the run refuses the table until it is).
+    drop: bool = False
+
     @property
     def has_work(self) -> bool:
-        """Whether a run needs Spark: a snapshot to diff or a version to publish."""
-        return bool(self.snapshots or self.unpublished)
+        """Whether a run needs Spark: a snapshot to diff, a version to publish, a requested
+        reload or an unfinished drop (the engine settles both under the table's lock)."""
+        return bool(self.snapshots or self.unpublished or self.reload is not None or self.drop)
 
     @property
     def resumes(self) -> bool:
@@ -53,9 +57,10 @@ def plan_table(table: TableConfig, state: TableState) -> TablePlan:
     sinks = tuple(cfg.sink_id for cfg in table.sinks)
     unpublished = tuple(s for s in head.unpublished if s in sinks) if head else ()
     reload = _reload_request(state)
-    plan = TablePlan(table.name, sinks, head, unpublished=unpublished, reload=reload)
+    drop = os.path.exists(state.drop_path)
+    plan = TablePlan(table.name, sinks, head, unpublished=unpublished, reload=reload, drop=drop)
     try:
-        if os.path.exists(state.drop_path):
+        if drop:
             raise StateError(
                 "a drop of this table was started and has not finished",
                 table=table.name,
@@ -80,7 +85,7 @@ def pending_snapshots(
     if not commits:
         return entries
     done = {c.snapshot_id for c in commits}
-    last = commits[-1].snapshot_id
+    last = max(done)  # not the head's: a rollback commits an older snapshot again
     late = [e for e in entries if e.snapshot_id <= last and e.snapshot_id not in done]
     if late:
         raise LateSnapshotError(

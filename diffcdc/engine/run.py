@@ -7,35 +7,34 @@ sink), then processes new snapshots oldest first, each committed once for every 
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
+import re
 import shutil
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from pyspark.sql import SparkSession
 
 from diffcdc.config import RunConfig, TableConfig
 from diffcdc.core.quality import QualityConfig
-from diffcdc.engine.pending import TablePlan, pending_snapshots, plan_table
+from diffcdc.engine.context import RunContext
+from diffcdc.engine.gate import Gate
+from diffcdc.engine.pending import pending_snapshots
 from diffcdc.engine.progress import MessageObserver, RunObserver
+from diffcdc.engine.publish import configured_unpublished, publish_version
 from diffcdc.engine.report import Progress, SnapshotResult, TableReport
-from diffcdc.errors import DiffcdcError, InputRefused
-from diffcdc.sources.files import SnapshotEntry
+from diffcdc.engine.rollback import rollback_entry
+from diffcdc.engine.snapshot import process_snapshot
+from diffcdc.errors import DiffcdcError, InputRefused, StateError, StorageError
+from diffcdc.sources.files import SnapshotEntry, discover
 from diffcdc.state.store import TableState, new_run_id, now_iso
-
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
-
-    from diffcdc.engine.context import RunContext
 
 __all__ = ["SnapshotResult", "TableReport", "pending_snapshots", "run_many", "run_table"]
 
 log = logging.getLogger("diffcdc")
-#: Full traces of failed tables: the command line sends them to the run's log file.
-trace_log = logging.getLogger("diffcdc.trace")
-trace_log.addHandler(logging.NullHandler())
-trace_log.propagate = False
-
 
 def run_table(
     spark: SparkSession,
@@ -47,17 +46,20 @@ def run_table(
     quality: QualityConfig | None = None,
     overrides: frozenset[str] = frozenset(),
     reload: bool = False,
+    rollback_to: int | None = None,
     observer: RunObserver | None = None,
 ) -> TableReport:
     """Process every pending snapshot of one table. Raises DiffcdcError on failure.
 
     ``quality`` holds the global gate settings (the table's own ``quality`` replaces fields of
     it); ``overrides`` names checks allowed to pass for this one run. The report (passed or
-    failed) is saved with the table's state before returning/raising; a table with nothing
-    committed or requested keeps no state at all (a failed first run leaves no folder behind).
-    ``reload`` re-creates the table (``diffcdc reload``): the request is recorded in state
-    first, so a run that dies before committing the re-creation leaves it to the next run.
-    ``observer`` (or the older ``progress`` callable) is told what the run is doing.
+    failed) is saved with the table's state before returning/raising. ``reload`` re-creates
+    the table (``diffcdc reload``): the request is recorded in state first, so a run that
+    dies before committing the re-creation leaves it to the next run. ``rollback_to`` publishes
+    the way back to that kept version's snapshot as a new version (``diffcdc rollback``; see
+    :mod:`diffcdc.engine.rollback`) instead of processing pending snapshots. ``observer`` (or
+    the older ``progress`` callable) is told what the run does. A table with nothing committed
+    or requested keeps no state: a failed first run leaves no folder behind.
     """
     watch = observer or (MessageObserver(progress) if progress else RunObserver())
     state = TableState(state_root, table.state_name)
@@ -65,9 +67,6 @@ def run_table(
     started = time.monotonic()
     existed = os.path.isdir(state.dir)
     try:
-        from diffcdc.engine.context import RunContext
-        from diffcdc.engine.gate import Gate
-
         gate = Gate((quality or QualityConfig()).merged(table.quality), overrides)
         with state.lock():
             if reload:
@@ -78,7 +77,7 @@ def run_table(
                     lambda message: watch.message(table.name, message), gate,
                     stage=lambda snapshot, step: watch.stage(table.name, snapshot, step),
                 )
-                _run_locked(ctx, report, watch)
+                _run_locked(ctx, report, rollback_to, watch)
             finally:
                 state.prune(keep_versions)
                 if not existed and not state.has_history():
@@ -86,7 +85,7 @@ def run_table(
                     # (still under the lock, so never one another run is working in).
                     shutil.rmtree(state.dir, ignore_errors=True)
     except Exception as exc:
-        error = exc if isinstance(exc, DiffcdcError) else unexpected_error(exc)
+        error = exc if isinstance(exc, DiffcdcError) else unexpected_error(exc, state_dir=state.dir)
         if error.table is None:
             error.table = table.name
         report.outcome = "failed"
@@ -97,101 +96,82 @@ def run_table(
         raise error from exc
     finally:
         report.seconds = round(time.monotonic() - started, 3)
-        _keep_report(state, report)
+        _save_report(state, report)
     return report
 
 
+def _save_report(state: TableState, report: TableReport) -> None:
+    """Keep the run's report with a table that has state (a commit, or a reload or drop
+    request); failing to never changes the outcome."""
+    if not state.has_history():
+        return
+    try:
+        state.save_report(report.to_dict())
+    except (OSError, TypeError, ValueError) as exc:
+        log.warning(
+            "%s: the run's report could not be saved under %s (%s); the run's outcome is %s",
+            report.table, state.reports_dir, exc, report.outcome,
+        )
+
+
 def run_many(
-    spark: SparkSession | Callable[[], SparkSession],
+    spark: SparkSession,
     config: RunConfig,
     progress: Progress | None = None,
     overrides: dict[str, frozenset[str]] | None = None,
     reload: frozenset[str] = frozenset(),
+    rollback: dict[str, int] | None = None,
     observer: RunObserver | None = None,
 ) -> list[TableReport]:
     """Run every table of a config; one failing table does not stop the others.
 
-    ``spark`` may be a function that builds the session: it is called once, and only when
-    some table has work (a snapshot to diff or a version to publish); a run with nothing
-    pending touches no Spark. ``overrides`` maps a table name to the checks allowed to pass
-    for this run; the tables named in ``reload`` are re-created (``diffcdc reload``).
+    Up to ``config.parallelism`` tables run at once in the one Spark application, each in its
+    own FAIR scheduler pool, each committing, publishing and failing on its own; the reports
+    come back in the config's order. ``overrides`` maps a table name to the checks allowed to
+    pass for this run; the tables named in ``reload`` are re-created (``diffcdc reload``);
+    ``rollback`` maps a table name to the kept version it is rolled back to. ``observer`` is
+    told each table's start, steps and end (from several threads at once).
     """
     watch = observer or (MessageObserver(progress) if progress else RunObserver())
-    session: list[SparkSession] = []
 
-    def get_spark() -> SparkSession:
-        if not session:
-            session.append(spark() if callable(spark) else spark)
-            watch.spark_started(session[0])
-        return session[0]
-
-    reports = []
-    for table in config.tables:
-        checks = (overrides or {}).get(table.name, frozenset())
-        state = TableState(config.state, table.state_name)
+    def one(table: TableConfig) -> TableReport:
+        spark.sparkContext.setLocalProperty("spark.scheduler.pool", f"diffcdc-{table.state_name}")
+        watch.table_started(table.name, None)
+        report = None
         try:
-            try:
-                plan = plan_table(table, state)
-            except Exception as exc:  # unreadable state: this table fails, the others run
-                error = exc if isinstance(exc, DiffcdcError) else unexpected_error(exc)
-                error.table = error.table or table.name
-                error.report = _failed(table, error, checks)  # type: ignore[attr-defined]
-                if error is exc:
-                    raise
-                raise error from exc
-            watch.table_started(table.name, plan)
-            if table.name in reload or plan.has_work:
-                report = run_table(
-                    get_spark(), table, config.state, keep_versions=config.keep_versions,
-                    quality=config.quality, overrides=checks, reload=table.name in reload,
-                    observer=watch,
-                )
-            else:
-                report = _idle_run(table, state, plan, checks, watch)
+            report = run_table(
+                spark,
+                table,
+                config.state,
+                keep_versions=config.keep_versions,
+                progress=progress,
+                quality=config.quality,
+                overrides=(overrides or {}).get(table.name, frozenset()),
+                reload=table.name in reload,
+                rollback_to=(rollback or {}).get(table.name),
+                observer=watch,
+            )
+            return report
         except DiffcdcError as exc:
             log.error("%s", exc)
-            trace_log.error("%s failed: %s", table.name, exc, exc_info=exc)
+            log.debug("%s: the error's trace:", table.name, exc_info=exc)
             report = exc.report  # type: ignore[attr-defined]
-        watch.table_done(report)
-        reports.append(report)
-    return reports
+            return report
+        finally:
+            if report is not None:
+                watch.table_done(report)
+            spark.sparkContext.setLocalProperty("spark.scheduler.pool", None)  # type: ignore[arg-type]
+
+    workers = min(len(config.tables), table_parallelism(config.parallelism))
+    if workers <= 1:
+        return [one(t) for t in config.tables]
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="diffcdc-table") as pool:
+        return list(pool.map(one, config.tables))
 
 
-def _idle_run(
-    table: TableConfig, state: TableState, plan: TablePlan, overrides: frozenset[str],
-    watch: RunObserver,
-) -> TableReport:
-    """A table with nothing to diff or publish: its report, without Spark; raises the error
-    the plan found (missing source, late snapshot ...) as the run would have."""
-    report = TableReport(table.name, new_run_id(), now_iso(), overrides=sorted(overrides))
-    try:
-        if plan.error is not None:
-            raise plan.error
-        if os.path.isdir(state.dir):
-            with state.lock():  # a run working on the table right now is reported, as ever
-                pass
-        watch.message(table.name, "no new snapshot")
-        report.outcome = "nothing to do"
-    except DiffcdcError as exc:
-        report.outcome = "failed"
-        report.error = exc.to_dict()
-        exc.report = report  # type: ignore[attr-defined]
-        raise
-    finally:
-        _keep_report(state, report)
-    return report
-
-
-def _failed(table: TableConfig, error: DiffcdcError, overrides: frozenset[str]) -> TableReport:
-    report = TableReport(table.name, new_run_id(), now_iso(), overrides=sorted(overrides))
-    report.outcome, report.error = "failed", error.to_dict()
-    return report
-
-
-def _keep_report(state: TableState, report: TableReport) -> None:
-    """Save the report with a table that has state (a commit, a reload or drop request)."""
-    if state.has_history():
-        state.save_report(report.to_dict())
+def table_parallelism(configured: int | None) -> int:
+    """Tables at once: as configured, else the machine's cores (at least 2, at most 8)."""
+    return configured or min(8, max(2, os.cpu_count() or 1))
 
 
 _UNREADABLE = (
@@ -203,16 +183,37 @@ _UNREADABLE = (
 )
 
 
-def unexpected_error(exc: BaseException, snapshot: SnapshotEntry | None = None) -> DiffcdcError:
-    """Turn a Spark/OS exception into a one-line DiffcdcError (the trace stays chained)."""
+_FILE_URI = re.compile(r"file:(?://)?(/[^\s'\"\],;]+)")
+_ROOT_CAUSE = re.compile(r"^(?:Caused by: )?(?:\S+(?:Exception|Error)): (.+)$", re.M)
+
+
+def unexpected_error(
+    exc: BaseException, snapshot: SnapshotEntry | None = None, state_dir: str | None = None
+) -> DiffcdcError:
+    """Turn a Spark/OS exception into a one-line DiffcdcError (the trace stays chained).
+
+    A snapshot Spark cannot read names the part file and the root cause (not "An error
+    occurred while calling o123.parquet"); a full disk says so.
+    """
     text = str(exc).strip()
     first = text.splitlines()[0] if text else type(exc).__name__
+    if getattr(exc, "errno", None) == errno.ENOSPC or "No space left on device" in text:
+        return StorageError(
+            "no space left on the device" + (f" under {state_dir}" if state_dir else ""),
+            snapshot=snapshot.snapshot_id if snapshot else None,
+            hint="free space on the state and staging disk, then run again (nothing was "
+            "published; the half-written version is removed)",
+        )
     if snapshot is not None and any(marker in text for marker in _UNREADABLE):
+        inside = os.path.abspath(snapshot.path)
+        files = [p.rstrip(".") for p in _FILE_URI.findall(text) if p.startswith(inside)]
+        causes = [c.strip() for c in _ROOT_CAUSE.findall(text) if "calling o" not in c]
+        reason = causes[-1] if causes else first
         return InputRefused(
-            f"cannot read snapshot: {first[:300]}",
+            f"cannot read snapshot: {reason[:300]}",
             snapshot=snapshot.snapshot_id,
-            path=snapshot.path,
-            hint="the file is corrupt or truncated; replace it and run again",
+            path=next((p for p in files if p != inside), snapshot.path),
+            hint="the file is corrupt, truncated or ragged; replace it and run again",
         )
     return DiffcdcError(
         f"{type(exc).__name__}: {first[:300]}",
@@ -221,26 +222,31 @@ def unexpected_error(exc: BaseException, snapshot: SnapshotEntry | None = None) 
     )
 
 
-def _run_locked(ctx: RunContext, report: TableReport, watch: RunObserver) -> None:
+def _run_locked(
+    ctx: RunContext, report: TableReport, rollback_to: int | None, watch: RunObserver
+) -> None:
     try:
-        _run_pending(ctx, report, watch)
+        _run_pending(ctx, report, rollback_to, watch)
     finally:
         ctx.close()
 
 
-def _run_pending(ctx: RunContext, report: TableReport, watch: RunObserver) -> None:
-    from diffcdc.engine.publish import publish_version
-    from diffcdc.engine.snapshot import process_snapshot
-
+def _run_pending(
+    ctx: RunContext, report: TableReport, rollback_to: int | None, watch: RunObserver
+) -> None:
     table, state, say = ctx.table, ctx.state, ctx.say
-    plan = plan_table(table, state)  # again, under the lock: what the run does now
-    if os.path.exists(state.drop_path) and plan.error is not None:
-        raise plan.error
+    if os.path.exists(state.drop_path):
+        raise StateError(
+            "a drop of this table was started and has not finished",
+            table=table.name,
+            path=state.drop_path,
+            hint=f"finish it with 'diffcdc drop --table {table.name} --yes', then run again",
+        )
     for sink in ctx.sinks.values():  # under the lock: our temporary uploads are debris
         sink.prepare(state.dir)
     request = state.reload_request()
-    head = plan.head
-    if head is not None and plan.unpublished:
+    head = state.head()
+    if head is not None and configured_unpublished(ctx, head):
         if request is not None:
             # The requested re-creation rebuilds every sink from a full image: finishing this
             # batch first would be wasted (and may be impossible: lost files).
@@ -249,22 +255,54 @@ def _run_pending(ctx: RunContext, report: TableReport, watch: RunObserver) -> No
             ctx.stage(None, f"finishing version {head.version} left unpublished by an earlier run")
             publish_version(ctx, head)
             report.resumed_versions.append(head.version)
-    if plan.error is not None:
-        raise plan.error
-    if not plan.snapshots:
+    if rollback_to is not None:
+        entry = rollback_entry(ctx, rollback_to)
+        say(f"rolling back to version {rollback_to} (snapshot {entry.snapshot_id})")
+        _process(ctx, report, [entry], None, watch, rollback_to)
+        return
+    entries = discover(table.source, table.name)
+    pending = pending_snapshots(entries, state.commits(), table.name)
+    if request is not None and not pending and head is not None:
+        # Reload from the last committed snapshot when nothing newer is waiting.
+        again = [e for e in entries if e.snapshot_id == head.snapshot_id]
+        if not again:
+            raise InputRefused(
+                f"nothing to reload from: the last snapshot {head.snapshot_id} is no longer in "
+                "the source folder",
+                table=table.name,
+                path=table.source,
+                hint="put a current snapshot into the source folder and run again (the reload "
+                "stays requested)",
+            )
+        pending = again
+    if not pending:
         say("no new snapshot")
         report.outcome = "ok" if report.resumed_versions else "nothing to do"
         return
-    for index, entry in enumerate(plan.snapshots):
+    _process(ctx, report, pending, request, watch)
+
+
+def _process(
+    ctx: RunContext,
+    report: TableReport,
+    pending: list[SnapshotEntry],
+    request: dict[str, Any] | None,
+    watch: RunObserver,
+    rollback_to: int | None = None,
+) -> None:
+    """Each entry as its own committed, published version, oldest first."""
+    for index, entry in enumerate(pending):
         try:
             result = process_snapshot(
-                ctx, entry, state.head(), reload_request=request if index == 0 else None
+                ctx, entry, ctx.state.head(), reload_request=request if index == 0 else None,
+                rollback_to=rollback_to,
             )
         except DiffcdcError as exc:
             exc.snapshot = exc.snapshot or entry.snapshot_id
             report.refused_gate = getattr(exc, "gate", [])
             raise
         except Exception as exc:
-            raise unexpected_error(exc, entry) from exc
+            raise unexpected_error(exc, entry, ctx.state.dir) from exc
         report.snapshots.append(result)
-        watch.snapshot_done(table.name, result)
+        watch.snapshot_done(ctx.table.name, result)
+

@@ -32,8 +32,11 @@ from diffcdc.engine.report import SnapshotResult
 from diffcdc.errors import InputRefused
 from diffcdc.faults import crash_point
 from diffcdc.sinks.base import ChangeSet, SinkHistory, SinkTable
-from diffcdc.sources.files import SnapshotEntry, read_snapshot
+from diffcdc.sources.files import SnapshotEntry, identify, read_snapshot
+from diffcdc.spark import literal_path
 from diffcdc.state.commit import CommitRecord, Counts, Fingerprint, Recreate, SinkEntry
+from diffcdc.state.guard import check_head_state
+from diffcdc.state.integrity import describe_state
 from diffcdc.state.store import Commit
 
 #: Inserted + updated keys up to this count are broadcast to pick full rows from the snapshot.
@@ -46,6 +49,7 @@ def process_snapshot(
     entry: SnapshotEntry,
     head: Commit | None,
     reload_request: dict[str, Any] | None = None,
+    rollback_to: int | None = None,
 ) -> SnapshotResult:
     """Diff one snapshot against the head state, gate it, commit it and publish it.
 
@@ -55,9 +59,9 @@ def process_snapshot(
     """
     started = time.monotonic()
     table, state, sid = ctx.table, ctx.state, entry.snapshot_id
-    signature = _signature(entry.path)
+    identity = identify(entry.path, table.name, sid)
     ctx.stage(sid, "read")
-    df = read_snapshot(ctx.spark, entry, table.name, table.csv_infer_schema)
+    df = read_snapshot(ctx.spark, entry, table.name, table.csv_infer_schema, table.csv_encoding)
     keys = resolve_columns(df.schema, table.keys, what="key", table=table.name, snapshot=sid)
     exclude = [c for c in table.exclude if c.lower() in {n.lower() for n in df.columns}]
     check_snapshot_columns(
@@ -77,6 +81,8 @@ def process_snapshot(
         histories = {s: SinkHistory() for s in ctx.sinks}
     else:
         _check_sinks(ctx, histories)
+    if base is not None:
+        check_head_state(state, base.record)
     crash_point("after_read")
 
     version = head.version + 1 if head else 1
@@ -96,7 +102,7 @@ def process_snapshot(
                        f"-{metrics['deleted']} for {', '.join(ctx.sinks)}")
         sinks = _stage_sinks(ctx, df, ident, metrics, base, recreate, histories, vdir, version, sid)
         crash_point("after_changes_staged")
-        if _signature(entry.path) != signature:
+        if identify(entry.path, table.name, sid) != identity:
             raise InputRefused(
                 "snapshot changed while it was being processed",
                 table=table.name,
@@ -112,6 +118,8 @@ def process_snapshot(
             run_id=ctx.run_id,
             snapshot_id=sid,
             snapshot_path=os.path.abspath(entry.path),
+            snapshot_identity=identity,
+            state_manifest=describe_state(os.path.join(vdir, "state")),
             version_dir=os.path.relpath(vdir, state.dir),
             state_path=os.path.join(os.path.relpath(vdir, state.dir), "state"),
             keys=keys,
@@ -121,6 +129,7 @@ def process_snapshot(
             counts=Counts(**{k: metrics[k] for k in _COUNTS}),
             sinks=sinks,
             recreate=recreate,
+            extra={"rollback_to": rollback_to} if rollback_to is not None else {},
         )
         ctx.stage(sid, f"commit version {version}")
         state.claim(record)
@@ -156,13 +165,17 @@ def _stage_state(
     bits = ctx.table.fingerprint_bits
     fp_cols = fingerprint_columns(bits)
     narrow = df.select(*[quote(k) for k in keys], *fingerprint_exprs(df.schema, keys, exclude, bits))
-    previous = ctx.spark.read.parquet(ctx.state.abspath(head.record.state_path)) if head else None
+    previous = (
+        ctx.spark.read.parquet(literal_path(ctx.state.abspath(head.record.state_path)))
+        if head
+        else None
+    )
     target = os.path.join(vdir, "state")
     classified = classify(narrow, previous, keys, fp_cols)
     classified.write.mode("errorifexists").option("compression", "zstd").parquet(target)
     # The counts come from the state just written (a narrow scan with generated code): an
     # ``observe`` on the write evaluated them row by row and cost ~0.7 s at 5M rows.
-    (values,) = ctx.spark.read.parquet(target).agg(*state_metrics(keys)).collect()
+    (values,) = ctx.spark.read.parquet(literal_path(target)).agg(*state_metrics(keys)).collect()
     return {k: int(v or 0) for k, v in values.asDict().items()}
 
 
@@ -188,7 +201,7 @@ def _stage_sinks(
     continuing = [s for s in ctx.sinks if base is not None and histories[s].manifests]
     diff = None
     if continuing:
-        state_df = ctx.spark.read.parquet(os.path.join(vdir, "state"))
+        state_df = ctx.spark.read.parquet(literal_path(os.path.join(vdir, "state")))
         changed = metrics["inserted"] + metrics["updated"]
         diff = change_frame(
             df, state_df, ident.keys, columns, broadcast_keys=changed <= BROADCAST_CHANGED_KEYS
@@ -196,7 +209,7 @@ def _stage_sinks(
         if len(continuing) > 1 and changed + metrics["deleted"]:
             path = os.path.join(vdir, "changes")
             diff.write.mode("errorifexists").parquet(path)
-            diff = ctx.spark.read.parquet(path)
+            diff = ctx.spark.read.parquet(literal_path(path))
     change_sets = {}
     for sink_id, sink in ctx.sinks.items():
         if sink_id in continuing:
@@ -246,14 +259,3 @@ def _result(
         unchanged=counts.unchanged,
     )
 
-
-def _signature(path: str) -> list[tuple[str, int, int]]:
-    """Size and mtime of a snapshot's files, to notice a snapshot changing mid-run."""
-    if os.path.isdir(path):
-        out = []
-        for name in sorted(os.listdir(path)):
-            st = os.stat(os.path.join(path, name))
-            out.append((name, st.st_size, st.st_mtime_ns))
-        return out
-    st = os.stat(path)
-    return [("", st.st_size, st.st_mtime_ns)]

@@ -23,13 +23,14 @@ def verify_sinks(
     *,
     ignore: Sequence[str] = (),
     infer_csv: bool = False,
+    encoding: str = "utf-8",
 ) -> dict[str, VerifyResult]:
     """Per sink id: its output replayed from nothing, compared with the snapshot's rows."""
     if not os.path.exists(snapshot_path):
         raise InputRefused("snapshot not found", path=snapshot_path)
     kind = "csv" if snapshot_path.lower().endswith(".csv") else "parquet"
     entry = SnapshotEntry(os.path.basename(snapshot_path.rstrip("/")), snapshot_path, kind)
-    snapshot = read_snapshot(spark, entry, infer_csv=infer_csv)
+    snapshot = read_snapshot(spark, entry, infer_csv=infer_csv, encoding=encoding)
     results = {}
     for sink_id, sink in sinks.items():
         df = sink.comparable(snapshot)
@@ -58,7 +59,12 @@ def verify_table(
     sinks = {cfg.sink_id: build_sink(cfg, ident, state) for cfg in chosen}
     try:
         return verify_sinks(
-            spark, sinks, snapshot_path, ignore=ignore, infer_csv=table.csv_infer_schema
+            spark,
+            sinks,
+            snapshot_path,
+            ignore=ignore,
+            infer_csv=table.csv_infer_schema,
+            encoding=table.csv_encoding,
         )
     finally:
         for sink in sinks.values():

@@ -7,14 +7,24 @@ folder of Parquet part files. The snapshot id is the entry name. Names starting 
 
 from __future__ import annotations
 
+import codecs
 import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from diffcdc.errors import InputRefused, UsageError
+import pyarrow.parquet as pq
 
-if TYPE_CHECKING:  # discovering snapshots needs no Spark: ``diffcdc plan`` and idle runs
+from diffcdc.errors import InputRefused, UsageError
+from diffcdc.spark import literal_path
+from diffcdc.state.commit import FileIdentity
+
+if TYPE_CHECKING:  # discovering snapshots needs no Spark: plan, status, idle runs
     from pyspark.sql import DataFrame, SparkSession
+
+_DECODE_CHUNK = 8 << 20
+#: Python's names of the charsets Spark knows by other names.
+_SPARK_CHARSETS = {"iso8859-1": "iso-8859-1", "ascii": "us-ascii", "utf-16-be": "utf-16be",
+                   "utf-16-le": "utf-16le", "utf-32-be": "utf-32be", "utf-32-le": "utf-32le"}
 
 _FILE_KINDS = {".parquet": "parquet", ".parq": "parquet", ".csv": "csv"}
 
@@ -59,10 +69,45 @@ def discover(source: str, table: str | None = None) -> list[SnapshotEntry]:
     return entries
 
 
+def identify(path: str, table: str | None = None, snapshot: str | None = None) -> tuple[FileIdentity, ...]:
+    """The identity of a snapshot's files (see :class:`FileIdentity`), taken without reading them.
+
+    Taken before the first read and again right before the commit: a snapshot replaced or
+    rewritten in place in between, even with its size and mtime put back, is refused.
+    """
+    try:
+        if not os.path.isdir(path):
+            return (_identity("", os.stat(path)),)
+        out = []
+        for root, dirs, names in os.walk(path):
+            dirs.sort()
+            for name in sorted(names):
+                full = os.path.join(root, name)
+                out.append(_identity(os.path.relpath(full, path), os.stat(full)))
+        return tuple(out)
+    except OSError as exc:
+        raise InputRefused(
+            f"cannot read snapshot: {exc.strerror or exc}"
+            + (" (a link to a file that does not exist)" if os.path.islink(path) else ""),
+            table=table,
+            snapshot=snapshot,
+            path=exc.filename or path,
+            hint="fix the snapshot or move it out of the source folder",
+        ) from None
+
+
+def _identity(name: str, st: os.stat_result) -> FileIdentity:
+    return FileIdentity(name, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+
+
 def read_snapshot(
-    spark: SparkSession, entry: SnapshotEntry, table: str | None = None, infer_csv: bool = False
+    spark: SparkSession,
+    entry: SnapshotEntry,
+    table: str | None = None,
+    infer_csv: bool = False,
+    encoding: str = "utf-8",
 ) -> DataFrame:
-    """A lazy DataFrame over one snapshot; refuses empty folders and unreadable files."""
+    """A lazy DataFrame over one snapshot; refuses empty, corrupt and undecodable files."""
     from pyspark.sql.utils import AnalysisException
 
     if entry.kind == "parquet" and os.path.isdir(entry.path):
@@ -85,6 +130,10 @@ def read_snapshot(
             path=entry.path,
             hint="the extract was probably truncated; replace the file and run again",
         )
+    if entry.kind == "csv":
+        check_encoding(entry, encoding, table)
+    else:
+        check_parquet_footers(entry, table)
     try:
         if entry.kind == "csv":
             df = (
@@ -93,10 +142,11 @@ def read_snapshot(
                 .option("mode", "FAILFAST")
                 .option("multiLine", True)
                 .option("escape", '"')
-                .csv(entry.path)
+                .option("encoding", _SPARK_CHARSETS.get(codecs.lookup(encoding).name, encoding))
+                .csv(literal_path(entry.path))
             )
         else:
-            df = spark.read.parquet(entry.path)
+            df = spark.read.parquet(literal_path(entry.path))
         if not df.columns:
             raise InputRefused("snapshot has no columns", table=table, snapshot=entry.snapshot_id, path=entry.path)
         return df
@@ -108,6 +158,65 @@ def read_snapshot(
             path=entry.path,
             hint="check that the file is complete and in the expected format",
         ) from exc
+
+
+def check_encoding(entry: SnapshotEntry, encoding: str, table: str | None) -> None:
+    """Refuse a CSV file with bytes that are not valid ``encoding`` (Spark would put U+FFFD)."""
+    decoder = codecs.getincrementaldecoder(encoding)(errors="strict")
+    lines, consumed = 1, 0
+    with open(entry.path, "rb") as handle:
+        while True:
+            chunk = handle.read(_DECODE_CHUNK)
+            try:
+                decoder.decode(chunk, final=not chunk)
+            except UnicodeDecodeError as exc:
+                data = exc.object  # bytes held back from the last chunk, then this chunk
+                line = lines + data[: exc.start].count(b"\n")
+                offset = consumed - (len(data) - len(chunk)) + exc.start
+                raise InputRefused(
+                    f"line {line} is not valid {encoding} (byte 0x{data[exc.start]:02x} at "
+                    f"offset {offset})",
+                    table=table,
+                    snapshot=entry.snapshot_id,
+                    path=entry.path,
+                    hint="set the table's csv_encoding to the file's encoding (e.g. "
+                    '"latin-1" or "cp1252"), or fix the extract',
+                ) from None
+            if not chunk:
+                return
+            lines += chunk.count(b"\n")
+            consumed += len(chunk)
+
+
+def check_parquet_footers(entry: SnapshotEntry, table: str | None) -> None:
+    """Refuse a Parquet snapshot whose files' footers cannot be read, naming the part file."""
+    if os.path.isdir(entry.path):
+        names = sorted(
+            os.path.join(root, n)
+            for root, _, files in os.walk(entry.path)
+            for n in files
+            if not n.startswith((".", "_"))
+        )
+    else:
+        names = [entry.path]
+    for path in names:
+        try:
+            pq.read_metadata(path)
+        except OSError as exc:
+            reason = exc.strerror or str(exc).splitlines()[0]
+            raise _unreadable(entry, path, reason, table) from None
+        except Exception as exc:  # ArrowInvalid and friends: not a (complete) Parquet file
+            raise _unreadable(entry, path, _first_line(str(exc)), table) from None
+
+
+def _unreadable(entry: SnapshotEntry, path: str, reason: str, table: str | None) -> InputRefused:
+    return InputRefused(
+        f"cannot read snapshot: {reason[:300]}",
+        table=table,
+        snapshot=entry.snapshot_id,
+        path=path,
+        hint="the file is corrupt or truncated; replace it and run again",
+    )
 
 
 def _first_line(text: str) -> str:

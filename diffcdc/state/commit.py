@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from diffcdc.state.integrity import StateManifest
+
 STATE_FORMAT = 2
 #: Formats this diffcdc reads (older ones are upgraded in memory when read).
 READABLE_FORMATS = (1, 2)
@@ -70,6 +72,22 @@ class SinkEntry:
 
 
 @dataclass(frozen=True)
+class FileIdentity:
+    """What identifies one snapshot file's bytes without reading them.
+
+    Size and mtime can be put back by whoever rewrites a file in place; the inode changes when
+    a file is replaced and the ctime whenever its content or metadata changes, and neither can
+    be set by a user. ``name`` is relative to the snapshot entry ("" for a single file).
+    """
+
+    name: str
+    bytes: int
+    mtime_ns: int
+    ctime_ns: int
+    inode: int
+
+
+@dataclass(frozen=True)
 class CommitRecord:
     """One committed version of a table."""
 
@@ -87,6 +105,10 @@ class CommitRecord:
     sinks: dict[str, SinkEntry] = field(default_factory=dict)
     recreate: Recreate | None = None
     snapshot_path: str | None = None
+    #: The snapshot's files as they were read (None: a version from before identities).
+    snapshot_identity: tuple[FileIdentity, ...] | None = None
+    #: Every state file with size, rows and checksum (None: a version from before manifests).
+    state_manifest: StateManifest | None = None
     committed_at: str | None = None
     format: int = STATE_FORMAT
     #: Everything a later diffcdc may add; kept when read, written back unchanged.
@@ -123,6 +145,12 @@ class CommitRecord:
             if recreate
             else None,
             snapshot_path=data.get("snapshot_path"),
+            snapshot_identity=tuple(FileIdentity(**f) for f in data["snapshot_identity"])
+            if data.get("snapshot_identity") is not None
+            else None,
+            state_manifest=StateManifest.from_dict(data["state_manifest"])
+            if data.get("state_manifest")
+            else None,
             committed_at=data.get("committed_at"),
             format=int(data.get("format", STATE_FORMAT)),
             extra={k: v for k, v in data.items() if k not in known},

@@ -4,6 +4,8 @@ Layout under ``<state root>/<table>/``::
 
     log/00000000000000000007.json                 commit record of version 7 (immutable)
     log/00000000000000000007.published.<sink>.json  written once sink <sink> published version 7
+    log/00000000000000000007.state.json           where version 7's state lives since a repair
+                                                  (``diffcdc repair``; the record stays as is)
     versions/00000000000000000007-<run>/          state Parquet (``state/``) + each sink's
                                                   staged output (``sinks/<sink>/``)
     reports/<run id>.json                    one report per run (passed or failed)
@@ -28,14 +30,16 @@ import re
 import shutil
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from diffcdc.errors import ConcurrentRunError, StateError
 from diffcdc.state.commit import LEGACY_SINK_ID, READABLE_FORMATS, STATE_FORMAT, CommitRecord
+from diffcdc.state.integrity import StateManifest
 
 _LOG_RE = re.compile(r"^(\d{20})\.json$")
 _MARK_RE = re.compile(r"^(\d{20})\.published(?:\.(.+))?\.json$")
+_REPAIR_RE = re.compile(r"^(\d{20})\.state\.json$")
 
 
 def now_iso() -> str:
@@ -228,8 +232,27 @@ class TableState:
                     path=path,
                     hint="restore the file from backup; diffcdc never edits commit records",
                 ) from None
+            repaired = self._repaired_state(match.group(1))
+            if repaired is not None:
+                parsed = replace(parsed, state_path=repaired[0], state_manifest=repaired[1])
             commits.append(Commit(parsed, frozenset(marks.get(match.group(1), ()))))
         return commits
+
+    def _repaired_state(self, version: str) -> tuple[str, StateManifest] | None:
+        """Where a repaired version's state lives now (see :meth:`record_repaired_state`)."""
+        path = os.path.join(self.log_dir, f"{version}.state.json")
+        try:
+            document = read_json(path)
+            if document is None:
+                return None
+            return str(document["state_path"]), StateManifest.from_dict(document["state_manifest"])
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise StateError(
+                f"state repair record is unreadable: {exc}",
+                table=self.table,
+                path=path,
+                hint="remove it and run 'diffcdc repair' again",
+            ) from None
 
     def head(self) -> Commit | None:
         commits = self.commits()
@@ -269,6 +292,23 @@ class TableState:
             write_json_exclusive(path, document)
         except FileExistsError:
             return  # another resumer finished first: same outcome
+
+    def record_repaired_state(
+        self, version: int, state_path: str, manifest: StateManifest, reason: str
+    ) -> None:
+        """Point version ``version`` at a rebuilt state (the commit record is never edited)."""
+        path = os.path.join(self.log_dir, f"{version:020d}.state.json")
+        write_json_replace(
+            path,
+            {
+                "version": version,
+                "state_path": state_path,
+                "state_manifest": manifest.to_dict(),
+                "reason": reason,
+                "repaired_at": now_iso(),
+            },
+        )
+        _fsync_dir(self.log_dir)
 
     # -- re-creating and dropping the table ---------------------------------------------------
 
@@ -338,6 +378,11 @@ class TableState:
             write_json_replace(os.path.join(self.dir, "last_change.json"), report)
         return path
 
+    def save_last_run(self, report: dict[str, Any]) -> None:
+        """Keep a run that did nothing as the table's last run (``last_report.json`` only: the
+        reports folder and ``last_change.json`` keep the runs that did something)."""
+        write_json_replace(os.path.join(self.dir, "last_report.json"), report)
+
     def last_report(self) -> dict[str, Any] | None:
         return read_json(os.path.join(self.dir, "last_report.json"))
 
@@ -376,7 +421,7 @@ class TableState:
         removed = []
         commits = self.commits()
         committed = {c.record.version_dir: c for c in commits}
-        keep = {c.record.version_dir for c in commits[-keep_versions:]}
+        keep = {c.record.version_dir for c in commits[-max(1, keep_versions):]}
         try:
             names = os.listdir(self.versions_dir)
         except FileNotFoundError:
@@ -391,4 +436,7 @@ class TableState:
             elif commit.published:
                 for staged in ("landing", "sinks", "changes"):  # published: only state is kept
                     shutil.rmtree(os.path.join(path, staged), ignore_errors=True)
+                for entry in os.listdir(path):  # state folders a repair replaced
+                    if entry.startswith("state") and f"{rel}/{entry}" != commit.record.state_path:
+                        shutil.rmtree(os.path.join(path, entry), ignore_errors=True)
         return removed

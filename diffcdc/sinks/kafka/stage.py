@@ -1,12 +1,15 @@
-"""Staging a change set as message bodies: encoded per partition on the executors.
+"""Staging a change set as message bodies: encoded per file on the executors.
 
-``mapInArrow`` hands every partition's rows to :func:`_encode_partition` as Arrow batches; it
-encodes them with :func:`~diffcdc.sinks.kafka.binary.encode_batch` and writes bounded
-container files into a scratch folder of the staging directory (the state folder is shared by
-driver and executors, as for every staged output). The driver collects only the file list
-(path, records, bytes, sha256), numbers the parts in partition order and renames the files to
-``part-000001.avro``... From the commit on, those files are the frozen batch: publishing and
-every retry send exactly these bytes.
+Spark writes the change rows, projected to the Avro layout, as Parquet into a scratch folder
+(vectorized, in the JVM). One Python task per Parquet file then reads it with pyarrow in
+batches, encodes them with :func:`~diffcdc.sinks.kafka.binary.encode_batch` and writes bounded
+container files (the state folder is shared by driver and executors, as for every staged
+output). Rows never cross from the JVM to Python one batch at a time: measured at 1M rows in
+one run, Spark's Parquet write plus pyarrow reading it back took 14.7 s against 23.3 s for
+``mapInArrow`` merely delivering the same rows (on a machine loaded to 14: ratios, not
+seconds). The driver collects only the file list (path, records, bytes, sha256), numbers the
+parts in file order and renames them to ``part-000001.avro``... From the commit on, those
+files are the frozen batch: publishing and every retry send exactly these bytes.
 """
 
 from __future__ import annotations
@@ -15,8 +18,7 @@ import os
 import shutil
 from collections.abc import Callable, Iterator
 from typing import Any
-
-import pyarrow as pa
+from urllib.parse import unquote, urlparse
 
 from diffcdc.errors import StateError
 from diffcdc.sinks.base import ChangeSet
@@ -24,12 +26,9 @@ from diffcdc.sinks.kafka.binary import FieldPlan, encode_batch
 from diffcdc.sinks.kafka.container import MessageWriter, container_header, sync_marker
 from diffcdc.sinks.kafka.errors import MessageTooLarge
 from diffcdc.sinks.kafka.schema import AvroLayout, to_publish_frame
+from diffcdc.spark import literal_path
 
 SCRATCH = "_encoding"
-_RESULT_DDL = "path string, records long, bytes long, sha256 string"
-_RESULT = pa.schema(
-    [("path", pa.string()), ("records", pa.int64()), ("bytes", pa.int64()), ("sha256", pa.string())]
-)
 
 
 def part_file(number: int) -> str:
@@ -39,25 +38,29 @@ def part_file(number: int) -> str:
 
 def _encoder(
     folder: str, header: bytes, sync: bytes, plans: list[FieldPlan], max_records: int, max_bytes: int
-) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    def encode_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        writer = MessageWriter(folder, header, sync, max_records, max_bytes)
-        for batch in batches:
-            if batch.num_rows:
-                writer.add(*encode_batch(list(batch.columns), plans))
-        writer.flush()
-        w = writer.written
-        yield pa.RecordBatch.from_arrays(
-            [
-                pa.array([b.path for b in w], pa.string()),
-                pa.array([b.records for b in w], pa.int64()),
-                pa.array([b.bytes for b in w], pa.int64()),
-                pa.array([b.sha256 for b in w], pa.string()),
-            ],
-            schema=_RESULT,
-        )
+) -> Callable[[Iterator[tuple[int, str]]], Iterator[tuple[int, str, int, int, str]]]:
+    def encode_files(files: Iterator[tuple[int, str]]) -> Iterator[tuple[int, str, int, int, str]]:
+        import pyarrow.parquet as pq
 
-    return encode_partition
+        for index, path in files:
+            writer = MessageWriter(folder, header, sync, max_records, max_bytes)
+            for batch in pq.ParquetFile(path).iter_batches(batch_size=BATCH_ROWS):
+                if batch.num_rows:
+                    writer.add(*encode_batch(list(batch.columns), plans))
+            writer.flush()
+            for w in writer.written:
+                yield index, w.path, w.records, w.bytes, w.sha256
+
+    return encode_files
+
+
+#: Rows per encoded batch (pyarrow reads a file in batches of this many rows).
+BATCH_ROWS = 65_536
+
+
+def _local_path(uri: str) -> str:
+    """A Hadoop file URI as a local path (the staging area is on a shared file system)."""
+    return unquote(urlparse(uri).path) if uri.startswith("file:") else uri
 
 
 def stage_parts(
@@ -78,7 +81,13 @@ def stage_parts(
     header = container_header(layout.schema, layout.columns, sync)
     encode = _encoder(scratch, header, sync, layout.plans, max_records, max_bytes)
     frame = to_publish_frame(changes.frame, layout)
-    rows = frame.mapInArrow(encode, _RESULT_DDL).collect()  # partition order: stable part numbers
+    rows_dir = os.path.join(scratch, "rows")
+    frame.write.mode("errorifexists").parquet(rows_dir)
+    files = sorted(_local_path(f) for f in frame.sparkSession.read.parquet(literal_path(rows_dir)).inputFiles())
+    spark = frame.sparkSession.sparkContext
+    done = spark.parallelize(list(enumerate(files)), max(1, len(files))).mapPartitions(encode).collect()
+    shutil.rmtree(rows_dir, ignore_errors=True)
+    rows = [dict(zip(("index", "path", "records", "bytes", "sha256"), r)) for r in sorted(done, key=lambda r: (r[0], r[1]))]
     parts: list[dict[str, Any]] = []
     for number, row in enumerate(rows, start=1):
         if row["bytes"] > max_bytes:

@@ -321,6 +321,33 @@ def metadata_item(staging_dir: str, folder: str, document: dict[str, Any]) -> Pu
     return PublishItem(path, join(folder, METADATA_FILE), file_sha256(path), os.path.getsize(path))
 
 
+def check_published_metadata(
+    storage: LandingStorage, folder: str, manifest: dict[str, Any], table: str
+) -> None:
+    """Before a commit: the table's ``_metadata.json`` is still the one we published.
+
+    Someone else's edit is refused here, before anything is committed, not at publish time.
+    A missing file is put back by the next publish.
+    """
+    ours = manifest.get("metadata_document")
+    target = join(folder, METADATA_FILE)
+    if ours is None or storage.stat(target) is None:
+        return
+    try:
+        existing = json.loads(storage.read_bytes(target))
+    except ValueError:
+        existing = None
+    if existing != ours:
+        raise LandingZoneMismatch(
+            f"_metadata.json in the landing zone was changed by someone else (it is "
+            f"{existing}, this engine published {ours})",
+            table=table,
+            path=f"{storage.describe()}/{target}",
+            hint="put back the published content (the table's consumer may already have read "
+            f"it), or re-create the table (diffcdc reload --table {table} --yes)",
+        )
+
+
 def publish_metadata(storage: LandingStorage, item: PublishItem, table: str) -> None:
     """Put ``_metadata.json`` in place, or check that the one in place agrees with ours."""
     if storage.stat(item.target) is None:

@@ -21,6 +21,7 @@ from diffcdc.sinks.openmirroring.config import OpenMirroringSinkConfig
 from diffcdc.sinks.openmirroring.contract import (
     ROW_MARKER,
     check_continuation,
+    check_published_metadata,
     ensure_partner_events,
     known_files,
     landing_changes,
@@ -88,6 +89,8 @@ class OpenMirroringSink(Sink):
             published_through=(last[1]["sequence"]["next"] - 1) if last else 0,
             known=known_files([m for _, m in history.manifests]),
         )
+        if last is not None:
+            check_published_metadata(self.storage, self.folder, last[1], self.table.name)
 
     def schema_problem(self, schema: T.StructType, history: SinkHistory) -> str | None:
         last = history.last

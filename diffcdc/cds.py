@@ -1,0 +1,140 @@
+"""A class-data-sharing archive for the driver JVM: Spark's classes loaded once, mapped after.
+
+Starting Spark loads and verifies some 10,000 classes; a dynamic CDS archive (JDK 13+) of
+the classes one run loaded lets every later JVM map them instead. The archive belongs to one
+JDK and one class path, so it is kept under a key made of both (the ``java`` binary with its
+size and mtime, the Spark jars folder with its listing): a new JDK or Spark version simply
+gets a new archive, and the JVM itself ignores an archive that does not match (``-Xshare:auto``,
+its default) — a mismatch falls back silently.
+
+The first run without an archive asks its JVM to write one when it exits, under a name with
+its process id; a later run renames a finished one (its writer gone) into place.
+``python -m diffcdc.cds`` builds it at once (``.ci/install`` calls it). ``DIFFCDC_CDS=0`` turns
+all of this off.
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+ENV = "DIFFCDC_CDS"
+#: The JVM's own log to stderr, warnings only, and nothing about CDS (which otherwise prints
+#: "Skipping ...: Signed JAR" lines on stdout when writing and a warning on any mismatch).
+_QUIET = "-Xlog:disable -Xlog:all=warning:stderr -Xlog:cds*=off:stderr"
+#: A temporary archive this much older than its writer's end is finished.
+_SETTLE_SECONDS = 5
+
+
+def cache_dir() -> str:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "diffcdc", "cds")
+
+
+def _java() -> str | None:
+    home = os.environ.get("JAVA_HOME")
+    java = os.path.join(home, "bin", "java") if home else shutil.which("java")
+    return os.path.realpath(java) if java and os.path.exists(java) else None
+
+
+def archive_key() -> str | None:
+    """The key of the archive matching this JDK and Spark install (None: no java found)."""
+    java = _java()
+    if java is None:
+        return None
+    import pyspark
+
+    jars = os.path.join(os.path.dirname(pyspark.__file__), "jars")
+    st = os.stat(java)
+    digest = hashlib.sha256(f"{java}|{st.st_size}|{st.st_mtime_ns}|{pyspark.__version__}".encode())
+    for name in sorted(os.listdir(jars)) if os.path.isdir(jars) else []:
+        digest.update(name.encode())
+    return digest.hexdigest()[:16]
+
+
+def java_options() -> str:
+    """The driver's JVM options for the archive: use it, or have this run write it."""
+    if os.environ.get(ENV, "1") == "0":
+        return ""
+    key = archive_key()
+    if key is None:
+        return ""
+    folder = cache_dir()
+    final = os.path.join(folder, f"{key}.jsa")
+    try:
+        os.makedirs(folder, exist_ok=True)
+        _promote(key, final)
+    except OSError:
+        return ""
+    if os.path.exists(final):
+        return f"{_QUIET} -XX:SharedArchiveFile={final} -Xshare:auto"
+    return f"{_QUIET} -XX:ArchiveClassesAtExit={os.path.join(folder, f'{key}.{os.getpid()}.tmp.jsa')}"
+
+
+def _promote(key: str, final: str) -> None:
+    """Rename a finished temporary archive into place; drop ones whose writer died early."""
+    for path in glob.glob(os.path.join(os.path.dirname(final), f"{key}.*.tmp.jsa")):
+        pid = int(path.rsplit(".", 3)[-3])
+        if _alive(pid) or time.time() - os.path.getmtime(path) < _SETTLE_SECONDS:
+            continue
+        if os.path.getsize(path) > 0 and not os.path.exists(final):
+            os.replace(path, final)
+        else:
+            os.unlink(path)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def build() -> str | None:
+    """Write the archive now: a small job in a child process, then put it in place."""
+    key = archive_key()
+    if key is None or os.environ.get(ENV, "1") == "0":
+        return None
+    final = os.path.join(cache_dir(), f"{key}.jsa")
+    if not os.path.exists(final):
+        subprocess.run([sys.executable, "-c", "from diffcdc.cds import warm_up; warm_up()"],
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                       timeout=600)
+        deadline = time.time() + 120  # the JVM writes the archive as it exits
+        while not os.path.exists(final) and time.time() < deadline:
+            time.sleep(1)
+            _promote(key, final)
+    return final if os.path.exists(final) else None
+
+
+def warm_up() -> None:
+    """Load the classes a run loads: read, fingerprint-like hashing, aggregate, join, write."""
+    import tempfile
+
+    from pyspark.sql import functions as F
+
+    from diffcdc.spark import build_spark
+
+    spark = build_spark("local[1]")
+    with tempfile.TemporaryDirectory() as tmp:
+        df = spark.range(1000).select(F.col("id"), F.xxhash64("id").alias("fp"),
+                                      F.current_timestamp().alias("at"))
+        df.write.parquet(os.path.join(tmp, "a"))
+        back = spark.read.parquet(os.path.join(tmp, "a"))
+        joined = back.join(back.groupBy("id").agg(F.max("fp").alias("m")), "id", "full_outer")
+        joined.repartition(2, "id").write.option("compression", "zstd").parquet(os.path.join(tmp, "b"))
+        spark.read.parquet(os.path.join(tmp, "b")).toArrow()
+    spark.stop()
+
+
+if __name__ == "__main__":  # pragma: no cover - used by .ci/install
+    built = build()
+    print(f"diffcdc: JVM class-data-sharing archive {built or 'not built (no java)'}")

@@ -1,0 +1,140 @@
+"""State files are checked, not trusted: a manifest per version and the checks that use it.
+
+A committed version lists every Parquet file of its state with size, row count (from the
+file's footer) and an XXH3-128 checksum of its bytes. Before a run diffs against the head
+state it makes the cheap check (:func:`quick_check`: every listed file present with its size
+and footer row count, no unlisted part file); ``diffcdc verify --state`` makes the full one
+(:func:`full_check`, checksums too). Either refuses a damaged state with one line naming the
+file and the way out, so a lost or emptied part file can never turn into re-inserted or
+never-deleted keys downstream.
+
+Versions committed before manifests existed carry none: for them the quick check still
+refuses a missing folder, an empty folder and unreadable footers.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pyarrow.parquet as pq
+import xxhash
+
+_CHUNK = 4 << 20
+
+
+@dataclass(frozen=True)
+class StateFile:
+    """One Parquet file of a state version."""
+
+    name: str  #: relative to the version's state folder
+    bytes: int
+    rows: int
+    xxh3_128: str
+
+
+@dataclass(frozen=True)
+class StateManifest:
+    """Every file of a state version and their total row count (tombstones included)."""
+
+    files: tuple[StateFile, ...]
+    rows: int
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "rows": self.rows,
+            "files": [
+                {"name": f.name, "bytes": f.bytes, "rows": f.rows, "xxh3_128": f.xxh3_128}
+                for f in self.files
+            ],
+        }
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, object]) -> StateManifest:
+        files = tuple(
+            StateFile(str(f["name"]), int(f["bytes"]), int(f["rows"]), str(f["xxh3_128"]))
+            for f in raw["files"]  # type: ignore[union-attr]
+        )
+        return cls(files, int(raw["rows"]))  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class Damage:
+    """What is wrong with a state version: the file (or folder) and the reason."""
+
+    path: str
+    reason: str
+
+
+def data_files(folder: str) -> Iterator[str]:
+    """The data files of a Parquet folder written by Spark (hidden and ``_`` files skipped)."""
+    for root, dirs, names in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if not d.startswith((".", "_")))
+        for name in sorted(names):
+            if not name.startswith((".", "_")):
+                yield os.path.relpath(os.path.join(root, name), folder)
+
+
+def checksum(path: str) -> str:
+    digest = xxhash.xxh3_128()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def footer_rows(path: str) -> int:
+    """The row count in a Parquet file's footer (raises ValueError/OSError when unreadable)."""
+    try:
+        return int(pq.read_metadata(path).num_rows)
+    except OSError:
+        raise
+    except Exception as exc:  # pyarrow raises ArrowInvalid (a ValueError) and others
+        raise ValueError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
+
+
+def describe_state(folder: str) -> StateManifest:
+    """The manifest of a state folder just written (footers read, bytes hashed)."""
+    files = []
+    for name in data_files(folder):
+        path = os.path.join(folder, name)
+        files.append(StateFile(name, os.path.getsize(path), footer_rows(path), checksum(path)))
+    return StateManifest(tuple(files), sum(f.rows for f in files))
+
+
+def find_damage(folder: str, manifest: StateManifest | None, *, checksums: bool) -> Damage | None:
+    """The first problem with a state folder, or None when it is intact."""
+    if not os.path.isdir(folder):
+        return Damage(folder, "the state folder is missing")
+    present = set(data_files(folder))
+    if manifest is None:  # a version committed before manifests: what can still be checked
+        if not present:
+            return Damage(folder, "the state folder has no data files")
+        for name in sorted(present):
+            path = os.path.join(folder, name)
+            try:
+                footer_rows(path)
+            except (OSError, ValueError) as exc:
+                return Damage(path, f"unreadable Parquet footer ({exc})")
+        return None
+    listed = {f.name for f in manifest.files}
+    for name in sorted(present - listed):
+        return Damage(os.path.join(folder, name), "a file the commit does not list")
+    for f in manifest.files:
+        path = os.path.join(folder, f.name)
+        if f.name not in present:
+            return Damage(path, "the file is missing")
+        size = os.path.getsize(path)
+        if size != f.bytes:
+            return Damage(path, f"size is {size} bytes, the commit recorded {f.bytes}")
+        try:
+            rows = footer_rows(path)
+        except (OSError, ValueError) as exc:
+            return Damage(path, f"unreadable Parquet footer ({exc})")
+        if rows != f.rows:
+            return Damage(path, f"holds {rows} rows, the commit recorded {f.rows}")
+        if checksums and checksum(path) != f.xxh3_128:
+            return Damage(path, "content differs from the commit's checksum")
+    return None
+
