@@ -12,8 +12,6 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import pyarrow.parquet as pq
-
 from diffcdc.errors import InputRefused, UsageError
 from diffcdc.spark import literal_path
 from diffcdc.state.commit import FileIdentity
@@ -199,6 +197,8 @@ def check_parquet_footers(entry: SnapshotEntry, table: str | None) -> None:
         )
     else:
         names = [entry.path]
+    import pyarrow.parquet as pq  # here: discovering snapshots stays light (plan, status)
+
     for path in names:
         try:
             pq.read_metadata(path)
