@@ -36,13 +36,25 @@ import re
 import sys
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
+from diffcdc.config_errors import error_from_validation
+from diffcdc.core.fields import STRICT_SETTINGS, PathText
 from diffcdc.core.quality import QualityConfig
 from diffcdc.errors import ConfigError
 from diffcdc.sinks.delta.config import DeltaSinkConfig
 from diffcdc.sinks.kafka.config import KafkaSinkConfig
 from diffcdc.sinks.openmirroring.config import LANDING_FIELDS, OpenMirroringSinkConfig
+from diffcdc.sources.config import DataFrameSourceConfig, JdbcSourceConfig, jdbc_jars
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -70,15 +82,29 @@ def check_folder_name(value: str, what: str = "table name") -> str:
     if _PATTERN_CHARS.search(value):
         raise ValueError(f"{what} {value!r} contains one of [ ] {{ }} * ?, which paths and "
                          "consumers read as patterns")
-    if ".schema." in value or value.endswith(".schema") or value.startswith("schema."):
-        # State folders are ``<schema>.schema.<table>``: such names would make two tables
-        # (``--schema a --table b`` and ``--table a.schema.b``) share one state folder.
-        raise ValueError(f"{what} {value!r} contains '.schema.' (or starts with 'schema.' or "
-                         "ends with '.schema'), which would make its state folder ambiguous")
     if len(value.encode()) > MAX_NAME_BYTES:
         raise ValueError(f"{what} is {len(value.encode())} bytes long; at most {MAX_NAME_BYTES}")
     return value
 
+
+def _source_kind(value: Any) -> str | None:
+    if isinstance(value, str):
+        return "folder"
+    kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
+    return kind if kind in ("jdbc", "dataframe") else None
+
+
+#: A folder (string) or a table selected by ``type``; errors name the branch that was meant.
+SourceConfig = Annotated[
+    Annotated[str, Tag("folder")]
+    | Annotated[JdbcSourceConfig, Tag("jdbc")]
+    | Annotated[DataFrameSourceConfig, Tag("dataframe")],
+    Discriminator(
+        _source_kind,
+        custom_error_type="source_kind",
+        custom_error_message='must be a folder path or a table with type = "jdbc"',
+    ),
+]
 
 SinkConfig = Annotated[
     OpenMirroringSinkConfig | DeltaSinkConfig | KafkaSinkConfig, Field(discriminator="type")
@@ -88,10 +114,13 @@ SinkConfig = Annotated[
 class TableConfig(BaseModel):
     """One table: where its snapshots come from, how they are diffed, and its sinks."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = STRICT_SETTINGS
 
     name: str = Field(description="Table name (one safe folder name; the landing table name).")
-    source: str = Field(description="Folder with one entry per snapshot, taken in lexical order.")
+    source: SourceConfig = Field(
+        description="Folder with one entry per snapshot, taken in lexical order; or a table "
+        "`{type = \"jdbc\", ...}` reading a database (docs/sources.md)."
+    )
     keys: list[str] = Field(description="Key columns (composite allowed).")
     exclude: list[str] = Field(default_factory=list, description="Columns left out of the fingerprint.")
     schema_name: str | None = Field(default=None, description="Schema (`<schema>.schema/` folder).")
@@ -112,6 +141,12 @@ class TableConfig(BaseModel):
     )
     removed_columns: Literal["policy", "null"] = Field(
         default="policy", description="null: a removed column continues as NULL (no policy)."
+    )
+    keep_snapshots: int = Field(
+        default=0,
+        ge=0,
+        description="Parquet copies of the last N snapshots read from a database or DataFrame "
+        "kept under the state (for `diffcdc verify`); 0: deleted once committed.",
     )
     sinks: list[SinkConfig] = Field(
         min_length=1,
@@ -224,7 +259,7 @@ def state_name(table: str, schema_name: str | None = None) -> str:
 class SparkSettings(BaseModel):
     """Where Spark runs: `local[*]` by default, any cluster master otherwise."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     master: str | None = Field(default=None, description="Spark master URL; default local[*].")
     conf: dict[str, str] = Field(default_factory=dict, description="Extra Spark settings.")
@@ -233,9 +268,9 @@ class SparkSettings(BaseModel):
 class RunConfig(BaseModel):
     """A whole run: global settings and the tables."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, strict=True)
 
-    state: str = Field(default="state", description="State root.")
+    state: PathText = Field(default="state", description="State root.")
     keep_versions: int = Field(default=10, ge=1, description="State versions kept for rollback.")
     parallelism: int | None = Field(
         default=None,
@@ -249,38 +284,28 @@ class RunConfig(BaseModel):
     tables: list[TableConfig] = Field(default_factory=list)
     source_file: str | None = Field(default=None, description="The config file this came from.")
 
-
-def _location(loc: tuple[Any, ...], tables: list[str], flat: set[str] = frozenset()) -> str:
-    """``table T, field F`` for a validation error's location.
-
-    ``flat`` names the tables configured without ``sinks``: their landing fields are at table
-    level, so an error in their one sink is reported under the field's own name.
-    """
-    parts = list(loc)
-    if (
-        len(parts) >= 5
-        and parts[0] == "tables"
-        and isinstance(parts[1], int)
-        and parts[2] == "sinks"
-        and parts[1] < len(tables)
-        and tables[parts[1]] in flat
-    ):
-        parts = parts[:2] + parts[5 if parts[4] == "open_mirroring" else 4:]
-    if len(parts) >= 2 and parts[0] == "tables" and isinstance(parts[1], int):
-        name = tables[parts[1]] if parts[1] < len(tables) else str(parts[1])
-        rest = ".".join(str(p) for p in parts[2:])
-        return f"table {name}" + (f", field {rest}" if rest else "")
-    return "field " + ".".join(str(p) for p in parts)
+    def jars(self) -> list[str]:
+        """Driver jars the tables' JDBC sources need on Spark's classpath."""
+        return jdbc_jars([t.source for t in self.tables])
 
 
-def _error_from_validation(
-    exc: ValidationError, path: str, tables: list[str], flat: set[str] = frozenset()
-) -> ConfigError:
-    first = exc.errors()[0]
-    where = _location(tuple(first["loc"]), tables, flat)
-    more = len(exc.errors()) - 1
-    message = f"{where}: {first['msg']}" + (f" (and {more} more problem(s))" if more else "")
-    return ConfigError(message, path=path, hint="fix the config file and run again")
+    @model_validator(mode="after")
+    def _one_state_folder_per_table(self) -> RunConfig:
+        """Two tables never share a state folder (and its lock): the second would never run."""
+        seen: dict[str, TableConfig] = {}
+        for table in self.tables:
+            other = seen.setdefault(table.state_name, table)
+            if other is not table:
+                raise ValueError(
+                    f"tables {table_label(other)} and {table_label(table)} would share the state "
+                    f"folder {table.state_name!r} (and its lock); rename one of them"
+                )
+        return self
+
+
+def table_label(table: TableConfig) -> str:
+    """``'Name'`` or ``'Name' (schema 's')``, for messages about tables."""
+    return repr(table.name) + (f" (schema {table.schema_name!r})" if table.schema_name else "")
 
 
 def load_config(path: str) -> RunConfig:
@@ -316,6 +341,12 @@ def load_config(path: str) -> RunConfig:
         if not isinstance(body, dict):
             raise ConfigError(f"table {name}: expected a [tables.{name}] section", path=path)
         merged = {**defaults, **body, "name": name}
+        if isinstance(merged.get("source"), dict) and merged["source"].get("type") == "dataframe":
+            raise ConfigError(
+                f"table {name}: a dataframe source is handed over in Python "
+                "(diffcdc.run_dataframe), not configured in a file",
+                path=path,
+            )
         for key in ("source", "landing"):
             if isinstance(merged.get(key), str):
                 merged[key] = _resolve(base, merged[key])
@@ -337,25 +368,14 @@ def load_config(path: str) -> RunConfig:
         )
     except ValidationError as exc:
         flat = {n for n, body in tables_raw.items() if "sinks" not in body}
-        raise _error_from_validation(exc, path, names, flat) from None
+        raise error_from_validation(exc, path, names, flat) from None
 
 
 def table_from_args(**fields: Any) -> TableConfig:
     """Build a TableConfig from command-line options, with the same validation."""
-    try:
-        return TableConfig(**{k: v for k, v in fields.items() if v is not None})
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        loc = [str(p) for p in first["loc"]]
-        if loc[:1] == ["sinks"]:  # the landing options of the command line's one sink
-            loc = loc[2:] if len(loc) > 2 and loc[1].isdigit() else loc[1:]
-            loc = loc[1:] if loc[:1] == ["open_mirroring"] else loc
-        field = ".".join(loc) or "options"
-        option = {"name": "table"}.get(field, field).replace("_", "-")
-        raise ConfigError(
-            f"option --{option}: {first['msg']}",
-            table=fields.get("name") if isinstance(fields.get("name"), str) else None,
-        ) from None
+    from diffcdc.cli.settings import table_from_options
+
+    return table_from_options(**fields)
 
 
 def _resolve_sink_paths(base: str, sink: Any) -> Any:
@@ -379,6 +399,6 @@ def _resolve_quality_paths(base: str, section: Any) -> Any:
 
 
 def _resolve(base: str, value: str) -> str:
-    if "://" in value or os.path.isabs(value):
+    if not value.strip() or "://" in value or os.path.isabs(value):  # blank: a field error
         return value
     return os.path.normpath(os.path.join(base, value))

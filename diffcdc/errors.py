@@ -73,6 +73,10 @@ class ConfigError(DiffcdcError):
     exit_code = 2
 
 
+class StateOwnerError(ConfigError):
+    """The table's state folder holds another table's state (two names map to one folder)."""
+
+
 class InputRefused(DiffcdcError):
     """A snapshot cannot be accepted; nothing was published and state is unchanged."""
 
@@ -123,5 +127,15 @@ class StorageError(DiffcdcError):
 
 class TransientStorageError(StorageError):
     """A storage operation failed in a way that may succeed on retry."""
+
+    transient = True
+
+
+class SourceError(DiffcdcError):
+    """A snapshot source (a database, a DataFrame) could not be read; nothing was published."""
+
+
+class SourceUnavailable(SourceError):
+    """The source could not be reached (connection refused or lost); retrying may succeed."""
 
     transient = True

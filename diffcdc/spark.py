@@ -11,7 +11,7 @@ import contextlib
 import os
 import re
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -74,22 +74,23 @@ def build_spark(
     app_name: str = "diffcdc",
     log4j_config: str | None = None,
     jvm_output: str | None = None,
+    jars: Sequence[str] = (),
 ) -> SparkSession:
     """Return the active SparkSession or build one with diffcdc's settings.
 
     ``log4j_config``: a log4j2 properties file for the driver JVM (see :mod:`diffcdc.runlog`:
     the JVM's output goes to the run's log file instead of the terminal); ``jvm_output``: a
-    file for what the JVM itself writes to its stderr (start-up warnings, crashes).
+    file for what the JVM itself writes to its stderr (start-up warnings, crashes). ``jars``
+    (JDBC drivers) go onto the classpath of a new session, beside any ``spark.jars`` in
+    ``conf``; a running session cannot load jars any more (a JDBC source then says which
+    driver is missing).
     """
     global jvm_starts
     from pyspark.sql import SparkSession
 
     active = SparkSession.getActiveSession()
     if active is not None:
-        for key, value in REQUIRED_CONF.items():
-            if key.startswith("spark.sql."):
-                active.conf.set(key, value)
-        return active
+        return require_settings(active)
     os.environ.setdefault("PYSPARK_PYTHON", _python())
     master = master or os.environ.get("DIFFCDC_SPARK_MASTER", "local[*]")
     builder = SparkSession.builder.appName(app_name).master(master)
@@ -98,6 +99,9 @@ def build_spark(
         # A local run talks to itself only: keep the driver on the loopback interface.
         settings.update({"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"})
     settings.update(conf or {})
+    if jars:
+        given = [j for j in settings.get("spark.jars", "").split(",") if j]
+        settings["spark.jars"] = ",".join(given + [j for j in jars if j not in given])
     settings.update(REQUIRED_CONF)
     from diffcdc.cds import java_options
 
@@ -134,6 +138,14 @@ def _stderr_to(path: str | None) -> Iterator[None]:
         os.dup2(saved, 2)
         os.close(saved)
         os.close(target)
+
+
+def require_settings(spark: SparkSession) -> SparkSession:
+    """Apply the session settings diffcdc's output depends on to a running session."""
+    for key, value in REQUIRED_CONF.items():
+        if key.startswith("spark.sql."):
+            spark.conf.set(key, value)
+    return spark
 
 
 def _python() -> str:

@@ -15,11 +15,15 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # tests stay on the loopba
 @pytest.fixture(scope="session")
 def spark():
     from diffcdc.spark import build_spark
+    from tests.postgres_server import JDBC_JAR
 
+    # Jars cannot be added once the JVM runs: the PostgreSQL driver goes on at the start, as
+    # `diffcdc run` does when the config has a JDBC source.
     session = build_spark(
         master="local[2]",
         conf={"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"},
         app_name="diffcdc-tests",
+        jars=[JDBC_JAR] if os.path.exists(JDBC_JAR) else [],
     )
     yield session
     session.stop()
@@ -34,3 +38,14 @@ def broker(tmp_path_factory):
     b.start()
     yield b
     b.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    """One PostgreSQL cluster (its own temp dir, loopback port, password auth) per session."""
+    from tests.postgres_server import PostgresServer
+
+    server = PostgresServer()
+    server.start()
+    yield server
+    server.remove()

@@ -135,3 +135,15 @@ def test_sinks_benchmark_runs_every_variant(spark, tmp_path):
     assert set(result["median_seconds"]) == {"landing zone", "delta", "both"}
     changes = list(result["changes"].values())
     assert changes[0] == changes[1] == changes[2] and changes[0]["updated"] > 0
+
+
+@pytest.mark.integration
+def test_jdbc_benchmark_loads_every_partition_count(spark, postgres, tmp_path):
+    from benchmarks import jdbc
+
+    jdbc.fill(postgres, 3000)
+    result = jdbc.measure(spark, postgres.jdbc_url, postgres.user, postgres.password,
+                          str(tmp_path / "w"), [1, 2])
+    for kind in ("diffcdc", "plain"):
+        assert [result[kind][n]["rows"] for n in ("1", "2")] == [3000, 3000]
+        assert all(result[kind][n]["rows_per_s"] > 0 for n in ("1", "2"))

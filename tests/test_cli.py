@@ -130,16 +130,21 @@ def test_gate_refusal_then_override(spark, base, capsys):
     write(str(base / "src" / "1.parquet"), rows(10))
     assert main(run_args(base)) == 0
     write(str(base / "src" / "2.parquet"), rows(5))  # half the rows deleted
-    assert main(run_args(base)) == 3
+    assert main(run_args(base)) == 0  # a small table: the ratios do not apply by default
+    write(str(base / "src" / "3.parquet"), rows(2))
+    assert main(run_args(base, "--min-rows-for-ratios", "0")) == 3
     err = capsys.readouterr().err
-    assert "delete_ratio" in err and "row_count_ratio" not in err
-    assert main(run_args(base, "--override-check", "nonsense")) == 2
+    assert "delete_ratio" in err and "row_count_ratio: observed 0.4" in err
+    assert err.strip().endswith(
+        "with: --override-check T:row_count_ratio --override-check T:delete_ratio"), err
+    assert main(run_args(base, "--min-rows-for-ratios", "0", "--override-check", "nonsense")) == 2
     capsys.readouterr()
-    assert main(run_args(base, "--override-check", "delete_ratio", "--json")) == 0
+    assert main(run_args(base, "--min-rows-for-ratios", "0", "--override-check", "T:delete_ratio",
+                         "--override-check", "row_count_ratio", "--json")) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["tables"][0]["overrides"] == ["delete_ratio"]
+    assert doc["tables"][0]["overrides"] == ["delete_ratio", "row_count_ratio"]
     report = json.loads((base / "state" / "T" / "last_report.json").read_text())
-    assert report["overrides"] == ["delete_ratio"]
+    assert report["overrides"] == ["delete_ratio", "row_count_ratio"]
     gate = report["snapshots"][0]["gate"]
     assert any(c["name"] == "delete_ratio" and c["overridden"] for stage in gate for c in stage["checks"])
     assert main(["status", "--state", str(base / "state")]) == 0

@@ -12,6 +12,11 @@ from diffcdc.state.store import TableState
 from tests.helpers import Workspace
 
 
+def small(**fields) -> QualityConfig:
+    """Gate settings whose ratio checks apply to these tables of about 100 rows."""
+    return QualityConfig(min_rows_for_ratios=0, **fields)
+
+
 def people(n: int, start: int = 0, region: str = "eu") -> list[dict]:
     return [{"region": region, "id": i, "age": 20 + i % 50} for i in range(start, start + n)]
 
@@ -40,7 +45,7 @@ def refuse_then_recover(spark, ws, bad_rows, good_rows, quality, check):
 def ws(spark, tmp_path):
     ws = Workspace(str(tmp_path), keys=("region", "id"))
     ws.write("1.parquet", people(100))
-    ws.run(spark, quality=QualityConfig())
+    ws.run(spark, quality=small())
     return ws
 
 
@@ -49,48 +54,52 @@ def test_empty_snapshot_refused(spark, ws):
     import pyarrow.parquet as pq
 
     empty = pa.Table.from_pylist(people(1)).slice(0, 0)
-    refuse_then_recover(spark, ws, empty, people(100), QualityConfig(), "not_empty")
+    refuse_then_recover(spark, ws, empty, people(100), small(), "not_empty")
     pq.write_table(empty, os.path.join(ws.source, "3.parquet"))
-    assert ws.run(spark, quality=QualityConfig(allow_empty=True, max_delete_ratio=None,
+    assert ws.run(spark, quality=small(allow_empty=True, max_delete_ratio=None,
                                                min_row_ratio=None)).snapshots[0].deleted == 100
 
 
 def test_truncated_snapshot_refused_by_row_ratio(spark, ws):
-    message = refuse_then_recover(spark, ws, people(49), people(100), QualityConfig(), "row_count_ratio")
+    message = refuse_then_recover(spark, ws, people(49), people(100), small(), "row_count_ratio")
     assert "0.49" in message
 
 
 def test_delete_ratio_at_and_over_the_threshold(spark, ws):
-    refuse_then_recover(spark, ws, people(79), people(80), QualityConfig(), "delete_ratio")
-    assert ws.run(spark, quality=QualityConfig()).outcome == "nothing to do"
+    refuse_then_recover(spark, ws, people(79), people(80), small(), "delete_ratio")
+    assert ws.run(spark, quality=small()).outcome == "nothing to do"
 
 
 def test_change_ratio_when_configured(spark, ws):
     changed = [{**r, "age": r["age"] + 1} for r in people(100)]
-    cfg = QualityConfig(max_change_ratio=0.1)
+    cfg = small(max_change_ratio=0.1)
     refuse_then_recover(spark, ws, changed, changed[:10] + people(90, start=10), cfg, "change_ratio")
 
 
 def test_null_in_one_composite_key_column(spark, ws):
     bad = people(100)
     bad[3]["region"] = None
-    message = refuse_then_recover(spark, ws, bad, people(100), QualityConfig(), "keys_not_null")
+    message = refuse_then_recover(spark, ws, bad, people(100), small(), "keys_not_null")
     assert "1" in message
 
 
 def test_duplicate_composite_keys_with_sample(spark, ws):
     message = refuse_then_recover(spark, ws, people(100) + people(1, start=7), people(100),
-                                  QualityConfig(), "keys_unique")
+                                  small(), "keys_unique")
     assert "7" in message
+    assert "--override-check" not in message and "keys_unique cannot be overridden" in message
 
 
 def test_user_expectations_blocking_and_warn_only(spark, ws):
-    blocking = QualityConfig(expectations=[ExpectationSpec(
+    blocking = small(expectations=[ExpectationSpec(
         type="expect_column_values_to_be_between", kwargs={"column": "age", "min_value": 0, "max_value": 120})])
     bad = people(100)
     bad[5]["age"] = 999
-    refuse_then_recover(spark, ws, bad, people(100), blocking, "expect_column_values_to_be_between")
-    warn = QualityConfig(expectations=[ExpectationSpec(
+    message = refuse_then_recover(spark, ws, bad, people(100), blocking,
+                                  "expect_column_values_to_be_between")
+    assert (f"--override-check {ws.table.name}:expect_column_values_to_be_between:age"
+            in message), message
+    warn = small(expectations=[ExpectationSpec(
         type="expect_column_values_to_be_between", blocking=False,
         kwargs={"column": "age", "min_value": 0, "max_value": 120})])
     ws.write("3.parquet", bad)
@@ -103,6 +112,19 @@ def test_user_expectations_blocking_and_warn_only(spark, ws):
 def test_override_lets_one_check_pass_once(spark, ws):
     ws.write("2.parquet", people(50))
     with pytest.raises(QualityGateFailed):
-        ws.run(spark, quality=QualityConfig(min_row_ratio=None))
-    report = ws.run(spark, quality=QualityConfig(min_row_ratio=None), overrides=frozenset({"delete_ratio"}))
+        ws.run(spark, quality=small(min_row_ratio=None))
+    report = ws.run(spark, quality=small(min_row_ratio=None), overrides=frozenset({"delete_ratio"}))
     assert report.overrides == ["delete_ratio"] and report.snapshots[0].deleted == 50
+
+
+def test_ratios_leave_small_tables_alone_by_default(spark, ws):
+    """Half of a 100-row table deleted: an ordinary night there, not a refusal."""
+    ws.write("2.parquet", people(50))
+    report = ws.run(spark, quality=QualityConfig())
+    assert report.outcome == "ok" and report.snapshots[0].deleted == 50
+    ws.assert_mirror_equals(spark, "2.parquet")
+
+
+def test_a_refusal_names_the_exact_override(spark, ws):
+    message = refuse_then_recover(spark, ws, people(79), people(80), small(), "delete_ratio")
+    assert message.endswith(f"with: --override-check {ws.table.name}:delete_ratio"), message

@@ -327,8 +327,6 @@ def cli_run(tmp_path, *extra):
 @pytest.mark.parametrize("args, fragment", [
     (["--table", "a[1]"], "as patterns"),
     (["--table", "a{b,c}"], "as patterns"),
-    (["--table", "a.schema.b"], "state folder ambiguous"),
-    (["--table", "b", "--schema", "a.schema"], "state folder ambiguous"),
     (["--table", "x" * 256], "at most 255"),
     (["--table", "é" * 128], "at most 255"),
     (["--table", "t" * 200, "--schema", "s" * 60], "too long for a state folder"),
@@ -357,20 +355,12 @@ def test_bad_settings_in_a_config_file_exit_2(tmp_path, capsys, line, fragment):
     assert fragment in err and len(err.splitlines()) == 1, err
 
 
-def test_two_spellings_of_one_state_folder_cannot_meet(tmp_path, capsys):
-    path = tmp_path / "c.toml"
-    path.write_text("[tables.b]\nschema_name = 'a'\nsource = 's'\nkeys = ['id']\nlanding = 'l'\n"
-                    "[tables.'a.schema.b']\nsource = 's'\nkeys = ['id']\nlanding = 'l'\n")
-    assert cli(["run", "--config", str(path)]) == 2
-    assert "ambiguous" in capsys.readouterr().err
-
-
 # -- rollback to a kept version ----------------------------------------------------------------
 
 
 def test_rollback_publishes_the_way_back_then_runs_go_on(spark, ws, capsys):
     base = ["--source", ws.source, "--keys", "id", "--table", "T", "--landing", ws.landing,
-            "--state", ws.state, "--quiet", "--max-delete-ratio", "1"]
+            "--state", ws.state, "--quiet", "--max-delete-ratio", "1", "--min-rows-for-ratios", "0"]
     ws.write("0001.parquet", rows(range(20)), SCHEMA)
     ws.write("0002.parquet", rows(range(5, 25), "b"), SCHEMA)
     ws.run(spark)

@@ -271,40 +271,6 @@ def test_status_from_an_empty_state_root_and_without_source(base, capsys):
     assert "--source needs --table" in capsys.readouterr().err
 
 
-@pytest.mark.slow
-def test_status_into_a_closed_pipe_is_quiet(base):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "diffcdc.cli", "status", "--state", str(base / "state")],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-    )
-    proc.stdout.close()  # the reader is gone before anything is written: `| head -0`
-    with proc.stderr:
-        err = proc.stderr.read()
-    assert proc.wait(timeout=60) == 0 and err == b""
-
-
-def test_plain_progress_gives_long_spark_stages_a_line_every_30_s():
-    import logging
-
-    from diffcdc.cli.progress import PlainProgress, SparkStage
-
-    lines: list[str] = []
-    handler = logging.Handler()
-    handler.emit = lambda record: lines.append(record.getMessage())  # type: ignore[method-assign]
-    logger = logging.getLogger("diffcdc")
-    logger.addHandler(handler)
-    try:
-        plain = PlainProgress()
-        for age in (5.0, 29.0, 31.0, 45.0, 62.0):
-            plain._long_stages([SparkStage(7, "parquet at NativeMethodAccessorImpl.java:0",
-                                           200, 40, 2, age)])
-    finally:
-        logger.removeHandler(handler)
-    assert lines == ["spark stage 7 (parquet): 40/200 tasks, 2 running, 31 s",
-                     "spark stage 7 (parquet): 40/200 tasks, 2 running, 62 s"]
-
-
 def test_a_refused_concurrent_first_run_leaves_the_other_runs_folder(base):
     from diffcdc.config import table_from_args
     from diffcdc.engine.run import run_table

@@ -155,7 +155,7 @@ def test_not_empty(spark, previous, allow_empty, passed):
     ("rows", "passed"), [(50, True), (49, False), (200, True), (201, False), (100, True)]
 )
 def test_row_count_ratio_at_thresholds(clean, rows, passed):
-    report = gate_snapshot(clean, keys=KEYS, previous_rows=100, cfg=QualityConfig(),
+    report = gate_snapshot(clean, keys=KEYS, previous_rows=100, cfg=QualityConfig(min_rows_for_ratios=0),
                            stats=SnapshotStats(rows, 0, 0))
     ratio = check(report, "row_count_ratio")
     assert (ratio.passed, ratio.observed, ratio.threshold) == (passed, rows / 100, [0.5, 2.0])
@@ -181,7 +181,7 @@ def test_row_count_ratio_skipped_without_previous_or_threshold(clean):
 def test_delete_ratio_at_threshold(deleted, threshold, passed):
     counts = ChangeCounts(inserted=0, updated=0, deleted=deleted, rows=100 - deleted)
     report = gate_changes(counts, previous_rows=100,
-                          cfg=QualityConfig(max_delete_ratio=threshold))
+                          cfg=QualityConfig(max_delete_ratio=threshold, min_rows_for_ratios=0))
     assert check(report, "delete_ratio").passed is passed
     assert report.passed is passed and report.stage == "changes"
 
@@ -189,12 +189,12 @@ def test_delete_ratio_at_threshold(deleted, threshold, passed):
 @pytest.mark.parametrize(("updated", "passed"), [(40, True), (41, False)])
 def test_change_ratio_at_threshold(updated, passed):
     counts = ChangeCounts(inserted=5, updated=updated, deleted=5, rows=100)
-    cfg = QualityConfig(max_change_ratio=0.5)
+    cfg = QualityConfig(max_change_ratio=0.5, min_rows_for_ratios=0)
     change = check(gate_changes(counts, previous_rows=100, cfg=cfg), "change_ratio")
     assert (change.passed, change.threshold) == (passed, 0.5)
     assert change.observed == pytest.approx((updated + 10) / 100)
     # default: no maximum; and nothing to compare on a first load
-    assert gate_changes(counts, previous_rows=100, cfg=QualityConfig()).passed
+    assert gate_changes(counts, previous_rows=100, cfg=QualityConfig(min_rows_for_ratios=0)).passed
     assert gate_changes(ChangeCounts(100, 0, 0, 100), previous_rows=None, cfg=cfg).passed
 
 
@@ -203,7 +203,7 @@ def test_change_ratio_at_threshold(updated, passed):
 
 def test_override_lets_named_check_pass_for_this_run():
     counts = ChangeCounts(inserted=0, updated=0, deleted=90, rows=10)
-    report = gate_changes(counts, previous_rows=100, cfg=QualityConfig(),
+    report = gate_changes(counts, previous_rows=100, cfg=QualityConfig(min_rows_for_ratios=0),
                           overrides={"delete_ratio"})
     deleted = check(report, "delete_ratio")
     assert (deleted.passed, deleted.overridden, deleted.blocks) == (False, True, False)
@@ -223,7 +223,7 @@ def test_unknown_or_key_override_is_config_error(name):
 def test_one_line_message_names_table_snapshot_checks_values_and_keys(spark):
     df = spark.createDataFrame(CLEAN + [("eu", 1, 1.0, "x"), ("eu", None, 1.0, "x")],
                                SCHEMA)
-    report = gate_snapshot(df, keys=KEYS, previous_rows=100, cfg=QualityConfig())
+    report = gate_snapshot(df, keys=KEYS, previous_rows=100, cfg=QualityConfig(min_rows_for_ratios=0))
     with pytest.raises(QualityGateFailed) as err:
         report.raise_if_failed("sales.orders", "orders_20240102.parquet")
     text = str(err.value)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from diffcdc.errors import UsageError
+from diffcdc.errors import DiffcdcError, UsageError
 
 
 def config_table(config: Any, name: str, path: str) -> Any:
@@ -51,4 +51,103 @@ def located_table(args: Any, command: str) -> tuple[Any, str]:
         raise UsageError(f"{command} needs --landing or --config", hint="give one of them")
     if args.landing_options:
         table = table.with_landing_options(dict(args.landing_options))
-    return table, state_root or "state"
+    state_root = state_root or "state"
+    check_state_owner(table, state_root)
+    return table, state_root
+
+
+def check_state_owner(table: Any, state_root: str) -> None:
+    """Refuse a table whose state folder holds another table (see diffcdc.state.owner)."""
+    from diffcdc.state.owner import check_owner
+    from diffcdc.state.store import TableState
+
+    check_owner(TableState(state_root, table.state_name), table.name, table.schema_name)
+
+
+def check_state_roots(config: Any, *, reload: frozenset[str] = frozenset(),
+                      state_given: bool = True) -> None:
+    """Refuse a state root that is most likely the wrong folder, before anything runs.
+
+    A table without any state under the root whose landing folder already holds what diffcdc
+    publishes (``_metadata.json``) was published from another state root: run from the wrong
+    working directory, or without the ``--state`` it was published with. Processing it would
+    be refused later by the landing checks with a hint to re-create the table — the wrong cure.
+    Tables being re-created on purpose (``reload``) are not checked for that; a table whose
+    state folder holds another table is refused (see :mod:`diffcdc.state.owner`).
+    """
+    import os
+
+    from diffcdc.state.owner import check_owner
+    from diffcdc.state.store import TableState
+
+    for table in config.tables:
+        state = TableState(config.state, table.state_name)
+        if os.path.isdir(state.log_dir) and os.listdir(state.log_dir):
+            commits = state.commits()
+            check_owner(state, table.name, table.schema_name, commits)
+            if commits and table.name not in reload:
+                check_landing_moved(table, commits[-1].record, state_given)
+            continue
+        if table.name in reload or os.path.exists(state.reload_path) or os.path.exists(
+                state.drop_path):
+            continue
+        published = _published_output(table)
+        if published is None:
+            continue
+        where = (f"the state root {state.root}" if state_given else
+                 f"the default state root ./state (here {state.root})")
+        fix = ("check --state (or the config file's state)" if state_given else
+               "run from the folder that holds the table's state, or give --state ROOT")
+        raise UsageError(
+            f"no state for this table under {where}, but its landing folder already holds "
+            "diffcdc's output: it was published with another state root",
+            table=table.name,
+            path=published,
+            hint=f"{fix}; only if that state is lost for good, re-create the table on purpose "
+            "with 'diffcdc reload'",
+        )
+
+
+def check_landing_moved(table: Any, record: Any, state_given: bool) -> None:
+    """Refuse a local landing root other than the one the state published to, while that one
+    still exists: a wrong ``--landing`` (or the state root of another landing zone) would
+    otherwise continue the table's numbering in a folder that never had its first files."""
+    import os
+
+    for sink in table.landing_sinks():
+        entry = record.sinks.get(sink.sink_id)
+        published = entry.manifest.get("landing") if entry is not None else None
+        if not isinstance(published, str) or not os.path.isabs(published) or "://" in sink.landing:
+            continue
+        if not os.path.isdir(published) or os.path.abspath(sink.landing) == published:
+            continue
+        if os.path.isdir(sink.landing) and os.path.samefile(sink.landing, published):
+            continue
+        state_fix = "check --state (or the config file's state)" if state_given else \
+            "give --state ROOT (default ./state, relative to the working directory)"
+        raise UsageError(
+            f"its state says it was published to the landing root {published}, not "
+            f"{os.path.abspath(sink.landing)}",
+            table=table.name,
+            hint=f"give the landing root it was published to (--landing or the config file); "
+            f"if this landing root is right, the state is another one's: {state_fix}",
+        )
+
+
+def _published_output(table: Any) -> str | None:
+    """Where one of the table's Open Mirroring sinks already holds ``_metadata.json``."""
+    from diffcdc.sinks.openmirroring.contract import METADATA_FILE, table_folder
+    from diffcdc.sinks.storage.base import join, open_landing
+
+    for sink in table.landing_sinks():
+        try:
+            storage = open_landing(sink.landing, **sink.landing_options)
+            try:
+                target = join(table_folder(table.name, table.schema_name), METADATA_FILE)
+                if storage.stat(target) is not None:
+                    return f"{storage.describe()}/{target}"
+            finally:
+                storage.close()
+        except (DiffcdcError, OSError):  # unreachable or refused: the table's run reports it
+            continue
+    return None

@@ -1,7 +1,8 @@
 """The ``diffcdc`` command: parse, call the engine, print, exit.
 
 Exit status: 0 success (also when nothing changed); 2 usage or config error; 3 input refused;
-1 anything else. Errors are one line on stderr; ``--debug`` adds the trace.
+1 anything else; 130 interrupted; 141 the output pipe was closed (``| head``). Errors are one
+line on stderr; ``--debug`` adds the trace.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 import traceback
 from collections.abc import Sequence
@@ -26,12 +28,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = build_parser().parse_args(args_list)
         _setup_logging(args.quiet, debug)
         code = int(_dispatch(args) or 0)
-        sys.stdout.flush()  # here, so a closed pipe (``| head``) is handled below
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's last flush
         return code
-    except BrokenPipeError:
-        # The reader went away (``diffcdc status | head -1``): it had what it wanted.
-        _silence_stdout()
-        return 0
     except DiffcdcError as exc:
         log.debug("the error's trace:", exc_info=True)  # to the run's log file, if any
         if debug:
@@ -43,6 +41,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("diffcdc: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader went away (``diffcdc status | head -1``): quietly
+        _silence_stdout()
+        return 141
     except Exception as exc:  # noqa: BLE001 - the last line of defence prints one line
         log.debug("the error's trace:", exc_info=True)
         if debug:
@@ -51,6 +52,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"diffcdc: unexpected error: {type(exc).__name__}: {first} — run with --debug for "
               "the trace", file=sys.stderr)
         return 1
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush cannot fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # no real file descriptor (tests, notebooks)
+        pass
 
 
 def _setup_logging(quiet: bool, debug: bool) -> None:
@@ -68,19 +78,6 @@ def _setup_logging(quiet: bool, debug: bool) -> None:
     log.handlers[:] = [handler]  # a run adds its log file (diffcdc.runlog) at DEBUG
     log.setLevel(min(level, logging.INFO))
     log.propagate = False
-
-
-def _silence_stdout() -> None:
-    """Point stdout at /dev/null so the interpreter's final flush cannot fail again."""
-    import os
-
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError):  # not a real file (a test's capture): nothing to silence
-        pass
-    finally:
-        os.close(devnull)
 
 
 def _dispatch(args: argparse.Namespace) -> int:

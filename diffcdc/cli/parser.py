@@ -3,17 +3,48 @@
 from __future__ import annotations
 
 import argparse
-import sys
-from typing import Any
+import textwrap
+from typing import Any, NoReturn
 
 from diffcdc import __version__
 from diffcdc.errors import UsageError
 
+#: The exit codes, for ``--help`` (the README has the same table).
+EXIT_CODES = """\
+exit codes:
+  0    success (also when there was nothing to do)
+  1    failure: publish conflict, concurrent run, storage, damaged state; retry or see the hint
+  2    usage or configuration error: fix the command line or the config file; nothing ran
+  3    input refused: bad, late or changed snapshot, key or schema problem, quality gate;
+       nothing was published and state is unchanged
+  130  interrupted
+  141  the output pipe closed early (e.g. '| head'): nothing more is printed"""
+
+EXAMPLES = """\
+examples:
+  diffcdc run --source snapshots/employees --keys EmployeeID --table Employees \\
+      --landing landing --state state
+  diffcdc run --config diffcdc.toml
+  diffcdc run --config diffcdc.toml --override-check Employees:delete_ratio
+  diffcdc status --state state
+  diffcdc verify --config diffcdc.toml --table Employees --snapshot snapshots/employees/0003.parquet
+  diffcdc reload --config diffcdc.toml --table Employees --yes"""
+
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # exit 2 with one line, like every usage error
-        self.print_usage(sys.stderr)
+    def error(self, message: str) -> NoReturn:
+        """A bad option: one line and where to read more (exit 2), not the whole usage."""
         raise UsageError(message, hint=f"see '{self.prog} --help'")
+
+    def parse_args(self, args: Any = None, namespace: Any = None) -> Any:  # type: ignore[override]
+        """Unknown options are reported with the help of the command they were given to."""
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            command = getattr(parsed, "command", None)
+            prog = f"{self.prog} {command}" if command else self.prog
+            raise UsageError(f"unrecognized arguments: {' '.join(extras)}",
+                             hint=f"see '{prog} --help'")
+        return parsed
 
 
 def _csv(value: str) -> list[str]:
@@ -69,11 +100,26 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--debug", action="store_true", help="show the full trace on errors")
     common.add_argument("--quiet", action="store_true", help="no progress lines")
 
-    parser = _Parser(prog="diffcdc", description="Snapshot-diff CDC for Open Mirroring landing zones.")
+    parser = _Parser(
+        prog="diffcdc",
+        description=_wrap("Snapshot-diff CDC: compares each new full snapshot of a table with the last "
+        "one and publishes the inserted, updated and deleted rows, exactly once, to the table's "
+        "sinks (Open Mirroring landing zone, Delta table, Kafka). Run 'diffcdc COMMAND --help' "
+        "for a command's options."),
+        epilog=EXAMPLES + "\n\n" + EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--version", action="version", version=f"diffcdc {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    run = sub.add_parser("run", parents=[common], help="process pending snapshots")
+    run = sub.add_parser(
+        "run", parents=[common], help="process pending snapshots",
+        description=_wrap("Process every pending snapshot of one table (--source, --keys, --table, "
+        "--landing) or of every table of a config file (--config): diff, check the quality "
+        "gate, commit the state, publish to the sinks."),
+        epilog=EXAMPLES + "\n\n" + EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     run.add_argument("--config", help="TOML file with many tables (see README)")
     run.add_argument("--source", help="folder with one entry per snapshot (lexical order)")
     run.add_argument("--keys", type=_csv, help="key columns, comma-separated")
@@ -106,6 +152,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--max-delete-ratio", type=float, help="gate: deleted rows / previous rows")
     run.add_argument("--min-row-ratio", type=float, help="gate: rows / previous rows at least")
     run.add_argument("--max-row-ratio", type=float, help="gate: rows / previous rows at most")
+    run.add_argument("--min-rows-for-ratios", type=int,
+                     help="gate: the ratio checks apply from this many rows (default 1000)")
     _add_landing_contract_args(run)
     _add_reload_and_drop(sub, run, common)
 
@@ -164,7 +212,17 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", parents=[common], help="run a small end-to-end example")
     demo.add_argument("--dir", default="diffcdc-demo", help="where snapshots and landing go")
     demo.add_argument("--state", default="state", help="state root (default ./state)")
+    summaries = {a.dest: a.help for a in sub._choices_actions}
+    for name, command in sub.choices.items():  # every command's help ends with the exit codes
+        command.formatter_class = argparse.RawDescriptionHelpFormatter
+        command.epilog = command.epilog or EXIT_CODES
+        command.description = _wrap(command.description or summaries.get(name) or name)
     return parser
+
+
+def _wrap(text: str) -> str:
+    """A paragraph for ``--help`` (descriptions are printed as given: wrap them here)."""
+    return textwrap.fill(" ".join(text.split()), 88)
 
 
 def _add_landing_contract_args(run: argparse.ArgumentParser) -> None:

@@ -69,7 +69,7 @@ def plan_lines(plan: TablePlan, sinks: dict[str, str]) -> list[str]:
         lines.append(f"  refused: {plan.error}")
     elif plan.snapshots:
         lines.append(f"  would process {len(plan.snapshots)} snapshot(s), oldest first: "
-                     + ", ".join(e.snapshot_id for e in plan.snapshots))
+                     + ", ".join(e.snapshot_id or e.path for e in plan.snapshots))
     else:
         lines.append("  no snapshot waiting")
     return lines

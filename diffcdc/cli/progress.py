@@ -130,7 +130,7 @@ def plan_line(plan: TablePlan) -> str:
                      f"({', '.join(plan.unpublished)})")
     if plan.snapshots:
         parts.append(f"{len(plan.snapshots)} snapshot(s) waiting: "
-                     + ", ".join(e.snapshot_id for e in plan.snapshots[:3])
+                     + ", ".join(e.snapshot_id or e.path for e in plan.snapshots[:3])
                      + (", ..." if len(plan.snapshots) > 3 else ""))
     if plan.reload is not None:
         parts.append("re-creation requested")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from diffcdc.cli.common import config_table
+from diffcdc.cli.common import check_state_owner, config_table
 from diffcdc.errors import UsageError
 
 
@@ -26,6 +26,7 @@ def cmd_repair(args: argparse.Namespace) -> int:
         state_root = args.state or "state"
     else:
         raise UsageError("repair needs --source or --config", hint="give one of them")
+    check_state_owner(table, state_root)
     found = head_damage(table, state_root)  # no Spark for an intact state
     if not found.damaged:
         result = found

@@ -9,7 +9,7 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
-from diffcdc.cli.common import check_landing_arg, error_fields
+from diffcdc.cli.common import check_state_roots, error_fields
 from diffcdc.cli.progress import choose_progress
 from diffcdc.errors import DiffcdcError, UsageError
 
@@ -57,58 +57,13 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def build_run_config(args: argparse.Namespace) -> RunConfig:
-    """The run's config from ``--config`` or the single-table options (no Spark)."""
-    from pydantic import ValidationError
+    """The run's config from ``--config`` or the single-table options, its state roots
+    checked (no Spark; ``run``, ``reload``, ``rollback`` and ``plan``)."""
+    from diffcdc.cli.settings import run_config_from_args
 
-    from diffcdc.config import RunConfig, load_config, table_from_args
-
-    check_landing_arg(args.landing)
-    if args.config:
-        flags = [n for n in ("source", "keys", "table", "landing") if getattr(args, n)]
-        if flags:
-            raise UsageError(f"--config cannot be combined with --{', --'.join(flags)}")
-        config = load_config(args.config)
-        if args.state:
-            config.state = args.state
-        if args.only:
-            unknown = set(args.only) - {t.name for t in config.tables}
-            if unknown:
-                raise UsageError(f"--only names unknown table(s) {sorted(unknown)}", path=args.config)
-            config.tables = [t for t in config.tables if t.name in args.only]
-    else:
-        missing = [n for n in ("source", "keys", "table", "landing") if not getattr(args, n)]
-        if missing:
-            raise UsageError(
-                f"missing --{', --'.join(missing)}", hint="give them, or use --config FILE"
-            )
-        table = table_from_args(
-            name=args.table,
-            source=args.source,
-            keys=args.keys,
-            landing=args.landing,
-            exclude=args.exclude,
-            schema_name=args.schema_name,
-            codec=args.codec,
-            max_rows_per_file=args.max_rows_per_file,
-            fingerprint_bits=args.fingerprint_bits,
-            csv_infer_schema=args.csv_infer_schema,
-            csv_encoding=args.csv_encoding,
-            quality=_quality_from_args(args),
-            **_landing_contract_fields(args),
-        )
-        config = RunConfig(state=args.state or "state", tables=[table])
-    if args.landing_options:
-        given = dict(args.landing_options)
-        config.tables = [t.with_landing_options(given) for t in config.tables]
-    for option in ("keep_versions", "parallelism"):  # validated like the config file's fields
-        if getattr(args, option) is not None:
-            try:
-                setattr(config, option, getattr(args, option))
-            except ValidationError as exc:
-                raise UsageError(f"option --{option.replace('_', '-')}: "
-                                 f"{exc.errors()[0]['msg']}") from None
-    if args.master:
-        config.spark.master = args.master
+    config = run_config_from_args(args)
+    check_state_roots(config, reload=frozenset(getattr(args, "reload_tables", ())),
+                      state_given=bool(args.state or args.config))
     return config
 
 
@@ -140,7 +95,8 @@ def _run_busy(args: argparse.Namespace, config: Any, busy: list[Any],
     log.info("starting Spark (%s) for %d table(s)", config.spark.master or "local[*]", len(busy))
     spark = build_spark(config.spark.master, config.spark.conf,
                         log4j_config=opened.log4j_config if opened else None,
-                        jvm_output=opened.spark_path if opened else None)
+                        jvm_output=opened.spark_path if opened else None,
+                        jars=config.model_copy(update={"tables": busy}).jars())
     observer.spark_started(spark)
     return run_many(spark, config.model_copy(update={"tables": busy}), overrides=overrides,
                     reload=reload, rollback=rollback, observer=observer)
@@ -159,35 +115,44 @@ def totals_line(reports: list[dict[str, Any]], seconds: float) -> str:
             f"file(s); {seconds:.1f} s")
 
 
-def _quality_from_args(args: argparse.Namespace) -> dict[str, Any] | None:
-    fields = {
-        "expectation_suite": args.expectation_suite,
-        "max_delete_ratio": args.max_delete_ratio,
-        "min_row_ratio": args.min_row_ratio,
-        "max_row_ratio": args.max_row_ratio,
-    }
-    chosen = {k: v for k, v in fields.items() if v is not None}
-    return chosen or None
-
-
 def _parse_overrides(values: list[str], tables: list[str]) -> dict[str, frozenset[str]]:
-    """``[TABLE:]CHECK`` options → {table: checks}; a bare CHECK needs exactly one table."""
+    """``[TABLE:]CHECK`` options → {table: checks}; a bare CHECK needs exactly one table.
+
+    Check names may hold a colon themselves (``expect_column_values_to_not_be_null:amount``):
+    the part before a colon is a table only when it names a table of this run.
+    """
     out: dict[str, set[str]] = {}
     for value in values:
-        table, sep, check = value.rpartition(":")
-        if not sep:
+        table, check = _split_override(value, tables)
+        if table is None:
             if len(tables) != 1:
                 raise UsageError(
                     f"--override-check {value}: name the table as TABLE:{value} when several "
-                    "tables run"
+                    "tables run",
+                    hint="tables of this run: " + ", ".join(tables),
                 )
             table = tables[0]
-        if table not in tables:
-            raise UsageError(f"--override-check {value}: table {table!r} is not part of this run")
         if not check:
-            raise UsageError(f"--override-check {value}: no check name")
+            raise UsageError(f"--override-check {value}: no check name",
+                             hint=f"e.g. --override-check {table}:delete_ratio")
         out.setdefault(table, set()).add(check)
     return {t: frozenset(c) for t, c in out.items()}
+
+
+def _split_override(value: str, tables: list[str]) -> tuple[str | None, str]:
+    """(table, check) of one ``--override-check`` value; table None for a bare check."""
+    for at in (i for i, c in enumerate(value) if c == ":"):
+        if value[:at] in tables:
+            return value[:at], value[at + 1:]
+    from diffcdc.core.quality import BUILTIN_CHECKS
+
+    prefix, _, rest = value.partition(":")
+    if ":" in value and (len(tables) > 1 or rest in BUILTIN_CHECKS):
+        raise UsageError(
+            f"--override-check {value}: no table of this run is named {prefix!r}",
+            hint="tables of this run: " + ", ".join(tables),
+        )
+    return None, value
 
 
 def format_summary(reports: list[dict[str, Any]]) -> str:
@@ -212,31 +177,6 @@ def format_summary(reports: list[dict[str, Any]]) -> str:
         if r.get("error"):
             lines.append(f"{r['table']}: {DiffcdcError(**error_fields(r['error']))}")
     return "\n".join(lines)
-
-
-def _landing_contract_fields(args: argparse.Namespace) -> dict[str, Any]:
-    """TableConfig fields from the options above (None: not given, the default applies)."""
-    text = {
-        k: getattr(args, k)
-        for k in ("row_separator", "column_separator", "quote_character", "escape_character",
-                  "null_value", "encoding")
-        if getattr(args, k, None) is not None
-    }
-    partner = None
-    if args.partner_name or args.partner_source_type:
-        partner = {"partner_name": args.partner_name or "", "source_type": args.partner_source_type or "",
-                   "source_version": args.partner_source_version}
-    return {
-        "file_format": args.file_format,
-        "file_extension": args.file_extension,
-        "text": text or None,
-        "upsert_default": args.upsert_default,
-        "file_detection": args.file_detection,
-        "schema_policy": args.schema_policy,
-        "removed_columns": args.removed_columns,
-        "partner": partner,
-        "drop_timeout": args.drop_timeout,
-    }
 
 
 def cmd_reload(args: argparse.Namespace) -> int:

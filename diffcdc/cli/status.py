@@ -30,14 +30,17 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
-def _where(args: argparse.Namespace) -> tuple[str, dict[str, str]]:
+def _where(args: argparse.Namespace) -> tuple[str, dict[str, str | None]]:
     """The state root and each table's source folder (from ``--config`` or ``--source``)."""
     if args.config:
         from diffcdc.config import load_config
 
         config = load_config(args.config)
         tables = [config_table(config, args.table, args.config)] if args.table else config.tables
-        return args.state or config.state, {t.name: t.source for t in tables}
+        # Folder sources: their waiting snapshots (a database's are known when it is read).
+        return args.state or config.state, {
+            t.name: t.source if isinstance(t.source, str) else None for t in tables
+        }
     if args.source:
         if not args.table:
             raise UsageError("status --source needs --table (the table whose snapshots wait "
@@ -50,8 +53,7 @@ def _waiting(state_root: str, table: str, source: str | None) -> tuple[list[str]
     """The snapshots waiting in the table's source folder (None: no source known)."""
     if source is None:
         return None, None
-    from diffcdc.engine.pending import pending_snapshots
-    from diffcdc.sources.files import discover
+    from diffcdc.sources.files import discover, pending_snapshots
     from diffcdc.state.store import TableState
 
     try:

@@ -26,9 +26,18 @@ def cmd_verify(args: argparse.Namespace) -> int:
     args.state = args.state or None  # a bare --state with --snapshot: the default root
     table, state_root = located_table(args, "verify")
     ignore = args.ignore
-    if ignore is None:
-        head = TableState(state_root, table.state_name).head()
-        ignore = list(head.record.exclude) if head else []
+    if ignore is None:  # the columns the table leaves out of its fingerprint, from its state
+        state = TableState(state_root, table.state_name)
+        head = state.head()
+        if head is None:
+            raise UsageError(
+                f"no state for this table under {state.root}: the columns it excludes from the "
+                "fingerprint (and so from the comparison) are unknown",
+                table=table.name,
+                hint="give the state root the table was published with (--state ROOT or "
+                "--config), or name the columns to leave out with --ignore (--ignore '' for none)",
+            )
+        ignore = list(head.record.exclude)
     spark = build_spark(args.master)
     results = verify_table(spark, table, state_root, args.snapshot, ignore=ignore,
                            only=args.sink)

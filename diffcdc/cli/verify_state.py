@@ -29,8 +29,11 @@ def cmd_verify_state(args: argparse.Namespace) -> int:
         targets = [(TableState(root or config.state, t.state_name), args.csv_encoding or t.csv_encoding)
                    for t in tables]
     elif args.table:
-        targets = [(TableState(root or "state", state_name(args.table, args.schema_name)),
-                    args.csv_encoding or "utf-8")]
+        from diffcdc.state.owner import check_owner
+
+        state = TableState(root or "state", state_name(args.table, args.schema_name))
+        check_owner(state, args.table, args.schema_name)  # never another table's state
+        targets = [(state, args.csv_encoding or "utf-8")]
     else:
         raise UsageError("verify --state needs --table or --config", hint="name the table to check")
     reports = []

@@ -16,6 +16,7 @@ meant to be computed by the engine in the same Spark job as the fingerprint
 from __future__ import annotations
 
 import math
+import shlex
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from fractions import Fraction
@@ -34,6 +35,8 @@ CHANGE_CHECKS = ("delete_ratio", "change_ratio")
 BUILTIN_CHECKS = SNAPSHOT_CHECKS + CHANGE_CHECKS
 #: The diff itself needs present, non-NULL, unique keys: these can never be overridden.
 NOT_OVERRIDABLE = frozenset({"keys_present", "keys_not_null", "keys_unique"})
+#: Ratio checks need this many rows (previous or new snapshot) unless configured otherwise.
+DEFAULT_MIN_ROWS_FOR_RATIOS = 1000
 #: At most this many offending keys are sampled per failed check.
 SAMPLE_SIZE = 5
 
@@ -41,7 +44,8 @@ SAMPLE_SIZE = 5
 class ExpectationSpec(BaseModel):
     """A great-expectations expectation written in the diffcdc config."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True,
+                              strict=True)
 
     type: str = Field(pattern=r"^expect_[a-z0-9_]+$")
     """GX expectation type in snake case, e.g. ``expect_column_values_to_not_be_null``."""
@@ -57,7 +61,8 @@ class QualityConfig(BaseModel):
     """Gate thresholds and user expectations; global defaults merged with per-table settings."""
 
     model_config = ConfigDict(
-        extra="forbid", frozen=True, use_attribute_docstrings=True, allow_inf_nan=False
+        extra="forbid", frozen=True, use_attribute_docstrings=True, allow_inf_nan=False,
+        strict=True,
     )
 
     min_row_ratio: float | None = Field(default=0.5, ge=0)
@@ -68,6 +73,9 @@ class QualityConfig(BaseModel):
     """Deleted rows at most this share of the previous row count (``null``: no check)."""
     max_change_ratio: float | None = Field(default=None, ge=0)
     """Inserted + updated + deleted rows at most this share of the previous row count."""
+    min_rows_for_ratios: int = Field(default=DEFAULT_MIN_ROWS_FOR_RATIOS, ge=0)
+    """The ratio checks are skipped while both the previous and the new snapshot have fewer
+    rows than this: on a small table an ordinary night moves a large share of its rows."""
     allow_empty: bool = False
     """Accept an empty snapshot although the table already has rows."""
     expectation_suite: str | None = None
@@ -186,17 +194,38 @@ class GateReport:
 
     def raise_if_failed(self, table: str | None, snapshot: str | None) -> None:
         """Raise :class:`QualityGateFailed` naming every failed blocking check, on one line."""
-        failed = self.failed_blocking
-        if not failed:
-            return
-        raise QualityGateFailed(
-            f"quality gate ({self.stage}) refused the snapshot: "
-            + "; ".join(c.describe() for c in failed),
-            table=table,
-            snapshot=snapshot,
-            hint="fix or replace the snapshot, or override a legitimate change "
-            "for one run by check name",
-        )
+        raise_if_refused([self], table, snapshot)
+
+
+def raise_if_refused(reports: Sequence[GateReport], table: str | None,
+                     snapshot: str | None) -> None:
+    """Raise :class:`QualityGateFailed` naming every failed blocking check of every stage on
+    one line, ending with what to do (the exact override options when overriding can help:
+    all of them at once, so that typing them is enough)."""
+    refused = [r for r in reports if r.failed_blocking]
+    if not refused:
+        return
+    failed = [c for r in refused for c in r.failed_blocking]
+    raise QualityGateFailed(
+        f"quality gate ({', '.join(r.stage for r in refused)}) refused the snapshot: "
+        + "; ".join(c.describe() for c in failed),
+        table=table,
+        snapshot=snapshot,
+        hint=gate_hint(failed, table),
+    )
+
+
+def gate_hint(failed: Sequence[CheckResult], table: str | None) -> str:
+    """What to do about failed checks: the exact override options when overriding can help."""
+    fixed = [c.name for c in failed if c.name in NOT_OVERRIDABLE]
+    if fixed:
+        return (f"fix or replace the snapshot: {', '.join(fixed)} cannot be overridden (the "
+                "diff needs present, unique, non-NULL keys)")
+    flags = " ".join(
+        "--override-check " + shlex.quote(f"{table}:{c.name}" if table else c.name) for c in failed
+    )
+    return (f"fix or replace the snapshot; if the change is legitimate, let it pass for one run "
+            f"with: {flags}")
 
 
 @dataclass(frozen=True)
@@ -333,7 +362,8 @@ def gate_snapshot(
         checks.append(_result("not_empty", True, overrides, observed=rows,
                               detail="skipped: allow_empty or no previous rows"))
     checks.append(_ratio_check(
-        "row_count_ratio", rows, previous_rows, cfg.min_row_ratio, cfg.max_row_ratio, overrides
+        "row_count_ratio", rows, previous_rows, cfg.min_row_ratio, cfg.max_row_ratio, overrides,
+        rows=rows, minimum=cfg.min_rows_for_ratios,
     ))
     if cfg.expectations or cfg.expectation_suite:
         from diffcdc.core.quality_gx import run_expectations
@@ -357,9 +387,11 @@ def gate_changes(
     changed = counts.inserted + counts.updated + counts.deleted
     return GateReport("changes", [
         _ratio_check("delete_ratio", counts.deleted, previous_rows, None,
-                     cfg.max_delete_ratio, overrides),
+                     cfg.max_delete_ratio, overrides, rows=counts.rows,
+                     minimum=cfg.min_rows_for_ratios),
         _ratio_check("change_ratio", changed, previous_rows, None,
-                     cfg.max_change_ratio, overrides),
+                     cfg.max_change_ratio, overrides, rows=counts.rows,
+                     minimum=cfg.min_rows_for_ratios),
     ])
 
 
@@ -371,13 +403,18 @@ def _result(name: str, passed: bool, overrides: Collection[str], *, sample: Any 
 
 
 def _ratio_check(name: str, count: int, previous: int | None, low: float | None,
-                 high: float | None, overrides: Collection[str]) -> CheckResult:
+                 high: float | None, overrides: Collection[str], *, rows: int,
+                 minimum: int) -> CheckResult:
     if low is None and high is None:
         return _result(name, True, overrides, detail="skipped: no threshold configured")
     threshold: Any = [low, high] if name == "row_count_ratio" else high
     if not previous:
         return _result(name, True, overrides, threshold=threshold,
                        detail="skipped: no previous rows")
+    if previous < minimum and rows < minimum:
+        return _result(name, True, overrides, threshold=threshold,
+                       detail=f"skipped: {previous} previous and {rows} new rows, fewer than "
+                       f"min_rows_for_ratios {minimum}")
     # Exact rational comparison: 20 of 100 passes a 0.2 threshold, whatever floats say.
     ratio = Fraction(count, previous)
     ok = (low is None or ratio >= Fraction(repr(low))) and (

@@ -13,6 +13,9 @@ from diffcdc.engine.gate import Gate
 from diffcdc.engine.report import Progress
 from diffcdc.sinks.base import Sink, SinkHistory, SinkTable
 from diffcdc.sinks.registry import build_sink
+from diffcdc.sources.base import Source
+from diffcdc.sources.copies import SnapshotCopies
+from diffcdc.sources.registry import build_source
 from diffcdc.state.commit import CommitRecord
 from diffcdc.state.store import Commit, TableState
 
@@ -28,6 +31,8 @@ class RunContext:
     run_id: str
     say: Progress
     gate: Gate
+    source: Source
+    copies: SnapshotCopies  #: where read-once sources materialize their snapshots
     #: Tells which step a snapshot (or, with None, the table) is at: (snapshot id, step).
     stage: Callable[[str | None, str], None] = field(default=lambda snapshot, step: None)
 
@@ -40,11 +45,15 @@ class RunContext:
         run_id: str,
         say: Progress,
         gate: Gate,
+        source: Source | None = None,
         stage: Callable[[str | None, str], None] | None = None,
     ) -> RunContext:
         ident = SinkTable(table.name, tuple(table.keys), table.schema_name, tuple(table.exclude))
         sinks = {cfg.sink_id: build_sink(cfg, ident, state) for cfg in table.sinks}
-        ctx = cls(spark, table, state, sinks, run_id, say, gate)
+        ctx = cls(
+            spark, table, state, sinks, run_id, say, gate,
+            source or build_source(table), SnapshotCopies(state.dir, table.name),
+        )
         if stage is not None:
             ctx.stage = stage
         return ctx

@@ -7,12 +7,14 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame
 
 from diffcdc.core.quality import (
+    NOT_OVERRIDABLE,
     ChangeCounts,
     GateReport,
     QualityConfig,
     SnapshotStats,
     gate_changes,
     gate_snapshot,
+    raise_if_refused,
     validate_overrides,
 )
 from diffcdc.errors import DiffcdcError
@@ -50,17 +52,18 @@ def run_gate(
             stats=stats, table=table, snapshot=sid,
         )
     ]
-    if not reports[0].failed_blocking:
+    if not any(c.name in NOT_OVERRIDABLE for c in reports[0].failed_blocking):
+        # Valid keys: the change counts mean something; refusals of both stages are named at
+        # once, so one set of overrides is enough.
         counts = ChangeCounts(
             metrics["inserted"], metrics["updated"], metrics["deleted"], metrics["rows"]
         )
         reports.append(
             gate_changes(counts, previous_rows=previous_rows, cfg=gate.cfg, overrides=gate.overrides)
         )
-    for report in reports:
-        try:
-            report.raise_if_failed(table, sid)
-        except DiffcdcError as exc:
-            exc.gate = [r.to_dict() for r in reports]  # type: ignore[attr-defined]
-            raise
+    try:
+        raise_if_refused(reports, table, sid)
+    except DiffcdcError as exc:
+        exc.gate = [r.to_dict() for r in reports]  # type: ignore[attr-defined]
+        raise
     return reports

@@ -11,12 +11,13 @@ lock; this is only the decision whether to start Spark.
 from __future__ import annotations
 
 import logging
+import os
 import time
 
 from diffcdc.config import TableConfig
-from diffcdc.engine.pending import plan_table
 from diffcdc.engine.report import TableReport
-from diffcdc.errors import DiffcdcError
+from diffcdc.errors import DiffcdcError, StateOwnerError
+from diffcdc.state.owner import check_owner
 from diffcdc.state.store import TableState, new_run_id, now_iso
 
 log = logging.getLogger("diffcdc")
@@ -24,18 +25,23 @@ log = logging.getLogger("diffcdc")
 
 def has_work(table: TableConfig, state_root: str) -> bool:
     """Whether a run of ``table`` would do anything (raises DiffcdcError on bad input)."""
-    plan = plan_table(table, TableState(state_root, table.state_name))
-    if plan.reload is not None or plan.drop or plan.unpublished:
-        return True  # the engine settles these (and reports their errors) under the lock
-    if plan.error is not None:
-        raise plan.error
-    return plan.has_work
+    from diffcdc.sources.registry import build_source
+
+    state = TableState(state_root, table.state_name)
+    if os.path.exists(state.drop_path) or os.path.exists(state.reload_path):
+        return True
+    commits = state.commits()
+    check_owner(state, table.name, table.schema_name, commits)
+    configured = {s.sink_id for s in table.sinks}
+    if commits and configured & set(commits[-1].unpublished):
+        return True
+    return bool(build_source(table).pending(commits))  # a database always has a state to read
 
 
 def idle_report(table: TableConfig, state_root: str) -> TableReport | None:
     """A finished report for a table that needs no Spark (nothing to do, or refused input),
-    or None when the table has work. A known table keeps it as its last run; the last run that
-    changed something stays in ``last_change.json``, so ``status`` shows both."""
+    or None when the table has work. A known idle table keeps it as its last run only: its
+    reports and ``last_change.json`` keep the last run that did something."""
     started = time.monotonic()
     report = TableReport(table.name, new_run_id(), now_iso())
     try:
@@ -43,20 +49,24 @@ def idle_report(table: TableConfig, state_root: str) -> TableReport | None:
             return None
         report.outcome = "nothing to do"
         log.info("%s: no new snapshot", table.name)
+        state = TableState(state_root, table.state_name)
+        if state.has_history():  # its last run, for status (the last change stays as it was)
+            try:
+                state.save_last_run(report.to_dict())
+            except OSError as save_error:
+                log.warning("%s: the run's report could not be saved (%s)", table.name, save_error)
     except DiffcdcError as exc:
         exc.table = exc.table or table.name
         log.error("%s", exc)
-        log.debug("%s: the error's trace:", table.name, exc_info=exc)
         report.outcome = "failed"
         report.error = exc.to_dict()
-    report.seconds = round(time.monotonic() - started, 3)
-    state = TableState(state_root, table.state_name)
-    if state.has_history():  # a known table (a typo'd one gets no folder)
-        try:
-            if report.error is None:
-                state.save_last_run(report.to_dict())
-            else:
+        state = TableState(state_root, table.state_name)
+        # A known table: status shows the failure (never in another table's state folder).
+        if os.path.isdir(state.log_dir) and not isinstance(exc, StateOwnerError):
+            report.seconds = round(time.monotonic() - started, 3)
+            try:
                 state.save_report(report.to_dict())
-        except OSError as save_error:
-            log.warning("%s: the run's report could not be saved (%s)", table.name, save_error)
+            except OSError as save_error:
+                log.warning("%s: the run's report could not be saved (%s)", table.name, save_error)
+    report.seconds = round(time.monotonic() - started, 3)
     return report

@@ -13,8 +13,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from diffcdc.config import TableConfig
-from diffcdc.errors import DiffcdcError, InputRefused, LateSnapshotError, StateError
-from diffcdc.sources.files import SnapshotEntry, discover
+from diffcdc.errors import DiffcdcError, InputRefused, StateError
+from diffcdc.sources.base import PendingSnapshot, Source
+from diffcdc.state.owner import check_owner
 from diffcdc.state.store import Commit, TableState, read_json
 
 
@@ -28,7 +29,7 @@ class TablePlan:
     head: Commit | None
     #: Snapshots the run processes, oldest first (with a reload and nothing newer: the last
     #: committed snapshot again).
-    snapshots: tuple[SnapshotEntry, ...] = ()
+    snapshots: tuple[PendingSnapshot, ...] = ()
     #: Configured sinks that have not published the head version yet.
     unpublished: tuple[str, ...] = ()
     #: The pending reload request (``diffcdc reload``), carried out by the next commit.
@@ -67,53 +68,33 @@ def plan_table(table: TableConfig, state: TableState) -> TablePlan:
                 path=state.drop_path,
                 hint=f"finish it with 'diffcdc drop --table {table.name} --yes', then run again",
             )
-        entries = discover(table.source, table.name)
         commits = state.commits()
-        pending = pending_snapshots(entries, commits, table.name)
+        check_owner(state, table.name, table.schema_name, commits)
+        from diffcdc.sources.registry import build_source
+
+        source = build_source(table)
+        pending = source.pending(commits)
         if reload is not None and not pending and head is not None:
-            pending = _reload_from_head(entries, head, table)
+            pending = _reload_from_head(source, head, table)
     except DiffcdcError as exc:
         exc.table = exc.table or table.name
         return replace(plan, error=exc)
     return replace(plan, snapshots=tuple(pending))
 
 
-def pending_snapshots(
-    entries: list[SnapshotEntry], commits: list[Commit], table: str
-) -> list[SnapshotEntry]:
-    """Entries newer than the last committed snapshot; a late entry is refused."""
-    if not commits:
-        return entries
-    done = {c.snapshot_id for c in commits}
-    last = max(done)  # not the head's: a rollback commits an older snapshot again
-    late = [e for e in entries if e.snapshot_id <= last and e.snapshot_id not in done]
-    if late:
-        raise LateSnapshotError(
-            f"snapshot sorts at or before the last committed snapshot {last} but was never "
-            "processed",
-            table=table,
-            snapshot=late[0].snapshot_id,
-            path=late[0].path,
-            hint="snapshots must arrive in lexical order; move it out of the source folder",
-        )
-    return [e for e in entries if e.snapshot_id > last]
-
-
-def _reload_from_head(
-    entries: list[SnapshotEntry], head: Commit, table: TableConfig
-) -> list[SnapshotEntry]:
+def _reload_from_head(source: Source, head: Commit, table: TableConfig) -> list[PendingSnapshot]:
     """A reload with nothing newer waiting re-creates the table from the last snapshot."""
-    again = [e for e in entries if e.snapshot_id == head.snapshot_id]
-    if not again:
+    again = source.again(head.snapshot_id)
+    if again is None:
         raise InputRefused(
             f"nothing to reload from: the last snapshot {head.snapshot_id} is no longer in "
-            "the source folder",
+            "the source",
             table=table.name,
-            path=table.source,
-            hint="put a current snapshot into the source folder and run again (the reload "
-            "stays requested)",
+            path=source.describe(),
+            hint="put a current snapshot into the source and run again (the reload stays "
+            "requested)",
         )
-    return again
+    return [again]
 
 
 def _reload_request(state: TableState) -> dict[str, Any] | None:

@@ -67,6 +67,8 @@ def repair_table(spark: SparkSession, table: TableConfig, state_root: str) -> Re
         refuse = _refuser(table.name, head)
         if record.fingerprint.version != FINGERPRINT_VERSION:
             raise refuse(f"it was fingerprinted with version {record.fingerprint.version}")
+        if not isinstance(table.source, str):
+            raise refuse("only snapshots from a source folder can be read again here")
         entry = next((e for e in discover(table.source, table.name) if e.snapshot_id == record.snapshot_id), None)
         if entry is None:
             raise refuse(f"snapshot {record.snapshot_id} is no longer in {table.source}")

@@ -10,12 +10,15 @@ snapshots continue after the newest snapshot ever committed, as before.
 
 from __future__ import annotations
 
+import os
+
 from diffcdc.engine.context import RunContext
 from diffcdc.errors import InputRefused, UsageError
-from diffcdc.sources.files import SnapshotEntry, discover, identify
+from diffcdc.sources.base import PendingSnapshot
+from diffcdc.sources.files import identify
 
 
-def rollback_entry(ctx: RunContext, version: int) -> SnapshotEntry:
+def rollback_entry(ctx: RunContext, version: int) -> PendingSnapshot:
     """The snapshot entry of kept version ``version``, proven to be the file it was made from."""
     table, state = ctx.table, ctx.state
     commits = state.commits()
@@ -32,11 +35,11 @@ def rollback_entry(ctx: RunContext, version: int) -> SnapshotEntry:
                          table=table.name)
     record = target.record
     refuse = f"cannot roll back to version {version}: "
-    entry = next((e for e in discover(table.source, table.name)
-                  if e.snapshot_id == record.snapshot_id), None)
-    if entry is None:
+    ctx.source.pending(commits)  # a folder source lists its entries (late ones refused)
+    entry = ctx.source.again(record.snapshot_id)
+    if entry is None or not os.path.exists(entry.path):
         raise InputRefused(refuse + f"its snapshot {record.snapshot_id} is no longer in the "
-                           "source folder", table=table.name, path=table.source,
+                           "source folder", table=table.name, path=ctx.source.describe(),
                            hint="put the snapshot back, or re-create the table from a snapshot "
                            f"you have (diffcdc reload --table {table.name} --yes)")
     if record.snapshot_identity is None or identify(entry.path) != record.snapshot_identity:

@@ -22,14 +22,16 @@ from diffcdc.config import RunConfig, TableConfig
 from diffcdc.core.quality import QualityConfig
 from diffcdc.engine.context import RunContext
 from diffcdc.engine.gate import Gate
-from diffcdc.engine.pending import pending_snapshots
 from diffcdc.engine.progress import MessageObserver, RunObserver
 from diffcdc.engine.publish import configured_unpublished, publish_version
 from diffcdc.engine.report import Progress, SnapshotResult, TableReport
 from diffcdc.engine.rollback import rollback_entry
 from diffcdc.engine.snapshot import process_snapshot
-from diffcdc.errors import DiffcdcError, InputRefused, StateError, StorageError
-from diffcdc.sources.files import SnapshotEntry, discover
+from diffcdc.errors import DiffcdcError, InputRefused, StateError, StateOwnerError, StorageError
+from diffcdc.sources.base import PendingSnapshot, Source
+from diffcdc.sources.copies import SnapshotCopies
+from diffcdc.sources.files import pending_snapshots
+from diffcdc.state.owner import check_owner
 from diffcdc.state.store import TableState, new_run_id, now_iso
 
 __all__ = ["SnapshotResult", "TableReport", "pending_snapshots", "run_many", "run_table"]
@@ -47,6 +49,7 @@ def run_table(
     overrides: frozenset[str] = frozenset(),
     reload: bool = False,
     rollback_to: int | None = None,
+    source: Source | None = None,
     observer: RunObserver | None = None,
 ) -> TableReport:
     """Process every pending snapshot of one table. Raises DiffcdcError on failure.
@@ -57,9 +60,10 @@ def run_table(
     the table (``diffcdc reload``): the request is recorded in state first, so a run that
     dies before committing the re-creation leaves it to the next run. ``rollback_to`` publishes
     the way back to that kept version's snapshot as a new version (``diffcdc rollback``; see
-    :mod:`diffcdc.engine.rollback`) instead of processing pending snapshots. ``observer`` (or
-    the older ``progress`` callable) is told what the run does. A table with nothing committed
-    or requested keeps no state: a failed first run leaves no folder behind.
+    :mod:`diffcdc.engine.rollback`) instead of processing pending snapshots. ``source``
+    replaces the source built from the table's config (a DataFrame handed over in Python).
+    ``observer`` (or the older ``progress`` callable) is told what the run does. A table with
+    nothing committed or requested keeps no state: a failed first run leaves no folder behind.
     """
     watch = observer or (MessageObserver(progress) if progress else RunObserver())
     state = TableState(state_root, table.state_name)
@@ -69,17 +73,22 @@ def run_table(
     try:
         gate = Gate((quality or QualityConfig()).merged(table.quality), overrides)
         with state.lock():
+            check_owner(state, table.name, table.schema_name)
             if reload:
                 state.request_reload("requested with diffcdc reload")
             try:
                 ctx = RunContext.open(
                     spark, table, state, report.run_id,
-                    lambda message: watch.message(table.name, message), gate,
+                    lambda message: watch.message(table.name, message), gate, source,
                     stage=lambda snapshot, step: watch.stage(table.name, snapshot, step),
                 )
                 _run_locked(ctx, report, rollback_to, watch)
             finally:
                 state.prune(keep_versions)
+                # Copies of read-once sources: the last keep_snapshots committed ones stay.
+                SnapshotCopies(state.dir, table.name).prune(
+                    table.keep_snapshots, [c.snapshot_id for c in state.commits()]
+                )
                 if not existed and not state.has_history():
                     # Nothing committed or requested: the folder this run made goes again
                     # (still under the lock, so never one another run is working in).
@@ -96,7 +105,8 @@ def run_table(
         raise error from exc
     finally:
         report.seconds = round(time.monotonic() - started, 3)
-        _save_report(state, report)
+        if not (report.error and report.error.get("error") == StateOwnerError.__name__):
+            _save_report(state, report)  # never into another table's state folder
     return report
 
 
@@ -188,7 +198,7 @@ _ROOT_CAUSE = re.compile(r"^(?:Caused by: )?(?:\S+(?:Exception|Error)): (.+)$", 
 
 
 def unexpected_error(
-    exc: BaseException, snapshot: SnapshotEntry | None = None, state_dir: str | None = None
+    exc: BaseException, snapshot: PendingSnapshot | None = None, state_dir: str | None = None
 ) -> DiffcdcError:
     """Turn a Spark/OS exception into a one-line DiffcdcError (the trace stays chained).
 
@@ -260,37 +270,35 @@ def _run_pending(
         say(f"rolling back to version {rollback_to} (snapshot {entry.snapshot_id})")
         _process(ctx, report, [entry], None, watch, rollback_to)
         return
-    entries = discover(table.source, table.name)
-    pending = pending_snapshots(entries, state.commits(), table.name)
+    pending = ctx.source.pending(state.commits())
     if request is not None and not pending and head is not None:
         # Reload from the last committed snapshot when nothing newer is waiting.
-        again = [e for e in entries if e.snapshot_id == head.snapshot_id]
-        if not again:
+        again = ctx.source.again(head.snapshot_id)
+        if again is None:
             raise InputRefused(
                 f"nothing to reload from: the last snapshot {head.snapshot_id} is no longer in "
                 "the source folder",
                 table=table.name,
-                path=table.source,
+                path=ctx.source.describe(),
                 hint="put a current snapshot into the source folder and run again (the reload "
                 "stays requested)",
             )
-        pending = again
-    if not pending:
+        pending = [again]
+    _process(ctx, report, pending, request, watch)
+    if not report.snapshots:
         say("no new snapshot")
         report.outcome = "ok" if report.resumed_versions else "nothing to do"
-        return
-    _process(ctx, report, pending, request, watch)
 
 
 def _process(
     ctx: RunContext,
     report: TableReport,
-    pending: list[SnapshotEntry],
+    pending: list[PendingSnapshot],
     request: dict[str, Any] | None,
     watch: RunObserver,
     rollback_to: int | None = None,
 ) -> None:
-    """Each entry as its own committed, published version, oldest first."""
+    """Each snapshot as its own committed, published version, oldest first."""
     for index, entry in enumerate(pending):
         try:
             result = process_snapshot(
@@ -303,6 +311,6 @@ def _process(
             raise
         except Exception as exc:
             raise unexpected_error(exc, entry, ctx.state.dir) from exc
-        report.snapshots.append(result)
-        watch.snapshot_done(ctx.table.name, result)
-
+        if result is not None:
+            report.snapshots.append(result)
+            watch.snapshot_done(ctx.table.name, result)

@@ -32,7 +32,7 @@ from diffcdc.engine.report import SnapshotResult
 from diffcdc.errors import InputRefused
 from diffcdc.faults import crash_point
 from diffcdc.sinks.base import ChangeSet, SinkHistory, SinkTable
-from diffcdc.sources.files import SnapshotEntry, identify, read_snapshot
+from diffcdc.sources.base import PendingSnapshot
 from diffcdc.spark import literal_path
 from diffcdc.state.commit import CommitRecord, Counts, Fingerprint, Recreate, SinkEntry
 from diffcdc.state.guard import check_head_state
@@ -46,22 +46,27 @@ _COUNTS = ("rows", "inserted", "updated", "deleted", "unchanged")
 
 def process_snapshot(
     ctx: RunContext,
-    entry: SnapshotEntry,
+    pending: PendingSnapshot,
     head: Commit | None,
     reload_request: dict[str, Any] | None = None,
     rollback_to: int | None = None,
-) -> SnapshotResult:
+) -> SnapshotResult | None:
     """Diff one snapshot against the head state, gate it, commit it and publish it.
 
     When the table is re-created (``reload_request``, or a schema change under
     ``schema_policy = "recreate"``) the snapshot is diffed against nothing: every sink gets a
-    full image and starts its output afresh.
+    full image and starts its output afresh. None when the source's snapshot turns out to be
+    the last committed one again (a snapshot id query returning the same batch).
     """
     started = time.monotonic()
-    table, state, sid = ctx.table, ctx.state, entry.snapshot_id
-    identity = identify(entry.path, table.name, sid)
-    ctx.stage(sid, "read")
-    df = read_snapshot(ctx.spark, entry, table.name, table.csv_infer_schema, table.csv_encoding)
+    table, state = ctx.table, ctx.state
+    fresh = head is not None and reload_request is None and rollback_to is None
+    after = head.snapshot_id if fresh and head is not None else None
+    ctx.stage(pending.snapshot_id, "read")
+    snapshot = ctx.source.read(ctx.spark, pending, ctx.copies, after)
+    if snapshot is None:
+        return None
+    df, sid = snapshot.df, snapshot.snapshot_id
     keys = resolve_columns(df.schema, table.keys, what="key", table=table.name, snapshot=sid)
     exclude = [c for c in table.exclude if c.lower() in {n.lower() for n in df.columns}]
     check_snapshot_columns(
@@ -102,12 +107,12 @@ def process_snapshot(
                        f"-{metrics['deleted']} for {', '.join(ctx.sinks)}")
         sinks = _stage_sinks(ctx, df, ident, metrics, base, recreate, histories, vdir, version, sid)
         crash_point("after_changes_staged")
-        if identify(entry.path, table.name, sid) != identity:
+        if snapshot.changed():
             raise InputRefused(
                 "snapshot changed while it was being processed",
                 table=table.name,
                 snapshot=sid,
-                path=entry.path,
+                path=snapshot.path,
                 hint="wait until the extract is complete, then run again",
             )
         if recreate is None:  # again right before the commit: a target may have changed
@@ -117,8 +122,8 @@ def process_snapshot(
             table=table.name,
             run_id=ctx.run_id,
             snapshot_id=sid,
-            snapshot_path=os.path.abspath(entry.path),
-            snapshot_identity=identity,
+            snapshot_path=snapshot.path,
+            snapshot_identity=snapshot.identity,
             state_manifest=describe_state(os.path.join(vdir, "state")),
             version_dir=os.path.relpath(vdir, state.dir),
             state_path=os.path.join(os.path.relpath(vdir, state.dir), "state"),

@@ -12,9 +12,12 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from diffcdc.errors import InputRefused, UsageError
+from diffcdc.errors import InputRefused, LateSnapshotError, UsageError
+from diffcdc.sources.base import PendingSnapshot, Snapshot, Source
+from diffcdc.sources.copies import SnapshotCopies
 from diffcdc.spark import literal_path
 from diffcdc.state.commit import FileIdentity
+from diffcdc.state.store import Commit
 
 if TYPE_CHECKING:  # discovering snapshots needs no Spark: plan, status, idle runs
     from pyspark.sql import DataFrame, SparkSession
@@ -221,3 +224,64 @@ def _unreadable(entry: SnapshotEntry, path: str, reason: str, table: str | None)
 
 def _first_line(text: str) -> str:
     return text.strip().splitlines()[0] if text.strip() else text
+
+
+class FolderSource(Source):
+    """Snapshots as entries of a folder, read in place, in lexical order of their names."""
+
+    def __init__(
+        self, folder: str, table: str, infer_csv: bool = False, encoding: str = "utf-8"
+    ) -> None:
+        self.folder = folder
+        self.table = table
+        self.infer_csv = infer_csv
+        self.encoding = encoding
+        self._entries: dict[str, SnapshotEntry] = {}
+
+    def pending(self, commits: list[Commit]) -> list[PendingSnapshot]:
+        entries = discover(self.folder, self.table)
+        self._entries = {e.snapshot_id: e for e in entries}
+        return [PendingSnapshot(e.snapshot_id, e.path) for e in pending_snapshots(entries, commits, self.table)]
+
+    def again(self, snapshot_id: str) -> PendingSnapshot | None:
+        entry = self._entries.get(snapshot_id)
+        return PendingSnapshot(entry.snapshot_id, entry.path) if entry else None
+
+    def read(
+        self, spark: SparkSession, pending: PendingSnapshot, copies: SnapshotCopies,
+        after: str | None,
+    ) -> Snapshot:
+        assert pending.snapshot_id is not None
+        entry = self._entries[pending.snapshot_id]
+        before = identify(entry.path, self.table, entry.snapshot_id)
+        df = read_snapshot(spark, entry, self.table, self.infer_csv, self.encoding)
+        return Snapshot(
+            entry.snapshot_id, os.path.abspath(entry.path), df,
+            changed=lambda: identify(entry.path, self.table, entry.snapshot_id) != before,
+            identity=before,
+        )
+
+    def describe(self) -> str:
+        return self.folder
+
+
+def pending_snapshots(
+    entries: list[SnapshotEntry], commits: list[Commit], table: str
+) -> list[SnapshotEntry]:
+    """Entries newer than the last committed snapshot; a late entry is refused."""
+    if not commits:
+        return entries
+    done = {c.snapshot_id for c in commits}
+    last = max(done)  # not the head's: a rollback commits an older snapshot again
+    late = [e for e in entries if e.snapshot_id <= last and e.snapshot_id not in done]
+    if late:
+        raise LateSnapshotError(
+            f"snapshot sorts at or before the last committed snapshot {last} but was never "
+            "processed",
+            table=table,
+            snapshot=late[0].snapshot_id,
+            path=late[0].path,
+            hint="snapshots must arrive in lexical order; move it out of the source folder",
+        )
+    return [e for e in entries if e.snapshot_id > last]
+

@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 class DeltaSinkConfig(BaseModel):
     """A Delta table whose change data feed is the diff (written with delta-rs)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     type: Literal["delta"] = "delta"
     name: str | None = Field(default=None, description="Sink id in the table (default: delta).")

@@ -35,7 +35,7 @@ CONNECTION_PREFIXES = ("ssl.", "sasl.", "socket.", "client.", "broker.", "reconn
 class KafkaSinkConfig(BaseModel):
     """One Kafka topic receiving a table's changes as Avro container files (spec §4)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     type: Literal["kafka"] = Field(description="Sink type.")
     name: str | None = Field(default=None, description="Sink id within the table (default \"kafka\").")

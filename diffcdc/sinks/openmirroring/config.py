@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from diffcdc.core.fields import PathText
 from diffcdc.sinks.openmirroring.options import (
     PRESET_SEPARATOR,
     FileFormat,
@@ -25,11 +26,11 @@ Codec = Literal["snappy", "zstd", "gzip", "none"]
 class OpenMirroringSinkConfig(BaseModel):
     """A Microsoft Fabric Open Mirroring landing zone (local folder, OneLake or ADLS Gen2)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     type: Literal["open_mirroring"] = "open_mirroring"
     name: str | None = Field(default=None, description="Sink id in the table (default: the type).")
-    landing: str = Field(
+    landing: PathText = Field(
         description="Landing zone root: a local folder, or abfss:// / https:// (OneLake, ADLS "
         "Gen2; docs/remote-landing.md)."
     )

@@ -300,7 +300,11 @@ def check_continuation(
             table=table,
             path=numbers[foreign[0]],
             hint=f"another publisher writes into {where}; stop it, or re-create the table "
-            f"(diffcdc reload --table {table} --yes) to start a fresh initial load",
+            f"(diffcdc reload --table {table} --yes) to start a fresh initial load"
+            if published_through
+            else "nothing was published here from this state: if the table was published with "
+            "another state root, run from the folder that holds it or give --state (or the "
+            f"config file's state); if another publisher writes into {where}, stop it",
         )
     if published_through > 0 and not any(n >= published_through for n in numbers):
         raise LandingZoneMismatch(

@@ -35,7 +35,7 @@ class TextOptions(BaseModel):
     ``"`` quotes, ``\\`` escapes, an empty NULL token, UTF-8.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     row_separator: str = Field(default="\r\n", description="RowSeparator: \\r\\n, \\n or \\r.")
     column_separator: str | None = Field(
@@ -94,7 +94,7 @@ class TextOptions(BaseModel):
 class PartnerInfo(BaseModel):
     """``_partnerEvents.json`` at the landing root (spec §1: optional, strongly recommended)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     partner_name: str = Field(min_length=1, description="partnerName: keep it the same everywhere.")
     source_type: str = Field(min_length=1, description="sourceInfo.sourceType, free text (SQL, Oracle...).")

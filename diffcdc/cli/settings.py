@@ -1,0 +1,173 @@
+"""The command line's settings, validated by the very models that validate a config file.
+
+``--keep-versions -5`` is refused like ``keep_versions = -5``; every problem is named by the
+option that gave it (``option --max-delete-ratio: ...``), all of them on one line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import ValidationError
+
+from diffcdc.config import RunConfig, TableConfig
+from diffcdc.config_errors import describe_error
+from diffcdc.errors import ConfigError
+
+#: Settings whose command-line option has another name (``--`` and dashes added otherwise).
+_OPTION_NAMES = {
+    "name": "table",
+    "schema_name": "schema",
+    "file_format": "format",
+    "quote_character": "quote-char",
+    "escape_character": "escape-char",
+    "landing_options": "landing-option",
+    "spark.master": "master",
+    "partner.partner_name": "partner-name",
+    "partner.source_type": "partner-source-type",
+    "partner.source_version": "partner-source-version",
+}
+
+
+def option_name(loc: Sequence[Any]) -> str:
+    """``--max-delete-ratio`` for the location of a validation error in a one-table config."""
+    parts = [str(p) for p in loc]
+    if parts[:1] == ["tables"]:
+        parts = parts[2:] if len(parts) > 1 and parts[1].isdigit() else parts[1:]
+    if parts[:1] == ["sinks"]:  # the landing options of the command line's one sink
+        parts = parts[2:] if len(parts) > 1 and parts[1].isdigit() else parts[1:]
+        parts = parts[1:] if parts[:1] == ["open_mirroring"] else parts
+    if parts[:1] in (["quality"], ["text"]):
+        parts = parts[1:]
+    field = ".".join(parts)
+    if not field:
+        return "the options"
+    return "option --" + _OPTION_NAMES.get(field, field).replace("_", "-")
+
+
+def options_error(exc: ValidationError, table: Any = None) -> ConfigError:
+    """Every problem of the command line's settings, each named by its option, on one line."""
+    errors = sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")
+    problems = [f"{option_name(e['loc'])}: {describe_error(e)}" for e in errors]
+    return ConfigError(
+        "; ".join(dict.fromkeys(problems)),
+        table=table if isinstance(table, str) else None,
+    )
+
+
+def _given(fields: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in fields.items() if v is not None}
+
+
+def table_from_options(**fields: Any) -> TableConfig:
+    """A TableConfig from command-line options (None: not given, the default applies)."""
+    try:
+        return TableConfig(**_given(fields))
+    except ValidationError as exc:
+        raise options_error(exc, fields.get("name")) from None
+
+
+def run_config_from_options(table: dict[str, Any], **settings: Any) -> RunConfig:
+    """The RunConfig of a command-line run of one table: its fields and the run's settings
+    (``state``, ``keep_versions``, ``parallelism``, ``spark``) validated together."""
+    try:
+        return RunConfig(tables=[_given(table)], **_spark(None, _given(settings)))
+    except ValidationError as exc:
+        raise options_error(exc, table.get("name")) from None
+
+
+def apply_options(config: RunConfig, **settings: Any) -> RunConfig:
+    """``config`` (from a file) with the settings given on the command line, validated like the
+    file's own (None: not given)."""
+    try:
+        return RunConfig.model_validate({**dict(config), **_spark(config, _given(settings))})
+    except ValidationError as exc:
+        raise options_error(exc) from None
+
+
+def _spark(config: RunConfig | None, settings: dict[str, Any]) -> dict[str, Any]:
+    """``master`` given on the command line goes into the ``spark`` settings."""
+    if "master" not in settings:
+        return settings
+    rest = {k: v for k, v in settings.items() if k != "master"}
+    spark = config.spark.model_dump() if config is not None else {}
+    return {**rest, "spark": {**spark, "master": settings["master"]}}
+
+
+def run_config_from_args(args: Any) -> RunConfig:
+    """The run's settings from ``diffcdc run``'s options: a config file and the options that
+    change it, or one table given by options; validated by the config models either way."""
+    from diffcdc.cli.common import check_landing_arg
+    from diffcdc.config import load_config
+    from diffcdc.errors import UsageError
+
+    check_landing_arg(args.landing)
+    settings = {"state": args.state, "keep_versions": args.keep_versions,
+                "parallelism": args.parallelism, "master": args.master}
+    if args.config:
+        flags = [n for n in ("source", "keys", "table", "landing") if getattr(args, n)]
+        if flags:
+            raise UsageError(f"--config cannot be combined with --{', --'.join(flags)}")
+        config = apply_options(load_config(args.config), **settings)
+        if args.only:
+            unknown = set(args.only) - {t.name for t in config.tables}
+            if unknown:
+                raise UsageError(f"--only names unknown table(s) {sorted(unknown)}", path=args.config)
+            config.tables = [t for t in config.tables if t.name in args.only]
+    else:
+        missing = [n for n in ("source", "keys", "table", "landing") if not getattr(args, n)]
+        if missing:
+            raise UsageError(
+                f"missing --{', --'.join(missing)}", hint="give them, or use --config FILE"
+            )
+        config = run_config_from_options(table_fields(args), **settings)
+    if args.landing_options:
+        given = dict(args.landing_options)
+        config.tables = [t.with_landing_options(given) for t in config.tables]
+    return config
+
+
+def table_fields(args: Any) -> dict[str, Any]:
+    """TableConfig fields from ``diffcdc run``'s table options (None: not given)."""
+    quality = {
+        "expectation_suite": args.expectation_suite,
+        "max_delete_ratio": args.max_delete_ratio,
+        "min_row_ratio": args.min_row_ratio,
+        "max_row_ratio": args.max_row_ratio,
+        "min_rows_for_ratios": args.min_rows_for_ratios,
+    }
+    text = {
+        k: getattr(args, k)
+        for k in ("row_separator", "column_separator", "quote_character", "escape_character",
+                  "null_value", "encoding")
+        if getattr(args, k, None) is not None
+    }
+    partner = None
+    if args.partner_name or args.partner_source_type:
+        partner = {"partner_name": args.partner_name or "",
+                   "source_type": args.partner_source_type or "",
+                   "source_version": args.partner_source_version}
+    return {
+        "name": args.table,
+        "source": args.source,
+        "keys": args.keys,
+        "landing": args.landing,
+        "exclude": args.exclude,
+        "schema_name": args.schema_name,
+        "codec": args.codec,
+        "max_rows_per_file": args.max_rows_per_file,
+        "fingerprint_bits": args.fingerprint_bits,
+        "csv_infer_schema": args.csv_infer_schema,
+        "csv_encoding": args.csv_encoding,
+        "quality": _given(quality) or None,
+        "file_format": args.file_format,
+        "file_extension": args.file_extension,
+        "text": text or None,
+        "upsert_default": args.upsert_default,
+        "file_detection": args.file_detection,
+        "schema_policy": args.schema_policy,
+        "removed_columns": args.removed_columns,
+        "partner": partner,
+        "drop_timeout": args.drop_timeout,
+    }

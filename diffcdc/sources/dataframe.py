@@ -1,0 +1,62 @@
+"""A Spark DataFrame handed over in Python as one snapshot (:func:`diffcdc.run_dataframe`).
+
+A DataFrame is a query: evaluated twice it may give different rows (a database behind it, a
+``rand()``, a table written meanwhile). It is therefore written once to a Parquet copy under
+the table's state and the diff runs on the copy.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame, SparkSession
+
+from diffcdc.errors import DiffcdcError, SourceError
+from diffcdc.sources.base import PendingSnapshot, Snapshot, Source, check_order
+from diffcdc.sources.copies import SnapshotCopies
+from diffcdc.sources.jdbc import snapshot_id_now
+from diffcdc.state.store import Commit
+
+
+class DataFrameSource(Source):
+    """One DataFrame, one snapshot; its id is given or the time it is handed over (UTC)."""
+
+    materialized = True
+
+    def __init__(self, df: DataFrame, table: str, snapshot_id: str | None = None,
+                 description: str = "a Spark DataFrame") -> None:
+        self.df = df
+        self.table = table
+        self.snapshot_id = snapshot_id
+        self.description = description
+
+    def describe(self) -> str:
+        return self.description
+
+    def pending(self, commits: list[Commit]) -> list[PendingSnapshot]:
+        sid = self.snapshot_id or snapshot_id_now()
+        last = commits[-1].snapshot_id if commits else None
+        if not check_order(sid, last, self.table, self.description):
+            return []  # this snapshot id is already committed: nothing to do
+        return [PendingSnapshot(sid, self.description)]
+
+    def again(self, snapshot_id: str) -> PendingSnapshot | None:
+        return PendingSnapshot(snapshot_id, self.description)  # a reload re-reads the DataFrame
+
+    def read(
+        self, spark: SparkSession, pending: PendingSnapshot, copies: SnapshotCopies,
+        after: str | None,
+    ) -> Snapshot:
+        assert pending.snapshot_id is not None
+        sid = pending.snapshot_id
+        try:
+            copy = copies.write(self.df, sid)
+        except DiffcdcError:
+            raise
+        except Exception as exc:
+            text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise SourceError(
+                f"the DataFrame could not be evaluated: {text[:300]}",
+                table=self.table,
+                snapshot=sid,
+                hint="check the DataFrame's query (df.collect() shows the full error)",
+            ) from exc
+        return Snapshot(sid, self.description, spark.read.parquet(copy))

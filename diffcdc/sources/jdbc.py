@@ -1,0 +1,195 @@
+"""A database table or query read over JDBC: each run reads one snapshot, once.
+
+Order of one read (PostgreSQL):
+
+1. the read's start time (UTC) is taken: the default snapshot id, ``20261123T073500.123456Z``;
+2. a connection held by the Spark driver opens a REPEATABLE READ, READ ONLY transaction and
+   exports its snapshot (``pg_export_snapshot()``); the snapshot id query and the min/max of
+   the partition column run inside it;
+3. every partition's session (Spark's ``sessionInitStatement``) imports it with ``SET
+   TRANSACTION SNAPSHOT '<id>'`` inside a REPEATABLE READ transaction that stays open for the
+   partition's query whether or not Spark turned autocommit off (:func:`session_init`);
+4. the rows are written once to a Parquet copy under the table's state; the transaction ends.
+
+Other databases read with one partition (a config asking for more is refused): one query sees
+one consistent state in any database with statement-level read consistency.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal, InvalidOperation
+
+from pyspark.sql import SparkSession
+
+from diffcdc.errors import ConfigError, DiffcdcError
+from diffcdc.sources.base import PendingSnapshot, Snapshot, Source, check_order
+from diffcdc.sources.config import JdbcSourceConfig
+from diffcdc.sources.copies import SnapshotCopies
+from diffcdc.sources.jdbc_session import JdbcSession, jdbc_error
+from diffcdc.state.store import Commit
+
+_IN_SNAPSHOT_CHECK = (
+    "DO $diffcdc$ BEGIN IF current_setting('transaction_isolation') <> 'repeatable read' THEN "
+    "RAISE EXCEPTION 'diffcdc: partition session is outside the exported snapshot transaction'; "
+    "END IF; END $diffcdc$"
+)
+
+
+def session_init(snapshot: str) -> str:
+    """The statements that put a partition's session into the exported snapshot.
+
+    With autocommit off (what Spark's PostgreSQL dialect does when a fetch size is set) the
+    driver has already begun the transaction: ``BEGIN`` only warns and ``SET TRANSACTION``
+    sets its mode. With autocommit on, the statements of one execute form an implicit block
+    that would end before the data query; the explicit ``BEGIN`` turns it into a transaction
+    that stays open for the query. Either way the query reads the exported snapshot.
+    """
+    return (
+        "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY; "
+        "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY; "
+        f"SET TRANSACTION SNAPSHOT '{snapshot}'; {_IN_SNAPSHOT_CHECK}"
+    )
+
+
+def snapshot_id_now() -> str:
+    """The read's start time in UTC, ordered lexically: ``20261123T073500.123456Z``."""
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+
+
+class JdbcSource(Source):
+    """One configured JDBC source (see the module docstring)."""
+
+    materialized = True
+
+    def __init__(self, cfg: JdbcSourceConfig, table: str) -> None:
+        self.cfg = cfg
+        self.table = table
+
+    def describe(self) -> str:
+        return self.cfg.describe()
+
+    def pending(self, commits: list[Commit]) -> list[PendingSnapshot]:
+        return [PendingSnapshot(None, self.describe())]  # the database always has a state to read
+
+    def read(
+        self, spark: SparkSession, pending: PendingSnapshot, copies: SnapshotCopies,
+        after: str | None,
+    ) -> Snapshot | None:
+        password = self._password()
+        started = snapshot_id_now()
+        try:
+            session = JdbcSession(spark, self.cfg, password)
+        except DiffcdcError:
+            raise
+        except Exception as exc:
+            raise jdbc_error(exc, self.cfg, password) from None
+        try:
+            try:
+                snapshot = session.export_snapshot() if session.postgres else None
+                sid = self._snapshot_id(session) or started
+                if not check_order(sid, after, self.table, self.describe()):
+                    return None
+                options = self._options(session, password, snapshot)
+            except DiffcdcError:
+                raise
+            except Exception as exc:
+                raise jdbc_error(exc, self.cfg, password) from None
+            copy = copies.path(sid)  # refuses an id unusable as a folder name before reading
+            try:
+                reader = spark.read.format("jdbc")
+                for key, value in options.items():
+                    reader = reader.option(key, value)
+                copy = copies.write(reader.load(), sid)
+            except Exception as exc:
+                raise jdbc_error(exc, self.cfg, password) from None
+        finally:
+            session.close()
+        return Snapshot(sid, self.describe(), spark.read.parquet(copy))
+
+    def _password(self) -> str | None:
+        env = self.cfg.password_env
+        if env is None:
+            return None
+        value = os.environ.get(env)
+        if value is None:
+            raise ConfigError(
+                f"environment variable {env} (password_env) is not set",
+                table=self.table,
+                hint=f"export {env} with the database password before the run",
+            )
+        return value
+
+    def _snapshot_id(self, session: JdbcSession) -> str | None:
+        if self.cfg.snapshot_id_query is None:
+            return None
+        (value,), _ = session.values(self.cfg.snapshot_id_query)
+        if value is None:
+            raise ConfigError(
+                "snapshot_id_query returned no value (no row, or NULL)",
+                table=self.table,
+                path=self.describe(),
+                hint="make the query return one non-NULL value, e.g. the current batch number",
+            )
+        return str(value)
+
+    def _relation(self) -> str:
+        return self.cfg.table if self.cfg.table else f"({self.cfg.query}) diffcdc_source"
+
+    def _options(
+        self, session: JdbcSession, password: str | None, snapshot: str | None
+    ) -> dict[str, str]:
+        cfg = self.cfg
+        options = {"url": cfg.url, "dbtable": self._relation(), "fetchsize": str(cfg.fetch_size)}
+        if cfg.driver_class:
+            options["driver"] = cfg.driver_class
+        if cfg.user is not None:
+            options["user"] = cfg.user
+        if password is not None:
+            options["password"] = password
+        if snapshot is not None:
+            options["sessionInitStatement"] = session_init(snapshot)
+        if cfg.partition_column and cfg.num_partitions > 1:
+            bounds = self._bounds(session)
+            if bounds is not None:
+                options.update({
+                    "partitionColumn": cfg.partition_column,
+                    "lowerBound": bounds[0],
+                    "upperBound": bounds[1],
+                    "numPartitions": str(cfg.num_partitions),
+                })
+        return options
+
+    def _bounds(self, session: JdbcSession) -> tuple[str, str] | None:
+        """The split range: as configured, else min/max of the column (None: no rows)."""
+        cfg = self.cfg
+        low, high = cfg.lower_bound, cfg.upper_bound
+        if low is None or high is None:
+            column = cfg.partition_column
+            (found_low, found_high), _ = session.values(
+                f"SELECT min({column}), max({column}) FROM {self._relation()}"
+            )
+            if found_low is None or found_high is None:
+                return None
+            low = _floor(found_low) if low is None else low
+            high = _ceil(found_high) if high is None else high
+        if str(low) == str(high):
+            return None  # one value: nothing to split
+        return str(low), str(high)
+
+
+def _floor(value: str) -> str:
+    """Spark wants whole-number bounds for a numeric column (dates and times pass as text)."""
+    return _integral(value, ROUND_FLOOR)
+
+
+def _ceil(value: str) -> str:
+    return _integral(value, ROUND_CEILING)
+
+
+def _integral(value: str, rounding: str) -> str:
+    try:
+        return str(Decimal(value).to_integral_value(rounding))
+    except InvalidOperation:
+        return value
