@@ -64,6 +64,10 @@ DEFAULT_CONF: dict[str, str] = {
 }
 
 
+#: Incremented each time :func:`build_spark` starts a JVM (tests: "no Spark for no work").
+jvm_starts = 0
+
+
 def build_spark(
     master: str | None = None,
     conf: Mapping[str, str] | None = None,
@@ -81,6 +85,7 @@ def build_spark(
     ``conf``; a running session cannot load jars any more (a JDBC source then says which
     driver is missing).
     """
+    global jvm_starts
     from pyspark.sql import SparkSession
 
     active = SparkSession.getActiveSession()
@@ -109,6 +114,7 @@ def build_spark(
         settings[key] = f"{settings.get(key, '')} -Dlog4j2.configurationFile=file:{log4j_config}".strip()
     for key, value in settings.items():
         builder = builder.config(key, value)
+    jvm_starts += 1
     with _stderr_to(jvm_output):  # the JVM inherits file descriptor 2 when it is started
         spark = builder.getOrCreate()
     default_level = "WARN" if log4j_config else "ERROR"  # a log file may hold the warnings

@@ -216,11 +216,10 @@ def _assert_refused_cleanly(ws: Path, exc: DiffcdcError, password: str) -> None:
     text = str(exc)
     assert "\n" not in text and password not in text and "table T" in text
     assert exc.exit_code == 1
-    assert not (ws / "state" / "T" / "log").exists()
     assert not [n for n in _files(ws / "landing") if not n.endswith("_metadata.json")]
-    assert not os.listdir(ws / "state" / "T" / "snapshots") if (ws / "state" / "T" / "snapshots").exists() else True
-    report = json.loads(next((ws / "state" / "T" / "reports").iterdir()).read_text())
-    assert report["outcome"] == "failed" and password not in json.dumps(report)
+    # A first run that fails leaves no state folder (no ghost table in status) and so no
+    # report that could hold the password; the error itself was checked above.
+    assert not (ws / "state" / "T").exists()
 
 
 def test_wrong_password_unknown_table_one_line_errors(spark, postgres, ws, monkeypatch):

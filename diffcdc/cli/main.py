@@ -64,14 +64,19 @@ def _silence_stdout() -> None:
 
 
 def _setup_logging(quiet: bool, debug: bool) -> None:
+    """Progress lines on stderr, each stamped ISO-8601 with the zone (``--quiet``: warnings
+    and errors only); the logger passes INFO on, for the run's log file."""
+    from diffcdc.cli.progress import TERMINAL_HANDLER, IsoFormatter
+
     level = logging.DEBUG if debug else logging.WARNING if quiet else logging.INFO
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s", "%H:%M:%S"))
+    handler.set_name(TERMINAL_HANDLER)
+    handler.setFormatter(IsoFormatter("%(asctime)s %(message)s"))
     handler.setLevel(level)
     for old in log.handlers:  # an earlier main() in this process (tests, notebooks)
         old.close()
     log.handlers[:] = [handler]  # a run adds its log file (diffcdc.runlog) at DEBUG
-    log.setLevel(level)
+    log.setLevel(min(level, logging.INFO))
     log.propagate = False
 
 
@@ -80,6 +85,10 @@ def _dispatch(args: argparse.Namespace) -> int:
 
     if args.command == "run":
         return run.cmd_run(args)
+    if args.command == "plan":
+        from diffcdc.cli.plan import cmd_plan
+
+        return cmd_plan(args)
     if args.command == "status":
         return status.cmd_status(args)
     if args.command == "verify":

@@ -157,9 +157,22 @@ def build_parser() -> argparse.ArgumentParser:
     _add_landing_contract_args(run)
     _add_reload_and_drop(sub, run, common)
 
-    status = sub.add_parser("status", parents=[common], help="show tables and their last runs")
-    status.add_argument("--state", default="state", help="state root (default ./state)")
+    _add_plan(sub, run)
+
+    status = sub.add_parser(
+        "status", parents=[common], help="show tables, waiting snapshots and their last runs",
+        description="Reads state (and, with --config or --source, the source folders); changes "
+        "nothing and starts no Spark. Per table: the last committed snapshot, the snapshots "
+        "waiting in the source folder, the last run and the last run that changed something, "
+        "a failure with its reason, and each sink's publish state.",
+    )
+    status.add_argument("--config", help="TOML config: every configured table, its state root "
+                        "and its source folder (waiting snapshots)")
+    status.add_argument("--state", default=None,
+                        help="state root (default: the config's, else ./state)")
     status.add_argument("--table", help="only this table")
+    status.add_argument("--source", help="with --table and without --config: the table's "
+                        "source folder, to show its waiting snapshots")
 
     verify = sub.add_parser(
         "verify", parents=[common],
@@ -235,6 +248,20 @@ def _add_landing_contract_args(run: argparse.ArgumentParser) -> None:
     add("--partner-source-type", help="_partnerEvents.json sourceInfo.sourceType (SQL, Oracle...)")
     add("--partner-source-version", help="_partnerEvents.json sourceInfo.sourceVersion")
     add("--drop-timeout", type=float, help="seconds to wait for a dropped table folder to vanish")
+
+
+def _add_plan(sub: Any, run: argparse.ArgumentParser) -> None:
+    plan = sub.add_parser(
+        "plan",
+        help="dry run: what 'run' would do for each table (no Spark, nothing computed)",
+        description="Takes every option of 'run'. For each table: the snapshots waiting, its "
+        "sinks, the last commit, committed versions a sink has not published yet, and reload "
+        "or drop requests. Reads state and the source folders only. Exit status: 0, or the "
+        "code the run would fail with for a table whose source or state is refused.",
+    )
+    for action in run._actions:  # every run option, including ones added later
+        if "-h" not in action.option_strings:
+            plan._add_action(action)
 
 
 def _add_reload_and_drop(

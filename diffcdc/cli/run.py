@@ -4,55 +4,115 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+import logging
+import sys
+import time
+from typing import TYPE_CHECKING, Any
 
 from diffcdc.cli.common import check_state_roots, error_fields
+from diffcdc.cli.progress import choose_progress
 from diffcdc.errors import DiffcdcError, UsageError
+
+if TYPE_CHECKING:
+    from diffcdc.config import RunConfig
+
+log = logging.getLogger("diffcdc")
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    """Check everything that needs no Spark first (config, paths, names, override names,
+    pending snapshots); start Spark only when some table has work."""
+    from diffcdc.engine.idle import idle_report
+
+    started = time.monotonic()
+    config = build_run_config(args)
+    overrides = check_overrides(args.override_check, config)
+    reload = frozenset(getattr(args, "reload_tables", ()))
+    rollback = dict(getattr(args, "rollback_tables", {}))
+    observer = choose_progress(args.quiet, terminal=sys.stderr.isatty())
+    run_log: list[Any] = []
+    try:
+        # No Spark before it is needed: tables with nothing to do are settled first.
+        idle = {t.name: None if t.name in reload or t.name in rollback
+                else idle_report(t, config.state) for t in config.tables}
+        busy = [t for t in config.tables if idle[t.name] is None]
+        done = {}
+        if busy:
+            done = {r.table: r for r in _run_busy(args, config, busy, overrides, reload, rollback,
+                                                  observer, run_log)}
+    finally:
+        observer.close()
+    reports = [idle[t.name] or done[t.name] for t in config.tables]
+    dicts = [r.to_dict() for r in reports]
+    totals = totals_line(dicts, time.monotonic() - started)
+    log.debug("%s", totals)  # the run's log file
+    if args.json:
+        print(json.dumps({"ok": all(r.error is None for r in reports),
+                          "log": run_log[0].path if run_log else None,
+                          "tables": dicts}, indent=1, default=str))
+    else:
+        print(format_summary(dicts))
+        print(totals)
+    return max((r.exit_code for r in reports), default=0)
+
+
+def build_run_config(args: argparse.Namespace) -> RunConfig:
+    """The run's config from ``--config`` or the single-table options, its state roots
+    checked (no Spark; ``run``, ``reload``, ``rollback`` and ``plan``)."""
     from diffcdc.cli.settings import run_config_from_args
 
     config = run_config_from_args(args)
     check_state_roots(config, reload=frozenset(getattr(args, "reload_tables", ())),
                       state_given=bool(args.state or args.config))
+    return config
 
-    from diffcdc.engine.idle import idle_report
 
-    overrides = _parse_overrides(args.override_check, [t.name for t in config.tables])
-    reload = frozenset(getattr(args, "reload_tables", ()))
-    rollback = dict(getattr(args, "rollback_tables", {}))
-    # No Spark before it is needed: tables with nothing to do are settled first.
-    idle = {t.name: None if t.name in reload or t.name in rollback
-            else idle_report(t, config.state) for t in config.tables}
-    busy = [t for t in config.tables if idle[t.name] is None]
-    done = {}
-    if busy:
-        done = {r.table: r for r in _run_busy(args, config, busy, overrides, reload, rollback)}
-    reports = [idle[t.name] or done[t.name] for t in config.tables]
-    if args.json:
-        print(json.dumps({"ok": all(r.error is None for r in reports),
-                          "tables": [r.to_dict() for r in reports]}, indent=1, default=str))
-    else:
-        print(format_summary([r.to_dict() for r in reports]))
-    return max((r.exit_code for r in reports), default=0)
+def check_overrides(values: list[str], config: RunConfig) -> dict[str, frozenset[str]]:
+    """``--override-check`` options per table, each a check the table's gate knows (before
+    Spark: a mistyped check name is exit 2 at once)."""
+    from diffcdc.core.quality import validate_overrides
+
+    overrides = _parse_overrides(values, [t.name for t in config.tables])
+    for table in config.tables:
+        try:
+            validate_overrides(overrides.get(table.name, ()), config.quality.merged(table.quality))
+        except DiffcdcError as exc:
+            exc.table = exc.table or table.name
+            raise
+    return overrides
 
 
 def _run_busy(args: argparse.Namespace, config: Any, busy: list[Any],
               overrides: dict[str, frozenset[str]], reload: frozenset[str],
-              rollback: dict[str, int]) -> list[Any]:
+              rollback: dict[str, int], observer: Any, run_log: list[Any]) -> list[Any]:
     """Start Spark (its console output into the run's log file unless --debug) and run."""
     from diffcdc.engine.run import run_many
     from diffcdc.runlog import open_run_log
     from diffcdc.spark import build_spark
 
-    run_log = None if args.debug else open_run_log(config.state)
+    opened = None if args.debug else open_run_log(config.state)
+    run_log.extend([opened] if opened else [])
+    log.info("starting Spark (%s) for %d table(s)", config.spark.master or "local[*]", len(busy))
     spark = build_spark(config.spark.master, config.spark.conf,
-                        log4j_config=run_log.log4j_config if run_log else None,
-                        jvm_output=run_log.spark_path if run_log else None,
+                        log4j_config=opened.log4j_config if opened else None,
+                        jvm_output=opened.spark_path if opened else None,
                         jars=config.model_copy(update={"tables": busy}).jars())
+    observer.spark_started(spark)
     return run_many(spark, config.model_copy(update={"tables": busy}), overrides=overrides,
-                    reload=reload, rollback=rollback)
+                    reload=reload, rollback=rollback, observer=observer)
+
+
+def totals_line(reports: list[dict[str, Any]], seconds: float) -> str:
+    """One line of totals over every table of the run."""
+    outcomes: dict[str, int] = {}
+    for r in reports:
+        outcomes[r["outcome"]] = outcomes.get(r["outcome"], 0) + 1
+    snaps = [s for r in reports for s in r.get("snapshots", [])]
+    kinds = ", ".join(f"{n} {o}" for o, n in sorted(outcomes.items())) or "none"
+    return (f"total: {len(reports)} table(s) ({kinds}); {len(snaps)} snapshot(s), "
+            f"+{sum(s['inserted'] for s in snaps)} ~{sum(s['updated'] for s in snaps)} "
+            f"-{sum(s['deleted'] for s in snaps)}, {sum(len(s['files']) for s in snaps)} "
+            f"file(s); {seconds:.1f} s")
 
 
 def _parse_overrides(values: list[str], tables: list[str]) -> dict[str, frozenset[str]]:

@@ -1,47 +1,120 @@
-"""``diffcdc status``: what state says of each table (reads state only)."""
+"""``diffcdc status``: what state and the source folders say of each table (reads only)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+from typing import Any
+
+from diffcdc.cli.common import config_table, error_fields
+from diffcdc.errors import DiffcdcError, UsageError
 
 
 def cmd_status(args: argparse.Namespace) -> int:
     from diffcdc.state.status import table_status
 
-    tables = table_status(args.state, args.table)
+    state_root, sources = _where(args)
+    configured = list(sources) if args.config else []
+    tables = table_status(state_root, args.table, configured=configured)
+    for entry in tables:
+        source = sources.get(entry["table"])
+        entry["waiting"], entry["waiting_error"] = _waiting(state_root, entry["table"], source)
     if args.json:
-        print(json.dumps({"state": args.state, "tables": tables}, indent=1, default=str))
+        print(json.dumps({"state": state_root, "tables": tables}, indent=1, default=str))
         return 0
     if not tables:
-        print(f"no tables in state root {args.state}")
+        print(f"no tables in state root {state_root}"
+              + ("" if args.config else " (with --config, every configured table is listed)"))
         return 0
-    header = ("table", "last snapshot", "version", "next seq", "rows", "last run", "+", "~", "-")
+    print(format_status(tables))
+    return 0
+
+
+def _where(args: argparse.Namespace) -> tuple[str, dict[str, str | None]]:
+    """The state root and each table's source folder (from ``--config`` or ``--source``)."""
+    if args.config:
+        from diffcdc.config import load_config
+
+        config = load_config(args.config)
+        tables = [config_table(config, args.table, args.config)] if args.table else config.tables
+        # Folder sources: their waiting snapshots (a database's are known when it is read).
+        return args.state or config.state, {
+            t.name: t.source if isinstance(t.source, str) else None for t in tables
+        }
+    if args.source:
+        if not args.table:
+            raise UsageError("status --source needs --table (the table whose snapshots wait "
+                             "there)", hint="or use --config FILE for every table")
+        return args.state or "state", {args.table: args.source}
+    return args.state or "state", {}
+
+
+def _waiting(state_root: str, table: str, source: str | None) -> tuple[list[str] | None, str | None]:
+    """The snapshots waiting in the table's source folder (None: no source known)."""
+    if source is None:
+        return None, None
+    from diffcdc.sources.files import discover, pending_snapshots
+    from diffcdc.state.store import TableState
+
+    try:
+        entries = discover(source, table)
+        pending = pending_snapshots(entries, TableState(state_root, table).commits(), table)
+    except DiffcdcError as exc:
+        return None, str(exc)
+    return [e.snapshot_id for e in pending], None
+
+
+def format_status(tables: list[dict[str, Any]]) -> str:
+    """The status table and one line per thing worth a person's attention."""
+    header = ("table", "last snapshot", "version", "waiting", "rows", "last run",
+              "last change", "sinks")
     rows = [header]
     for t in tables:
-        last = t.get("last_run") or {}
+        waiting = t.get("waiting")
         rows.append((
             t["table"],
             str(t.get("last_snapshot") or "-"),
             str(t.get("version") or "-"),
-            str(t.get("next_sequence") or "-"),
+            "?" if waiting is None else str(len(waiting)),
             str(t.get("rows") if t.get("rows") is not None else "-"),
-            f"{last.get('outcome', '-')} {last.get('started_at', '')[:19]}".strip(),
-            str(last.get("inserted", "-")),
-            str(last.get("updated", "-")),
-            str(last.get("deleted", "-")),
+            _run_cell(t.get("last_run") or {}, counts=False),
+            _run_cell(t.get("last_change") or {}, counts=True),
+            ", ".join(f"{s['sink']}:{'published' if s['published'] else 'UNPUBLISHED'}"
+                      for s in t.get("sinks", [])) or "-",
         ))
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    print("\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows))
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
     for t in tables:
+        name, last = t["table"], t.get("last_run") or {}
+        if t.get("waiting"):
+            lines.append(f"{name}: waiting: {', '.join(t['waiting'])}")
+        if t.get("waiting_error"):
+            lines.append(f"{name}: source: {t['waiting_error']}")
+        if last.get("error"):
+            detail = last.get("error_detail") or {}
+            error = DiffcdcError(**error_fields({"message": last["error"], "table": name, **detail}))
+            lines.append(f"{name}: last run failed {_when(last)}: {error}")
         if t.get("gate"):
-            print(f"{t['table']}: quality gate: {t['gate']}")
-        if t.get("last_run", {}).get("error"):
-            print(f"{t['table']}: last run failed: {t['last_run']['error']}")
+            lines.append(f"{name}: quality gate: {t['gate']}")
         if t.get("unpublished"):
-            waiting = ", ".join(s["sink"] for s in t.get("sinks", []) if not s["published"])
-            print(f"{t['table']}: version {t['version']} is committed but not yet published by "
-                  f"sink(s) {waiting}; the next run finishes it")
+            waiting_sinks = ", ".join(s["sink"] for s in t.get("sinks", []) if not s["published"])
+            lines.append(f"{name}: version {t['version']} is committed but not yet published by "
+                         f"sink(s) {waiting_sinks}; the next run finishes it")
         for item in t.get("pending", []):
-            print(f"{t['table']}: pending: {item}")
-    return 0
+            lines.append(f"{name}: pending: {item}")
+        if t.get("configured") and t.get("version") is None:
+            lines.append(f"{name}: no snapshot committed yet")
+    return "\n".join(lines)
+
+
+def _when(run: dict[str, Any]) -> str:
+    started = str(run.get("started_at") or "")
+    return started[:19].replace("T", " ") + "Z" if started else "-"
+
+
+def _run_cell(run: dict[str, Any], counts: bool) -> str:
+    if not run:
+        return "-"
+    if counts:
+        return f"{_when(run)} +{run['inserted']} ~{run['updated']} -{run['deleted']}"
+    return f"{_when(run)} {run.get('outcome') or '-'}"

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from pyspark.sql import SparkSession
 
@@ -32,6 +33,8 @@ class RunContext:
     gate: Gate
     source: Source
     copies: SnapshotCopies  #: where read-once sources materialize their snapshots
+    #: Tells which step a snapshot (or, with None, the table) is at: (snapshot id, step).
+    stage: Callable[[str | None, str], None] = field(default=lambda snapshot, step: None)
 
     @classmethod
     def open(
@@ -43,13 +46,17 @@ class RunContext:
         say: Progress,
         gate: Gate,
         source: Source | None = None,
+        stage: Callable[[str | None, str], None] | None = None,
     ) -> RunContext:
         ident = SinkTable(table.name, tuple(table.keys), table.schema_name, tuple(table.exclude))
         sinks = {cfg.sink_id: build_sink(cfg, ident, state) for cfg in table.sinks}
-        return cls(
+        ctx = cls(
             spark, table, state, sinks, run_id, say, gate,
             source or build_source(table), SnapshotCopies(state.dir, table.name),
         )
+        if stage is not None:
+            ctx.stage = stage
+        return ctx
 
     def close(self) -> None:
         for sink in self.sinks.values():

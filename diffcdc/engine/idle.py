@@ -40,8 +40,8 @@ def has_work(table: TableConfig, state_root: str) -> bool:
 
 def idle_report(table: TableConfig, state_root: str) -> TableReport | None:
     """A finished report for a table that needs no Spark (nothing to do, or refused input),
-    or None when the table has work. An idle table's saved last report is left as it was, so
-    ``status`` keeps showing the last run that did something."""
+    or None when the table has work. A known idle table keeps it as its last run only: its
+    reports and ``last_change.json`` keep the last run that did something."""
     started = time.monotonic()
     report = TableReport(table.name, new_run_id(), now_iso())
     try:
@@ -49,6 +49,12 @@ def idle_report(table: TableConfig, state_root: str) -> TableReport | None:
             return None
         report.outcome = "nothing to do"
         log.info("%s: no new snapshot", table.name)
+        state = TableState(state_root, table.state_name)
+        if state.has_history():  # its last run, for status (the last change stays as it was)
+            try:
+                state.save_last_run(report.to_dict())
+            except OSError as save_error:
+                log.warning("%s: the run's report could not be saved (%s)", table.name, save_error)
     except DiffcdcError as exc:
         exc.table = exc.table or table.name
         log.error("%s", exc)

@@ -11,6 +11,7 @@ import errno
 import logging
 import os
 import re
+import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -21,6 +22,7 @@ from diffcdc.config import RunConfig, TableConfig
 from diffcdc.core.quality import QualityConfig
 from diffcdc.engine.context import RunContext
 from diffcdc.engine.gate import Gate
+from diffcdc.engine.progress import MessageObserver, RunObserver
 from diffcdc.engine.publish import configured_unpublished, publish_version
 from diffcdc.engine.report import Progress, SnapshotResult, TableReport
 from diffcdc.engine.rollback import rollback_entry
@@ -48,6 +50,7 @@ def run_table(
     reload: bool = False,
     rollback_to: int | None = None,
     source: Source | None = None,
+    observer: RunObserver | None = None,
 ) -> TableReport:
     """Process every pending snapshot of one table. Raises DiffcdcError on failure.
 
@@ -59,11 +62,14 @@ def run_table(
     the way back to that kept version's snapshot as a new version (``diffcdc rollback``; see
     :mod:`diffcdc.engine.rollback`) instead of processing pending snapshots. ``source``
     replaces the source built from the table's config (a DataFrame handed over in Python).
+    ``observer`` (or the older ``progress`` callable) is told what the run does. A table with
+    nothing committed or requested keeps no state: a failed first run leaves no folder behind.
     """
-    say = progress or (lambda message: log.info("%s: %s", table.name, message))
+    watch = observer or (MessageObserver(progress) if progress else RunObserver())
     state = TableState(state_root, table.state_name)
     report = TableReport(table.name, new_run_id(), now_iso(), overrides=sorted(overrides))
     started = time.monotonic()
+    existed = os.path.isdir(state.dir)
     try:
         gate = Gate((quality or QualityConfig()).merged(table.quality), overrides)
         with state.lock():
@@ -71,14 +77,22 @@ def run_table(
             if reload:
                 state.request_reload("requested with diffcdc reload")
             try:
-                ctx = RunContext.open(spark, table, state, report.run_id, say, gate, source)
-                _run_locked(ctx, report, rollback_to)
+                ctx = RunContext.open(
+                    spark, table, state, report.run_id,
+                    lambda message: watch.message(table.name, message), gate, source,
+                    stage=lambda snapshot, step: watch.stage(table.name, snapshot, step),
+                )
+                _run_locked(ctx, report, rollback_to, watch)
             finally:
                 state.prune(keep_versions)
                 # Copies of read-once sources: the last keep_snapshots committed ones stay.
                 SnapshotCopies(state.dir, table.name).prune(
                     table.keep_snapshots, [c.snapshot_id for c in state.commits()]
                 )
+                if not existed and not state.has_history():
+                    # Nothing committed or requested: the folder this run made goes again
+                    # (still under the lock, so never one another run is working in).
+                    shutil.rmtree(state.dir, ignore_errors=True)
     except Exception as exc:
         error = exc if isinstance(exc, DiffcdcError) else unexpected_error(exc, state_dir=state.dir)
         if error.table is None:
@@ -97,8 +111,9 @@ def run_table(
 
 
 def save_report(state: TableState, report: TableReport) -> None:
-    """Keep the run's report with the table's state; failing to never changes the outcome."""
-    if not os.path.isdir(state.dir):
+    """Keep the run's report with a table that has state (a commit, or a reload or drop
+    request); failing to never changes the outcome."""
+    if not state.has_history():
         return
     try:
         state.save_report(report.to_dict())
@@ -116,6 +131,7 @@ def run_many(
     overrides: dict[str, frozenset[str]] | None = None,
     reload: frozenset[str] = frozenset(),
     rollback: dict[str, int] | None = None,
+    observer: RunObserver | None = None,
 ) -> list[TableReport]:
     """Run every table of a config; one failing table does not stop the others.
 
@@ -123,13 +139,17 @@ def run_many(
     own FAIR scheduler pool, each committing, publishing and failing on its own; the reports
     come back in the config's order. ``overrides`` maps a table name to the checks allowed to
     pass for this run; the tables named in ``reload`` are re-created (``diffcdc reload``);
-    ``rollback`` maps a table name to the kept version it is rolled back to.
+    ``rollback`` maps a table name to the kept version it is rolled back to. ``observer`` is
+    told each table's start, steps and end (from several threads at once).
     """
+    watch = observer or (MessageObserver(progress) if progress else RunObserver())
 
     def one(table: TableConfig) -> TableReport:
         spark.sparkContext.setLocalProperty("spark.scheduler.pool", f"diffcdc-{table.state_name}")
+        watch.table_started(table.name, None)
+        report = None
         try:
-            return run_table(
+            report = run_table(
                 spark,
                 table,
                 config.state,
@@ -139,12 +159,17 @@ def run_many(
                 overrides=(overrides or {}).get(table.name, frozenset()),
                 reload=table.name in reload,
                 rollback_to=(rollback or {}).get(table.name),
+                observer=watch,
             )
+            return report
         except DiffcdcError as exc:
             log.error("%s", exc)
             log.debug("%s: the error's trace:", table.name, exc_info=exc)
-            return exc.report  # type: ignore[attr-defined]
+            report = exc.report  # type: ignore[attr-defined]
+            return report
         finally:
+            if report is not None:
+                watch.table_done(report)
             spark.sparkContext.setLocalProperty("spark.scheduler.pool", None)  # type: ignore[arg-type]
 
     workers = min(len(config.tables), table_parallelism(config.parallelism))
@@ -207,14 +232,18 @@ def unexpected_error(
     )
 
 
-def _run_locked(ctx: RunContext, report: TableReport, rollback_to: int | None) -> None:
+def _run_locked(
+    ctx: RunContext, report: TableReport, rollback_to: int | None, watch: RunObserver
+) -> None:
     try:
-        _run_pending(ctx, report, rollback_to)
+        _run_pending(ctx, report, rollback_to, watch)
     finally:
         ctx.close()
 
 
-def _run_pending(ctx: RunContext, report: TableReport, rollback_to: int | None = None) -> None:
+def _run_pending(
+    ctx: RunContext, report: TableReport, rollback_to: int | None, watch: RunObserver
+) -> None:
     table, state, say = ctx.table, ctx.state, ctx.say
     if os.path.exists(state.drop_path):
         raise StateError(
@@ -233,13 +262,13 @@ def _run_pending(ctx: RunContext, report: TableReport, rollback_to: int | None =
             # batch first would be wasted (and may be impossible: lost files).
             say(f"version {head.version} is left unpublished: the requested reload supersedes it")
         else:
-            say(f"finishing version {head.version} left unpublished by an earlier run")
+            ctx.stage(None, f"finishing version {head.version} left unpublished by an earlier run")
             publish_version(ctx, head)
             report.resumed_versions.append(head.version)
     if rollback_to is not None:
         entry = rollback_entry(ctx, rollback_to)
         say(f"rolling back to version {rollback_to} (snapshot {entry.snapshot_id})")
-        _process(ctx, report, [entry], None, rollback_to)
+        _process(ctx, report, [entry], None, watch, rollback_to)
         return
     pending = ctx.source.pending(state.commits())
     if request is not None and not pending and head is not None:
@@ -255,7 +284,7 @@ def _run_pending(ctx: RunContext, report: TableReport, rollback_to: int | None =
                 "stays requested)",
             )
         pending = [again]
-    _process(ctx, report, pending, request)
+    _process(ctx, report, pending, request, watch)
     if not report.snapshots:
         say("no new snapshot")
         report.outcome = "ok" if report.resumed_versions else "nothing to do"
@@ -266,6 +295,7 @@ def _process(
     report: TableReport,
     pending: list[PendingSnapshot],
     request: dict[str, Any] | None,
+    watch: RunObserver,
     rollback_to: int | None = None,
 ) -> None:
     """Each snapshot as its own committed, published version, oldest first."""
@@ -283,3 +313,4 @@ def _process(
             raise unexpected_error(exc, entry, ctx.state.dir) from exc
         if result is not None:
             report.snapshots.append(result)
+            watch.snapshot_done(ctx.table.name, result)

@@ -62,6 +62,7 @@ def process_snapshot(
     table, state = ctx.table, ctx.state
     fresh = head is not None and reload_request is None and rollback_to is None
     after = head.snapshot_id if fresh and head is not None else None
+    ctx.stage(pending.snapshot_id, "read")
     snapshot = ctx.source.read(ctx.spark, pending, ctx.copies, after)
     if snapshot is None:
         return None
@@ -93,14 +94,17 @@ def process_snapshot(
     vdir = state.new_version_dir(version, ctx.run_id)
     committed = False
     try:
-        ctx.say(f"{sid}: fingerprinting and diffing (version {version})")
+        ctx.stage(sid, f"fingerprint and diff (version {version})")
         metrics = _stage_state(ctx, df, base, keys, exclude, vdir)
         crash_point("after_state_staged")
         gate_started = time.monotonic()
         previous_rows = head.record.counts.rows if head else None
+        ctx.stage(sid, f"quality gate ({metrics['rows']} rows)")
         gates = run_gate(df, keys, previous_rows, metrics, ctx.gate, table.name, sid)
         gate_seconds = round(time.monotonic() - gate_started, 3)
         ident = SinkTable(table.name, tuple(keys), table.schema_name, tuple(exclude))
+        ctx.stage(sid, f"stage +{metrics['inserted']} ~{metrics['updated']} "
+                       f"-{metrics['deleted']} for {', '.join(ctx.sinks)}")
         sinks = _stage_sinks(ctx, df, ident, metrics, base, recreate, histories, vdir, version, sid)
         crash_point("after_changes_staged")
         if snapshot.changed():
@@ -132,6 +136,7 @@ def process_snapshot(
             recreate=recreate,
             extra={"rollback_to": rollback_to} if rollback_to is not None else {},
         )
+        ctx.stage(sid, f"commit version {version}")
         state.claim(record)
         committed = True
         if reload_request is not None:
@@ -142,6 +147,7 @@ def process_snapshot(
     crash_point("after_claim")
     commit = state.head()
     assert commit is not None and commit.version == version
+    ctx.stage(sid, "publish")
     publish_version(ctx, commit)
     crash_point("after_published")
     return _result(ctx, record, gates, gate_seconds, started)
@@ -251,10 +257,6 @@ def _result(
     landing = [e.manifest for e in record.sinks.values() if e.type == "open_mirroring"]
     files = [f["name"] for m in landing for f in m.get("files") or []]
     first = next((m["sequence"]["first"] for m in landing if m.get("files")), None)
-    ctx.say(
-        f"{record.snapshot_id}: +{counts.inserted} ~{counts.updated} -{counts.deleted} "
-        f"({counts.rows} rows, {len(files)} file(s))"
-    )
     return SnapshotResult(
         snapshot_id=record.snapshot_id,
         version=record.version,

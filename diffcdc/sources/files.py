@@ -10,10 +10,7 @@ from __future__ import annotations
 import codecs
 import os
 from dataclasses import dataclass
-
-import pyarrow.parquet as pq
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.utils import AnalysisException
+from typing import TYPE_CHECKING
 
 from diffcdc.errors import InputRefused, LateSnapshotError, UsageError
 from diffcdc.sources.base import PendingSnapshot, Snapshot, Source
@@ -21,6 +18,9 @@ from diffcdc.sources.copies import SnapshotCopies
 from diffcdc.spark import literal_path
 from diffcdc.state.commit import FileIdentity
 from diffcdc.state.store import Commit
+
+if TYPE_CHECKING:  # discovering snapshots needs no Spark: plan, status, idle runs
+    from pyspark.sql import DataFrame, SparkSession
 
 _DECODE_CHUNK = 8 << 20
 #: Python's names of the charsets Spark knows by other names.
@@ -109,6 +109,8 @@ def read_snapshot(
     encoding: str = "utf-8",
 ) -> DataFrame:
     """A lazy DataFrame over one snapshot; refuses empty, corrupt and undecodable files."""
+    from pyspark.sql.utils import AnalysisException
+
     if entry.kind == "parquet" and os.path.isdir(entry.path):
         parts = [
             n for n in os.listdir(entry.path) if not n.startswith((".", "_")) and os.path.isfile(os.path.join(entry.path, n))
@@ -198,6 +200,8 @@ def check_parquet_footers(entry: SnapshotEntry, table: str | None) -> None:
         )
     else:
         names = [entry.path]
+    import pyarrow.parquet as pq  # here: discovering snapshots stays light (plan, status)
+
     for path in names:
         try:
             pq.read_metadata(path)

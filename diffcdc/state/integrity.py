@@ -18,7 +18,6 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-import pyarrow.parquet as pq
 import xxhash
 
 _CHUNK = 4 << 20
@@ -87,6 +86,8 @@ def checksum(path: str) -> str:
 def footer_rows(path: str) -> int:
     """The row count in a Parquet file's footer (raises ValueError/OSError when unreadable)."""
     try:
+        import pyarrow.parquet as pq  # here: reading state stays light (status, plan)
+
         return int(pq.read_metadata(path).num_rows)
     except OSError:
         raise

@@ -3,59 +3,78 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import Any
 
 from diffcdc.state.store import Commit, TableState, read_json
 
 
-def table_status(state_root: str, only: str | None = None) -> list[dict[str, Any]]:
-    """One dict per table found under ``state_root`` (sorted by name)."""
+def table_status(
+    state_root: str, only: str | None = None, configured: Sequence[str] = ()
+) -> list[dict[str, Any]]:
+    """One dict per table (sorted by name): every table in ``configured`` (also one without
+    state yet), and every folder of ``state_root`` that holds a table — a commit, or a reload
+    or drop request. A folder a failed first run left behind (older diffcdc) is no table."""
     try:
-        names = sorted(os.listdir(state_root))
+        names = set(os.listdir(state_root))
     except FileNotFoundError:
-        return []
+        names = set()
     out = []
-    for name in names:
-        # .dropped-*: a drop in progress; _logs: the runs' log files
-        if (only and name != only) or name.startswith((".", "_")):
+    for name in sorted(names | set(configured)):
+        if (only and name != only) or name.startswith((".", "_")):  # .dropped-*, _logs
             continue
         state = TableState(state_root, name)
-        if not os.path.isdir(state.log_dir) and not os.path.exists(
-            os.path.join(state.dir, "last_report.json")
-        ):
+        if name not in configured and not state.has_history():
             continue
-        head = state.head()
-        report = state.last_report() or {}
-        snaps = report.get("snapshots", [])
-        sinks = _sinks(head) if head else []
-        landing = next((s for s in sinks if s["type"] == "open_mirroring"), None)
-        entry: dict[str, Any] = {
-            "table": name,
-            "last_snapshot": head.snapshot_id if head else None,
-            "version": head.version if head else None,
-            "next_sequence": landing["next_sequence"] if landing else None if head else 1,
-            "rows": head.record.counts.rows if head else None,
-            "landing": landing["target"] if landing else None,
-            "sinks": sinks,
-            "unpublished": bool(head and not head.published),
-            "last_run": {
-                "run_id": report.get("run_id"),
-                "started_at": report.get("started_at", ""),
-                "outcome": report.get("outcome"),
-                "snapshots": len(snaps),
-                "inserted": sum(s["inserted"] for s in snaps),
-                "updated": sum(s["updated"] for s in snaps),
-                "deleted": sum(s["deleted"] for s in snaps),
-                "seconds": report.get("seconds"),
-                "error": (report.get("error") or {}).get("message"),
-            }
-            if report
-            else {},
-        }
-        entry["gate"] = _gate_summary(report)
-        entry["pending"] = _pending(state)
-        out.append(entry)
+        out.append(_table_entry(state, name in configured))
     return out
+
+
+def _table_entry(state: TableState, configured: bool) -> dict[str, Any]:
+    head = state.head()
+    report = state.last_report() or {}
+    change = state.last_change() or {}
+    sinks = _sinks(head) if head else []
+    landing = next((s for s in sinks if s["type"] == "open_mirroring"), None)
+    entry: dict[str, Any] = {
+        "table": state.table,
+        "configured": configured,
+        "last_snapshot": head.snapshot_id if head else None,
+        "version": head.version if head else None,
+        "committed_at": head.record.committed_at if head else None,
+        "next_sequence": landing["next_sequence"] if landing else None if head else 1,
+        "rows": head.record.counts.rows if head else None,
+        "landing": landing["target"] if landing else None,
+        "sinks": sinks,
+        "unpublished": bool(head and not head.published),
+        "last_run": _run_summary(report),
+        "last_change": _run_summary(change),
+    }
+    entry["gate"] = _gate_summary(report)
+    entry["pending"] = _pending(state)
+    return entry
+
+
+def _run_summary(report: dict[str, Any]) -> dict[str, Any]:
+    """What ``status`` shows of one run report (empty: no such run)."""
+    if not report:
+        return {}
+    snaps = report.get("snapshots", [])
+    error = report.get("error") or {}
+    return {
+        "run_id": report.get("run_id"),
+        "started_at": report.get("started_at", ""),
+        "outcome": report.get("outcome"),
+        "snapshots": len(snaps),
+        "last_snapshot": snaps[-1]["snapshot_id"] if snaps else None,
+        "resumed_versions": report.get("resumed_versions", []),
+        "inserted": sum(s["inserted"] for s in snaps),
+        "updated": sum(s["updated"] for s in snaps),
+        "deleted": sum(s["deleted"] for s in snaps),
+        "seconds": report.get("seconds"),
+        "error": error.get("message"),
+        "error_detail": {k: error.get(k) for k in ("snapshot", "path", "hint")} if error else None,
+    }
 
 
 def _sinks(head: Commit) -> list[dict[str, Any]]:

@@ -94,6 +94,11 @@ def _fsync_dir(folder: str) -> None:
         os.close(fd)
 
 
+def report_changed(report: dict[str, Any]) -> bool:
+    """Whether a run report committed a snapshot or finished publishing a version."""
+    return bool(report.get("snapshots") or report.get("resumed_versions"))
+
+
 @dataclass(frozen=True)
 class Commit:
     """A committed version of a table and which of its sinks have published it."""
@@ -349,14 +354,60 @@ class TableState:
         """Per-version marks a sink keeps in the log (e.g. "the old folder is dropped")."""
         return SinkMarks(self.log_dir, sink_id)
 
+    def has_history(self) -> bool:
+        """Whether the table has anything in state: a commit, or a reload or drop request.
+
+        A folder without (one a run created, then failed in before its first commit) is not
+        a table: nothing keeps a report there and ``status`` does not list it.
+        """
+        if os.path.exists(self.reload_path) or os.path.exists(self.drop_path):
+            return True
+        try:
+            return any(_LOG_RE.match(name) for name in os.listdir(self.log_dir))
+        except FileNotFoundError:
+            return False
+
     def save_report(self, report: dict[str, Any]) -> str:
+        """Keep a run's report: ``reports/<run id>.json``, ``last_report.json`` (the last run)
+        and, when the run processed or published something, ``last_change.json`` (so a run
+        with nothing to do never hides the last real counts)."""
         path = os.path.join(self.reports_dir, f"{report.get('run_id') or new_run_id()}.json")
         write_json_replace(path, report)
         write_json_replace(os.path.join(self.dir, "last_report.json"), report)
+        if report_changed(report):
+            write_json_replace(os.path.join(self.dir, "last_change.json"), report)
         return path
+
+    def save_last_run(self, report: dict[str, Any]) -> None:
+        """Keep a run that did nothing as the table's last run (``last_report.json`` only: the
+        reports folder and ``last_change.json`` keep the runs that did something)."""
+        write_json_replace(os.path.join(self.dir, "last_report.json"), report)
 
     def last_report(self) -> dict[str, Any] | None:
         return read_json(os.path.join(self.dir, "last_report.json"))
+
+    def last_change(self) -> dict[str, Any] | None:
+        """The report of the last run that committed or published something (None: never).
+
+        State written before ``last_change.json`` existed: the newest such report in
+        ``reports/`` (their names start with the run's UTC start time).
+        """
+        found = read_json(os.path.join(self.dir, "last_change.json"))
+        if found is not None:
+            return dict(found)
+        try:
+            names = sorted(os.listdir(self.reports_dir), reverse=True)
+        except FileNotFoundError:
+            return None
+        for name in names:
+            if name.endswith(".json") and not name.startswith("."):
+                try:
+                    report = read_json(os.path.join(self.reports_dir, name))
+                except ValueError:
+                    continue
+                if isinstance(report, dict) and report_changed(report):
+                    return report
+        return None
 
     # -- housekeeping ----------------------------------------------------------------------
 

@@ -1,0 +1,75 @@
+"""``diffcdc plan``: a dry run — what ``run`` would do for each table, without Spark."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from diffcdc.cli.run import build_run_config, check_overrides
+from diffcdc.engine.pending import TablePlan, plan_table
+from diffcdc.state.store import TableState
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    config = build_run_config(args)
+    check_overrides(args.override_check, config)
+    plans = []
+    for table in config.tables:
+        plans.append((table, plan_table(table, TableState(config.state, table.state_name))))
+    if args.json:
+        print(json.dumps({"state": config.state, "tables": [plan_dict(p) for _, p in plans]},
+                         indent=1, default=str))
+    else:
+        for table, plan in plans:
+            print("\n".join(plan_lines(plan, sinks={c.sink_id: c.type for c in table.sinks})))
+        busy = [p for _, p in plans if p.has_work]
+        print(f"{len(busy)} of {len(plans)} table(s) have work"
+              + ("; 'diffcdc run' starts Spark for them" if busy else "; a run starts no Spark"))
+    return max((p.error.exit_code for _, p in plans if p.error is not None), default=0)
+
+
+def plan_dict(plan: TablePlan) -> dict[str, Any]:
+    """A plan as JSON: table, sinks, last commit, waiting snapshots, unpublished, requests."""
+    head = plan.head
+    return {
+        "table": plan.table,
+        "has_work": plan.has_work,
+        "sinks": list(plan.sinks),
+        "last_commit": {
+            "version": head.version,
+            "snapshot": head.snapshot_id,
+            "committed_at": head.record.committed_at,
+        } if head else None,
+        "snapshots": [{"snapshot": e.snapshot_id, "path": e.path} for e in plan.snapshots],
+        "unpublished": {"version": head.version, "sinks": list(plan.unpublished)}
+        if head and plan.unpublished else None,
+        "reload": plan.reload,
+        "error": plan.error.to_dict() if plan.error else None,
+    }
+
+
+def plan_lines(plan: TablePlan, sinks: dict[str, str]) -> list[str]:
+    """The plan of one table for people."""
+    head = plan.head
+    lines = [f"{plan.table}:"]
+    lines.append("  sinks: " + ", ".join(f"{s} ({t})" for s, t in sinks.items()))
+    lines.append(f"  last commit: version {head.version}, snapshot {head.snapshot_id}"
+                 + (f", {head.record.committed_at}" if head.record.committed_at else "")
+                 if head else "  last commit: none (the first run is an initial load)")
+    if head and plan.unpublished:
+        action = ("superseded by the requested reload" if plan.reload is not None
+                  else "the run publishes it first")
+        lines.append(f"  unpublished: version {head.version} for {', '.join(plan.unpublished)} "
+                     f"({action})")
+    if plan.reload is not None:
+        lines.append(f"  reload requested {plan.reload.get('requested_at', '')}: the next "
+                     "commit re-creates the table from a full image")
+    if plan.error is not None:
+        lines.append(f"  refused: {plan.error}")
+    elif plan.snapshots:
+        lines.append(f"  would process {len(plan.snapshots)} snapshot(s), oldest first: "
+                     + ", ".join(e.snapshot_id or e.path for e in plan.snapshots))
+    else:
+        lines.append("  no snapshot waiting")
+    return lines
