@@ -275,6 +275,21 @@ def test_encoder_matches_fastavro_record_by_record(offset):
     assert start == len(data)
 
 
+def test_varints_at_every_byte_boundary_match_fastavro():
+    """Every width a zig-zag varint can take, at both sides of each 7-bit boundary, NULLs between."""
+    edges = [0, 1, -1, 2**63 - 1, -(2**63)]
+    for k in range(1, 10):
+        edges += [2 ** (7 * k - 1) - 1, 2 ** (7 * k - 1), -(2 ** (7 * k - 1)), -(2 ** (7 * k - 1)) - 1]
+    values = [v for e in edges for v in (e, None)]
+    schema = {"type": "record", "name": "r", "fields": [{"name": "v", "type": ["null", "long"]}]}
+    data, ends = encode_batch([pa.array(values, pa.int64())], [FieldPlan("long", nullable=True)])
+    theirs = io.BytesIO()
+    for v in values:
+        fastavro.schemaless_writer(theirs, fastavro.parse_schema(schema), {"v": v})
+    assert data.tobytes() == theirs.getvalue()
+    assert len(ends) == len(values)
+
+
 def test_container_messages_respect_both_limits(tmp_path):
     arrays, rows = _encode_columns(2000, seed=3)
     header = container_header(ENCODE_SCHEMA, [f["name"] for f in ENCODE_SCHEMA["fields"][:-1]], sync_marker("t", 1))

@@ -72,39 +72,53 @@ class _Run:
             return None
         values, masks = self.values, self.masks
         self.values, self.masks = [], []
-        matrix = values[0] if len(values) == 1 else np.hstack(values)
+        if len(values) == 1:
+            matrix = values[0]
+        else:
+            matrix = np.empty((n, sum(v.shape[1] for v in values)), dtype=np.uint8)
+            at = 0
+            for v in values:
+                matrix[:, at : at + v.shape[1]] = v
+                at += v.shape[1]
         if all(m is None for m in masks):
             return _Piece(np.ascontiguousarray(matrix).reshape(-1), width=matrix.shape[1])
-        mask = np.hstack(
-            [
-                np.ones(v.shape, dtype=bool) if m is None else np.broadcast_to(m, v.shape)
-                for v, m in zip(values, masks)
-            ]
-        )
+        mask = np.empty(matrix.shape, dtype=bool)
+        at = 0
+        for v, m in zip(values, masks):
+            mask[:, at : at + v.shape[1]] = True if m is None else m
+            at += v.shape[1]
         return _Piece(matrix[mask], lens=mask.sum(axis=1, dtype=np.int64))
-
-
-_POWERS = np.array([1 << (7 * k) for k in range(1, 10)], dtype=np.uint64)
 
 
 def _varint(values: np.ndarray, valid: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray | None]:
     """Zig-zag varints of int64 ``values`` as ``(rows, width)`` bytes and the mask of used ones.
 
-    Rows where ``valid`` is False get no bytes.
+    Rows where ``valid`` is False get no bytes. Built one byte column at a time: byte ``k`` is
+    bits ``7k..7k+6`` with the continuation bit set when higher bits remain, and it is used when
+    byte ``k - 1`` had the continuation bit.
     """
     v = values.astype(np.int64, copy=False)
     zz = ((v << 1) ^ (v >> 63)).view(np.uint64)
-    nbytes = 1 + np.searchsorted(_POWERS, zz, side="right")
-    width = int(nbytes.max()) if len(nbytes) else 1
+    n = len(zz)
+    top = int(zz.max()) if n else 0
+    width = max(1, (top.bit_length() + 6) // 7)
     if width == 1:
         return zz.astype(np.uint8)[:, None], None if valid is None else valid[:, None]
-    shifts = np.arange(width, dtype=np.uint64) * np.uint64(7)
-    groups = ((zz[:, None] >> shifts[None, :]) & np.uint64(0x7F)).astype(np.uint8)
-    cols = np.arange(width)[None, :]
-    groups |= np.where(cols < (nbytes - 1)[:, None], np.uint8(0x80), np.uint8(0))
-    mask = cols < nbytes[:, None]
+    groups = np.empty((n, width), dtype=np.uint8)
+    mask = np.empty((n, width), dtype=bool)
+    mask[:, 0] = True if valid is None else valid
+    rest = zz
+    seven = np.uint64(7)
+    for k in range(width):
+        low = (rest & np.uint64(0x7F)).astype(np.uint8)
+        rest = rest >> seven
+        if k + 1 < width:
+            more = rest != 0
+            low |= more.view(np.uint8) << np.uint8(7)
+            mask[:, k + 1] = more
+        groups[:, k] = low
     if valid is not None:
-        mask &= valid[:, None]
+        mask[:, 1:] &= valid[:, None]
     return groups, mask
 
 

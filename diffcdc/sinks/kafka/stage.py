@@ -82,7 +82,7 @@ def stage_parts(
     encode = _encoder(scratch, header, sync, layout.plans, max_records, max_bytes)
     frame = to_publish_frame(changes.frame, layout)
     rows_dir = os.path.join(scratch, "rows")
-    frame.write.mode("errorifexists").parquet(rows_dir)
+    frame.write.mode("errorifexists").option("compression", "none").parquet(rows_dir)
     files = sorted(_local_path(f) for f in frame.sparkSession.read.parquet(literal_path(rows_dir)).inputFiles())
     spark = frame.sparkSession.sparkContext
     done = spark.parallelize(list(enumerate(files)), max(1, len(files))).mapPartitions(encode).collect()
