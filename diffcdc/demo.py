@@ -100,12 +100,12 @@ def _write(rows: list[dict[str, Any]], schema: pa.Schema, path: str) -> None:
     pq.write_table(pa.Table.from_pylist(rows, schema=schema), path)
 
 
-def run_demo(base: str, state_root: str, as_json: bool = False) -> int:
+def run_demo(base: str, state_root: str, as_json: bool = False, debug: bool = False) -> int:
     """Generate the data, run three nights, verify; returns an exit status."""
     from diffcdc.cli.run import format_summary
     from diffcdc.engine.run import run_many
     from diffcdc.engine.verify import verify_table
-    from diffcdc.spark import build_spark
+    from diffcdc.runlog import logged_spark
 
     base = os.path.abspath(base)
     sources = os.path.join(base, "snapshots")
@@ -121,7 +121,7 @@ def run_demo(base: str, state_root: str, as_json: bool = False) -> int:
                     keys=["Company", "DeptCode"], landing=landing),
     ]
     config = RunConfig(state=state_root, tables=tables)
-    spark = build_spark()
+    spark, _ = logged_spark(state_root, debug)  # Spark's console output: state/_logs/
     out = sys.stdout
     results: dict[str, Any] = {"nights": []}
     for day, date in enumerate(DAYS):

@@ -12,7 +12,9 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 KEEP_RUNS = 30
 LOG_DIR = "_logs"
@@ -60,6 +62,23 @@ def open_run_log(state_root: str) -> RunLog | None:
     logger.addHandler(handler)
     logger.setLevel(logging.DEBUG)
     return RunLog(base + ".log", base + ".spark.log", config)
+
+
+def logged_spark(
+    state_root: str,
+    debug: bool,
+    master: str | None = None,
+    conf: Mapping[str, str] | None = None,
+    jars: Sequence[str] = (),
+) -> tuple[Any, RunLog | None]:
+    """Start Spark with its console output in this run's log files (on the terminal with
+    ``debug``, or when the log folder cannot be written); returns the session and the log."""
+    from diffcdc.spark import build_spark
+
+    opened = None if debug else open_run_log(state_root)
+    spark = build_spark(master, conf, log4j_config=opened.log4j_config if opened else None,
+                        jvm_output=opened.spark_path if opened else None, jars=jars)
+    return spark, opened
 
 
 def _prune(folder: str) -> None:

@@ -76,3 +76,22 @@ def test_a_failing_run_is_one_line_and_the_traces_go_to_the_log(spark, tmp_path)
         assert "Traceback" in handle.read()
     with open(jvm, encoding="utf-8") as handle:
         assert "part-0.parquet" in handle.read()
+
+
+@pytest.mark.slow
+def test_verify_keeps_the_jvm_output_in_the_log(spark, tmp_path):
+    ws = Workspace(str(tmp_path))
+    ws.write("0001.parquet", [{"id": 1, "name": "a"}], SCHEMA)
+    ws.run(spark)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
+    env["PYTHONPATH"] = ROOT
+    verify = subprocess.run(
+        [sys.executable, "-m", "diffcdc.cli", "verify", "--landing", ws.landing, "--table", "T",
+         "--state", ws.state, "--snapshot", os.path.join(ws.source, "0001.parquet"),
+         "--master", "local[1]"],
+        env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert verify.returncode == 0, verify.stderr
+    assert verify.stderr == ""
+    assert "T: identical" in verify.stdout
+    assert glob.glob(os.path.join(ws.state, "_logs", "run-*.spark.log"))

@@ -104,7 +104,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "demo":
         from diffcdc.demo import run_demo
 
-        return run_demo(args.dir, args.state, as_json=args.json)
+        return run_demo(args.dir, args.state, as_json=args.json, debug=args.debug)
     raise UsageError(f"unknown command {args.command}")  # pragma: no cover
 
 

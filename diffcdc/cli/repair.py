@@ -31,9 +31,10 @@ def cmd_repair(args: argparse.Namespace) -> int:
     if not found.damaged:
         result = found
     else:
-        from diffcdc.spark import build_spark
+        from diffcdc.runlog import logged_spark
 
-        result = repair_table(build_spark(args.master or master, conf), table, state_root)
+        spark, _ = logged_spark(state_root, args.debug, args.master or master, conf)
+        result = repair_table(spark, table, state_root)
     if args.json:
         print(json.dumps({"ok": True, "table": result.table, "version": result.version,
                           "repaired": result.repaired, "reason": result.reason}))

@@ -87,16 +87,12 @@ def _run_busy(args: argparse.Namespace, config: Any, busy: list[Any],
               rollback: dict[str, int], observer: Any, run_log: list[Any]) -> list[Any]:
     """Start Spark (its console output into the run's log file unless --debug) and run."""
     from diffcdc.engine.run import run_many
-    from diffcdc.runlog import open_run_log
-    from diffcdc.spark import build_spark
+    from diffcdc.runlog import logged_spark
 
-    opened = None if args.debug else open_run_log(config.state)
-    run_log.extend([opened] if opened else [])
     log.info("starting Spark (%s) for %d table(s)", config.spark.master or "local[*]", len(busy))
-    spark = build_spark(config.spark.master, config.spark.conf,
-                        log4j_config=opened.log4j_config if opened else None,
-                        jvm_output=opened.spark_path if opened else None,
-                        jars=config.model_copy(update={"tables": busy}).jars())
+    spark, opened = logged_spark(config.state, args.debug, config.spark.master, config.spark.conf,
+                                 jars=config.model_copy(update={"tables": busy}).jars())
+    run_log.extend([opened] if opened else [])
     observer.spark_started(spark)
     return run_many(spark, config.model_copy(update={"tables": busy}), overrides=overrides,
                     reload=reload, rollback=rollback, observer=observer)

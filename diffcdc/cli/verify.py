@@ -20,7 +20,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     if args.table is None:
         raise UsageError("verify --snapshot needs --table", hint="name the table to compare")
     from diffcdc.engine.verify import verify_table
-    from diffcdc.spark import build_spark
+    from diffcdc.runlog import logged_spark
     from diffcdc.state.store import TableState
 
     args.state = args.state or None  # a bare --state with --snapshot: the default root
@@ -38,7 +38,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
                 "--config), or name the columns to leave out with --ignore (--ignore '' for none)",
             )
         ignore = list(head.record.exclude)
-    spark = build_spark(args.master)
+    spark, _ = logged_spark(state_root, args.debug, args.master)
     results = verify_table(spark, table, state_root, args.snapshot, ignore=ignore,
                            only=args.sink)
     if args.json:
