@@ -1,9 +1,9 @@
 """Which tables have work, found without Spark: an idle nightly run starts no JVM.
 
 A table has work when a snapshot is pending (newer than its last commit), a committed version
-is not yet published by one of its configured sinks, a reload was requested, or a drop was
-left unfinished. Everything that can be checked on the way — the source folder, late
-snapshots, readable commit records — is checked here, so a typo is reported in well under a
+is not yet published by one of its configured sinks, or a reload was requested (the plan of
+:mod:`diffcdc.engine.pending`). Everything that can be checked on the way — the source
+folder, late snapshots, readable commit records, an unfinished drop — is checked here, so a typo is reported in well under a
 second instead of after Spark's start-up. The engine checks all of it again under the table's
 lock; this is only the decision whether to start Spark.
 """
@@ -17,25 +17,20 @@ import time
 from diffcdc.config import TableConfig
 from diffcdc.engine.report import TableReport
 from diffcdc.errors import DiffcdcError, StateOwnerError
-from diffcdc.state.owner import check_owner
 from diffcdc.state.store import TableState, new_run_id, now_iso
 
 log = logging.getLogger("diffcdc")
 
 
 def has_work(table: TableConfig, state_root: str) -> bool:
-    """Whether a run of ``table`` would do anything (raises DiffcdcError on bad input)."""
-    from diffcdc.sources.registry import build_source
+    """Whether a run of ``table`` would do anything (raises DiffcdcError on bad input): the
+    plan ``diffcdc plan`` prints, so the two can never disagree."""
+    from diffcdc.engine.pending import plan_table
 
-    state = TableState(state_root, table.state_name)
-    if os.path.exists(state.drop_path) or os.path.exists(state.reload_path):
-        return True
-    commits = state.commits()
-    check_owner(state, table.name, table.schema_name, commits)
-    configured = {s.sink_id for s in table.sinks}
-    if commits and configured & set(commits[-1].unpublished):
-        return True
-    return bool(build_source(table).pending(commits))  # a database always has a state to read
+    plan = plan_table(table, TableState(state_root, table.state_name))
+    if plan.error is not None:
+        raise plan.error
+    return plan.has_work
 
 
 def idle_report(table: TableConfig, state_root: str) -> TableReport | None:
