@@ -137,6 +137,18 @@ def files_under(*folders: str) -> dict[str, bytes]:
     return out
 
 
+def spark_submit(cluster, root: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """``spark-submit --master <cluster> launcher.py run ARGS``, the launcher being the
+    two-line file docs/cluster.md shows."""
+    launcher = os.path.join(root, "run_diffcdc.py")
+    with open(launcher, "w", encoding="utf-8") as handle:
+        handle.write("import sys\nfrom diffcdc.cli.main import main\nsys.exit(main())\n")
+    env = {**cli_env(), "PYSPARK_PYTHON": sys.executable}
+    command = [os.path.join(cluster.home, "bin", "spark-submit"), "--master", cluster.master_url,
+               "--conf", "spark.sql.shuffle.partitions=3", launcher, "run", *args]
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=600, check=False)
+
+
 def new_apps(cluster, before: int) -> list:
     return cluster.applications()[before:]
 
@@ -193,12 +205,15 @@ def test_driver_killed_mid_run_then_rerun_replays_every_sink_exactly(
     run_table(spark, table, os.path.join(root, "state"), quality=PERMISSIVE)  # first load, locally
     on_cluster = ("--config", config, "--master", spark_cluster.master_url)
 
-    # 1. the driver dies right after the commit (kill -9 semantics: os._exit, no cleanup)
+    # 1. the driver dies right after the commit (kill -9 semantics: os._exit, no cleanup);
+    #    the rerun is started by spark-submit, whose --master the config does not override
     write_snapshot(source, "2.parquet", snapshot_two(), 1)
     crashed = cli(*on_cluster, "--quiet", crash_at="after_claim")
     assert crashed.returncode == 137, crashed.stderr[-3000:]
-    rerun = cli(*on_cluster, "--quiet")
+    apps = len(spark_cluster.applications())
+    rerun = spark_submit(spark_cluster, root, "--config", config, "--quiet")
     assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert len(new_apps(spark_cluster, apps)) == 1  # it ran on the cluster, not local[*]
     assert_every_sink_replays(spark, config, "T", "2.parquet", ALL_SINKS, servers)
 
     # 2. a real SIGKILL while the executors are staging the sinks' output
@@ -222,3 +237,24 @@ def test_driver_killed_mid_run_then_rerun_replays_every_sink_exactly(
     assert_every_sink_replays(spark, config, "T", "3.parquet", ALL_SINKS, servers)
     again = cli(*on_cluster, "--quiet", "--json")  # nothing pending: no Spark at all
     assert again.returncode == 0 and json.loads(again.stdout)["tables"][0]["outcome"] == "nothing to do"
+
+
+def test_executors_without_diffcdc_are_refused_before_anything_runs(spark_cluster, broker, tmp_path):
+    """The Kafka sink runs Python on the executors: an executor Python that cannot import
+    diffcdc's dependencies is one line and exit 2, before any table reads or writes anything."""
+    root = str(tmp_path)
+    config = write_config(root, {"T": ALL_SINKS}, {"kafka": broker}, spark_cluster.master_url,
+                          {"min_row_ratio": 0.0})
+    write_snapshot(os.path.join(root, "src", "T"), "1.parquet", snapshot_one(), 0)
+    bare = os.path.join(root, "python-without-site-packages")
+    with open(bare, "w", encoding="utf-8") as handle:
+        handle.write(f'#!/bin/sh\nexec {sys.executable} -S "$@"\n')
+    os.chmod(bare, 0o755)
+    env = {**cli_env(), "PYSPARK_PYTHON": bare}
+    run = subprocess.run([sys.executable, "-m", "diffcdc.cli", "run", "--config", config, "--quiet"],
+                         env=env, capture_output=True, text=True, timeout=600, check=False)
+    assert run.returncode == 2, run.stderr[-3000:]
+    (line,) = [x for x in run.stderr.splitlines() if x.strip()]
+    assert "executors" in line and "table(s) T" in line and "ModuleNotFoundError" in line, line
+    assert TableState(os.path.join(root, "state"), "T").head() is None
+    assert not os.path.exists(os.path.join(root, "T", "landing"))

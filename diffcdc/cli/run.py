@@ -86,6 +86,7 @@ def _run_busy(args: argparse.Namespace, config: Any, busy: list[Any],
               overrides: dict[str, frozenset[str]], reload: frozenset[str],
               rollback: dict[str, int], observer: Any, run_log: list[Any]) -> list[Any]:
     """Start Spark (its console output into the run's log file unless --debug) and run."""
+    from diffcdc.engine.executors import check_executor_python
     from diffcdc.engine.run import run_many
     from diffcdc.runlog import open_run_log
     from diffcdc.spark import build_spark
@@ -97,6 +98,7 @@ def _run_busy(args: argparse.Namespace, config: Any, busy: list[Any],
                         log4j_config=opened.log4j_config if opened else None,
                         jvm_output=opened.spark_path if opened else None,
                         jars=config.model_copy(update={"tables": busy}).jars())
+    check_executor_python(spark, busy)  # a cluster's executors: before any table starts
     observer.spark_started(spark)
     return run_many(spark, config.model_copy(update={"tables": busy}), overrides=overrides,
                     reload=reload, rollback=rollback, observer=observer)
