@@ -162,6 +162,13 @@ def session_settings(
     return settings
 
 
+def master_label(master: str | None) -> str:
+    """The master a new session will use, for the log, before it starts."""
+    if master or os.environ.get("DIFFCDC_SPARK_MASTER"):
+        return str(master or os.environ.get("DIFFCDC_SPARK_MASTER"))
+    return "spark-submit's master" if "PYSPARK_GATEWAY_PORT" in os.environ else "local[*]"
+
+
 def submitted_conf() -> dict[str, str] | None:
     """What ``spark-submit`` started this driver with, or None when it did not.
 

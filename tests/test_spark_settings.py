@@ -45,3 +45,15 @@ def test_the_executor_failure_is_the_last_error_line_of_the_task_trace():
              "ModuleNotFoundError: No module named 'pydantic'\n\n  at org.apache.spark.Foo(x)\n")
     assert executor_failure(RuntimeError(trace)) == "ModuleNotFoundError: No module named 'pydantic'"
     assert executor_failure(RuntimeError("")) == "RuntimeError"
+
+
+def test_the_log_names_the_master_a_run_will_use(monkeypatch):
+    from diffcdc.spark import master_label
+
+    monkeypatch.delenv("DIFFCDC_SPARK_MASTER", raising=False)
+    monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
+    assert master_label(None) == "local[*]" and master_label("yarn") == "yarn"
+    monkeypatch.setenv("PYSPARK_GATEWAY_PORT", "12345")
+    assert master_label(None) == "spark-submit's master"
+    monkeypatch.setenv("DIFFCDC_SPARK_MASTER", "spark://h:7077")
+    assert master_label(None) == "spark://h:7077"

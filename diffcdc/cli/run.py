@@ -89,11 +89,11 @@ def _run_busy(args: argparse.Namespace, config: Any, busy: list[Any],
     from diffcdc.engine.executors import check_executor_python
     from diffcdc.engine.run import run_many
     from diffcdc.runlog import open_run_log
-    from diffcdc.spark import build_spark
+    from diffcdc.spark import build_spark, master_label
 
     opened = None if args.debug else open_run_log(config.state)
     run_log.extend([opened] if opened else [])
-    log.info("starting Spark (%s) for %d table(s)", config.spark.master or "local[*]", len(busy))
+    log.info("starting Spark (%s) for %d table(s)", master_label(config.spark.master), len(busy))
     spark = build_spark(config.spark.master, config.spark.conf,
                         log4j_config=opened.log4j_config if opened else None,
                         jvm_output=opened.spark_path if opened else None,
