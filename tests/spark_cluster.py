@@ -64,7 +64,6 @@ class ClusterApp:
     app_id: str
     name: str
     state: str
-    cores: int
 
 
 class StandaloneCluster:
@@ -144,8 +143,8 @@ class StandaloneCluster:
         """Every application the master has seen, running or completed, oldest first."""
         doc = self.status()
         apps = doc.get("activeapps", []) + doc.get("completedapps", [])
-        return sorted((ClusterApp(a["id"], a["name"], a["state"], int(a.get("cores", 0)))
-                       for a in apps), key=lambda a: a.app_id)
+        return sorted((ClusterApp(a["id"], a["name"], a["state"]) for a in apps),
+                      key=lambda a: a.app_id)
 
     def stop(self) -> None:
         """Stop the worker (its executors with it), then the master; kill what does not stop."""

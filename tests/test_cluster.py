@@ -168,8 +168,8 @@ def test_config_master_runs_many_tables_with_key_changes_and_a_gate_refusal(
     assert first.returncode == 0, first.stderr[-3000:]
     doc = json.loads(first.stdout)
     assert {t["table"]: t["snapshots"][0]["inserted"] for t in doc["tables"]} == dict.fromkeys(tables, 20)
-    (app,) = new_apps(spark_cluster, apps)  # the run was one application of the cluster ...
-    assert app.name == "diffcdc" and app.cores == spark_cluster.cores  # ... on its executors
+    (app,) = new_apps(spark_cluster, apps)  # the run was one application of the cluster
+    assert app.name == "diffcdc"
 
     second_rows = {"Orders": snapshot_two(), "Items": {**snapshot_one(), (1, "a"): row(1, "upd")},
                    "Guarded": {k: v for k, v in snapshot_one().items() if k[0] < 5}}
