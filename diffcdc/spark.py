@@ -92,26 +92,20 @@ def build_spark(
     if active is not None:
         return require_settings(active)
     os.environ.setdefault("PYSPARK_PYTHON", _python())
-    master = master or os.environ.get("DIFFCDC_SPARK_MASTER", "local[*]")
-    builder = SparkSession.builder.appName(app_name).master(master)
-    settings = dict(DEFAULT_CONF)
-    if master.startswith("local"):
-        # A local run talks to itself only: keep the driver on the loopback interface.
-        settings.update({"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"})
-    settings.update(conf or {})
-    if jars:
-        given = [j for j in settings.get("spark.jars", "").split(",") if j]
-        settings["spark.jars"] = ",".join(given + [j for j in jars if j not in given])
-    settings.update(REQUIRED_CONF)
+    submitted = submitted_conf()
+    master = master or os.environ.get("DIFFCDC_SPARK_MASTER")
+    settings = session_settings(master, conf, submitted, jars)
     from diffcdc.cds import java_options
 
-    cds = java_options()  # start-up: Spark's classes mapped from an archive (diffcdc.cds)
-    if cds:
-        key = "spark.driver.extraJavaOptions"
-        settings[key] = f"{settings.get(key, '')} {cds}".strip()
+    if submitted is None:  # a JVM diffcdc starts itself; under spark-submit it already runs
+        cds = java_options()  # start-up: Spark's classes mapped from an archive (diffcdc.cds)
+        if cds:
+            key = "spark.driver.extraJavaOptions"
+            settings[key] = f"{settings.get(key, '')} {cds}".strip()
     if log4j_config:
         key = "spark.driver.extraJavaOptions"
         settings[key] = f"{settings.get(key, '')} -Dlog4j2.configurationFile=file:{log4j_config}".strip()
+    builder = SparkSession.builder.appName(app_name)
     for key, value in settings.items():
         builder = builder.config(key, value)
     jvm_starts += 1
@@ -138,6 +132,56 @@ def _stderr_to(path: str | None) -> Iterator[None]:
         os.dup2(saved, 2)
         os.close(saved)
         os.close(target)
+
+
+def session_settings(
+    master: str | None,
+    conf: Mapping[str, str] | None,
+    submitted: Mapping[str, str] | None,
+    jars: Sequence[str] = (),
+) -> dict[str, str]:
+    """The settings of a new session, ``spark.master`` among them.
+
+    Order: diffcdc's defaults, then what ``spark-submit`` was given (``submitted``: its
+    ``--master``, ``--conf`` and ``spark-defaults.conf``, None when diffcdc starts the JVM
+    itself), then ``conf`` (``[spark] conf``), then :data:`REQUIRED_CONF`. ``master`` (the
+    ``--master`` option, ``[spark] master``) wins over the submitted one; with neither it is
+    ``local[*]``.
+    """
+    given = dict(submitted or {})
+    settings = {**DEFAULT_CONF, **given}
+    settings["spark.master"] = master or given.get("spark.master") or "local[*]"
+    if settings["spark.master"].startswith("local") and submitted is None:
+        # A local run talks to itself only: keep the driver on the loopback interface.
+        settings.update({"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"})
+    settings.update(conf or {})
+    if jars:
+        listed = [j for j in settings.get("spark.jars", "").split(",") if j]
+        settings["spark.jars"] = ",".join(listed + [j for j in jars if j not in listed])
+    settings.update(REQUIRED_CONF)
+    return settings
+
+
+def master_label(master: str | None) -> str:
+    """The master a new session will use, for the log, before it starts."""
+    if master or os.environ.get("DIFFCDC_SPARK_MASTER"):
+        return str(master or os.environ.get("DIFFCDC_SPARK_MASTER"))
+    return "spark-submit's master" if "PYSPARK_GATEWAY_PORT" in os.environ else "local[*]"
+
+
+def submitted_conf() -> dict[str, str] | None:
+    """What ``spark-submit`` started this driver with, or None when it did not.
+
+    ``spark-submit app.py`` starts the driver JVM first (with ``--master``, ``--conf``,
+    ``spark-defaults.conf`` as its system properties) and hands this Python process its gateway
+    (``PYSPARK_GATEWAY_PORT``); those settings must not be replaced by diffcdc's defaults.
+    """
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:
+        return None
+    from pyspark import SparkConf, SparkContext
+
+    SparkContext._ensure_initialized()  # connects to the running JVM, starts nothing
+    return dict(SparkConf().getAll())
 
 
 def require_settings(spark: SparkSession) -> SparkSession:

@@ -53,3 +53,17 @@ def postgres():
     server.start()
     yield server
     server.remove()
+
+
+@pytest.fixture(scope="session")
+def spark_cluster(tmp_path_factory):
+    """One Spark standalone cluster (master + one 2-core worker, separate JVMs) on loopback,
+    started from the pip-installed pyspark; stopped at the end even when tests failed."""
+    from tests.spark_cluster import StandaloneCluster
+
+    cluster = StandaloneCluster(str(tmp_path_factory.mktemp("spark-cluster")))
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()

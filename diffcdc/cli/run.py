@@ -86,13 +86,16 @@ def _run_busy(args: argparse.Namespace, config: Any, busy: list[Any],
               overrides: dict[str, frozenset[str]], reload: frozenset[str],
               rollback: dict[str, int], observer: Any, run_log: list[Any]) -> list[Any]:
     """Start Spark (its console output into the run's log file unless --debug) and run."""
+    from diffcdc.engine.executors import check_executor_python
     from diffcdc.engine.run import run_many
     from diffcdc.runlog import logged_spark
+    from diffcdc.spark import master_label
 
-    log.info("starting Spark (%s) for %d table(s)", config.spark.master or "local[*]", len(busy))
+    log.info("starting Spark (%s) for %d table(s)", master_label(config.spark.master), len(busy))
     spark, opened = logged_spark(config.state, args.debug, config.spark.master, config.spark.conf,
                                  jars=config.model_copy(update={"tables": busy}).jars())
     run_log.extend([opened] if opened else [])
+    check_executor_python(spark, busy)  # a cluster's executors: before any table starts
     observer.spark_started(spark)
     return run_many(spark, config.model_copy(update={"tables": busy}), overrides=overrides,
                     reload=reload, rollback=rollback, observer=observer)

@@ -1,0 +1,63 @@
+"""Can the cluster's executors run diffcdc's Python code? Asked once, before any table runs.
+
+Almost all of a run is Spark SQL in the JVM; the one place diffcdc ships Python functions to
+the executors is the Kafka sink, which encodes its Avro messages in Python tasks
+(:mod:`diffcdc.sinks.kafka.stage`). Those tasks run with the driver's ``PYSPARK_PYTHON`` (or
+``spark.pyspark.python``) on every executor, which must be the driver's Python version and be
+able to import diffcdc and its dependencies (pyarrow, pydantic ...). On ``local[...]`` the
+executors are the driver's own process tree, so nothing is asked there. Without this check a
+cluster that lacks them fails mid-run with a page of Python trace from inside a task.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from diffcdc.errors import ConfigError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+def python_on_executors(tables: Sequence[Any]) -> list[str]:
+    """The tables whose runs execute diffcdc's Python code on the executors (Kafka sinks)."""
+    return [t.name for t in tables if any(s.type == "kafka" for s in t.sinks)]
+
+
+def _probe(_: Any) -> str:
+    """Runs on an executor: import what the Kafka encoding tasks import."""
+    import sys
+
+    import diffcdc.sinks.kafka.stage  # noqa: F401 - the import is the test
+
+    return f"{sys.version_info[0]}.{sys.version_info[1]}"
+
+
+def check_executor_python(spark: SparkSession, tables: Sequence[Any]) -> None:
+    """Raise a one-line :class:`ConfigError` when executors cannot run the tables' Python code."""
+    needing = python_on_executors(tables)
+    if not needing:
+        return
+    master = spark.sparkContext.master
+    if master.startswith("local"):
+        return
+    try:
+        spark.sparkContext.parallelize([0], 1).map(_probe).collect()
+    except Exception as exc:  # a failed task arrives as a Py4J or PySpark error with a trace
+        raise ConfigError(
+            f"the Spark executors of {master} cannot run diffcdc's Python code, which the Kafka "
+            f"sink of table(s) {', '.join(needing)} needs: {executor_failure(exc)}",
+            hint="install diffcdc (the same version, with its dependencies) into the executors' "
+            "Python, the driver's Python version, and point PYSPARK_PYTHON or "
+            "spark.pyspark.python at it (or ship a packed environment with spark.archives); "
+            "see docs/cluster.md",
+        ) from exc
+
+
+def executor_failure(exc: BaseException) -> str:
+    """The last line of a task's Python error (``ModuleNotFoundError: No module named ...``)."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    errors = [line for line in lines if line.split(":", 1)[0].endswith(("Error", "Exception"))]
+    pick = errors[-1] if errors else (lines[-1] if lines else type(exc).__name__)
+    return pick[:300]

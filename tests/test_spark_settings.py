@@ -1,0 +1,59 @@
+"""Session settings (no Spark): diffcdc's defaults, spark-submit's, the config's, the required."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from diffcdc.engine.executors import executor_failure, python_on_executors
+from diffcdc.spark import DEFAULT_CONF, REQUIRED_CONF, session_settings
+
+
+def test_a_jvm_diffcdc_starts_itself_gets_the_defaults_and_local_loopback():
+    got = session_settings(None, {"spark.driver.memory": "4g"}, None)
+    assert got["spark.master"] == "local[*]" and got["spark.driver.host"] == "127.0.0.1"
+    assert got["spark.driver.memory"] == "4g"
+    assert got["spark.sql.shuffle.partitions"] == DEFAULT_CONF["spark.sql.shuffle.partitions"]
+    cluster = session_settings("spark://h:7077", None, None)
+    assert cluster["spark.master"] == "spark://h:7077" and "spark.driver.host" not in cluster
+
+
+def test_spark_submit_settings_are_kept_and_only_the_required_ones_win():
+    submitted = {"spark.master": "yarn", "spark.sql.shuffle.partitions": "400",
+                 "spark.sql.session.timeZone": "Europe/Berlin", "spark.jars": "/x.jar"}
+    got = session_settings(None, None, submitted, jars=["/pg.jar"])
+    assert got["spark.master"] == "yarn"  # not replaced by local[*]
+    assert got["spark.sql.shuffle.partitions"] == "400"  # not replaced by diffcdc's default
+    assert "spark.driver.host" not in got
+    assert got["spark.jars"] == "/x.jar,/pg.jar"
+    assert {k: got[k] for k in REQUIRED_CONF} == REQUIRED_CONF
+    # an explicit --master / [spark] master and [spark] conf still win over the submitted ones
+    mine = session_settings("spark://h:7077", {"spark.sql.shuffle.partitions": "16"}, submitted)
+    assert (mine["spark.master"], mine["spark.sql.shuffle.partitions"]) == ("spark://h:7077", "16")
+
+
+def test_only_kafka_sinks_need_python_on_the_executors():
+    def table(name, *types):
+        return SimpleNamespace(name=name, sinks=[SimpleNamespace(type=t) for t in types])
+
+    tables = [table("A", "open_mirroring"), table("B", "delta", "kafka"), table("C", "kafka")]
+    assert python_on_executors(tables) == ["B", "C"]
+
+
+def test_the_executor_failure_is_the_last_error_line_of_the_task_trace():
+    trace = ("An exception was thrown from the Python worker. Please see the stack trace below.\n"
+             "Traceback (most recent call last):\n  File \"worker.py\", line 1, in main\n"
+             "ModuleNotFoundError: No module named 'pydantic'\n\n  at org.apache.spark.Foo(x)\n")
+    assert executor_failure(RuntimeError(trace)) == "ModuleNotFoundError: No module named 'pydantic'"
+    assert executor_failure(RuntimeError("")) == "RuntimeError"
+
+
+def test_the_log_names_the_master_a_run_will_use(monkeypatch):
+    from diffcdc.spark import master_label
+
+    monkeypatch.delenv("DIFFCDC_SPARK_MASTER", raising=False)
+    monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
+    assert master_label(None) == "local[*]" and master_label("yarn") == "yarn"
+    monkeypatch.setenv("PYSPARK_GATEWAY_PORT", "12345")
+    assert master_label(None) == "spark-submit's master"
+    monkeypatch.setenv("DIFFCDC_SPARK_MASTER", "spark://h:7077")
+    assert master_label(None) == "spark://h:7077"
