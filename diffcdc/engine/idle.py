@@ -28,7 +28,7 @@ def has_work(table: TableConfig, state_root: str) -> bool:
     from diffcdc.sources.registry import build_source
 
     state = TableState(state_root, table.state_name)
-    if os.path.exists(state.drop_path) or os.path.exists(state.reload_path):
+    if state.has_drop_request() or state.has_reload_request():
         return True
     commits = state.commits()
     check_owner(state, table.name, table.schema_name, commits)
