@@ -10,8 +10,9 @@ import pytest
 from diffcdc.errors import StateError
 from diffcdc.sinks.openmirroring.contract import stage_parquet_files
 from diffcdc.sinks.openmirroring.text import TextFormat
-from diffcdc.sinks.staged_files import HadoopFolder, on_executors
 from diffcdc.sinks.storage.base import file_sha256
+from diffcdc.staged_files import HadoopFolder, on_executors
+from diffcdc.state.integrity import StateFile, checksum, data_files, describe_state, footer_rows
 
 
 def _forbid_driver_os(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -83,3 +84,19 @@ def test_landing_parts_are_staged_without_driver_os_calls(spark, tmp_path, monke
         else:
             ids += pq.read_table(path).column("id").to_pylist()
     assert sorted(ids) == list(range(25))
+
+
+def test_state_manifest_is_computed_by_executors(spark, tmp_path, monkeypatch):
+    folder = str(tmp_path / "state")
+    spark.range(0, 30).repartition(3).write.parquet(os.path.join(folder, "a"))
+    spark.range(0, 5).write.parquet(os.path.join(folder, "_skipped"))
+    expected = [
+        StateFile(name, os.path.getsize(p), footer_rows(p), checksum(p))
+        for name in data_files(folder)
+        for p in [os.path.join(folder, name)]
+    ]
+    assert len(expected) == 3 and all(f.name.startswith("a/part-") for f in expected)
+    _forbid_driver_os(monkeypatch)
+    manifest = describe_state(spark, folder, "T")
+    monkeypatch.undo()
+    assert list(manifest.files) == expected and manifest.rows == 30

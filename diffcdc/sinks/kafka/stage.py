@@ -9,7 +9,7 @@ one run, Spark's Parquet write plus pyarrow reading it back took 14.7 s against 
 ``mapInArrow`` merely delivering the same rows (on a machine loaded to 14: ratios, not
 seconds). The driver collects only the file list (path, records, bytes, sha256), numbers the
 parts in file order and renames them to ``part-000001.avro``... through Hadoop's file system
-(:mod:`diffcdc.sinks.staged_files`), never with ``os``. From the commit on, those files are the
+(:mod:`diffcdc.staged_files`), never with ``os``. From the commit on, those files are the
 frozen batch: publishing and every retry send exactly these bytes.
 """
 
@@ -26,8 +26,8 @@ from diffcdc.sinks.kafka.binary import FieldPlan, encode_batch
 from diffcdc.sinks.kafka.container import MessageWriter, container_header, sync_marker
 from diffcdc.sinks.kafka.errors import MessageTooLarge
 from diffcdc.sinks.kafka.schema import AvroLayout, to_publish_frame
-from diffcdc.sinks.staged_files import HadoopFolder, on_executors
 from diffcdc.spark import literal_path
+from diffcdc.staged_files import HadoopFolder, on_executors
 
 SCRATCH = "_encoding"
 

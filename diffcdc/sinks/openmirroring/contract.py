@@ -23,8 +23,8 @@ from diffcdc.core.fingerprint import quote
 from diffcdc.errors import LandingZoneMismatch, StateError
 from diffcdc.sinks.base import OP, OP_DELETE, OP_INSERT
 from diffcdc.sinks.openmirroring.text import TextFormat, write_text_file
-from diffcdc.sinks.staged_files import HadoopFolder, on_executors
 from diffcdc.sinks.storage.base import LandingStorage, PublishItem, file_sha256, join
+from diffcdc.staged_files import HadoopFolder, on_executors
 
 #: The row-marker column, last in every incremental file, and its values (spec §1).
 ROW_MARKER = "__rowMarker__"
@@ -163,7 +163,7 @@ def stage_parquet_files(
 
     Spark writes the (globally sorted) DataFrame as part files; their order (task number, then
     file counter) is the row order. The part files are found and renamed through Hadoop
-    (:mod:`diffcdc.sinks.staged_files`); their rows, size and SHA-256 are read by executors, one
+    (:mod:`diffcdc.staged_files`); their rows, size and SHA-256 are read by executors, one
     task per file. Empty part files are dropped: the landing zone must never see an empty
     file. With ``text``, every Parquet part becomes one delimited text file (written
     deterministically by :mod:`diffcdc.sinks.openmirroring.text`, compressed with ``codec``), on

@@ -32,8 +32,8 @@ from diffcdc.sinks.openmirroring.contract import (
 from diffcdc.sinks.openmirroring.plan import landing_plan, text_schema_problem
 from diffcdc.sinks.openmirroring.publish import Marks, publish_batch
 from diffcdc.sinks.openmirroring.replay import replay
-from diffcdc.sinks.staged_files import HadoopFolder
 from diffcdc.sinks.storage.base import LandingStorage, open_landing
+from diffcdc.staged_files import HadoopFolder
 
 #: Change sets up to this many rows are sorted in one task (no range-partitioning sample pass).
 SINGLE_TASK_SORT_ROWS = 1_000_000

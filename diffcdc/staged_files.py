@@ -69,6 +69,25 @@ class HadoopFolder:
             out.append(HadoopFile(path.toString(), path.getName(), int(status.getLen()), _local(path)))
         return sorted(out, key=lambda f: f.name)
 
+    def data_files(self) -> list[HadoopFile]:
+        """Every data file below the folder (as a Spark-written Parquet folder holds them:
+        hidden and ``_`` files and folders skipped), named relative to the folder, by name."""
+        out: list[HadoopFile] = []
+        pending = [(self._path, "")] if self._fs.exists(self._path) else []
+        while pending:
+            folder, prefix = pending.pop()
+            for status in self._fs.listStatus(folder):
+                path = status.getPath()
+                name = str(path.getName())
+                if name.startswith((".", "_")):
+                    continue
+                if status.isDirectory():
+                    pending.append((path, f"{prefix}{name}/"))
+                elif status.isFile():
+                    size = int(status.getLen())
+                    out.append(HadoopFile(path.toString(), prefix + name, size, _local(path)))
+        return sorted(out, key=lambda f: f.name)
+
     def child(self, name: str) -> str:
         """The Hadoop path of ``name`` inside the folder."""
         return self._child(name).toString()
