@@ -55,7 +55,9 @@ class HadoopFolder:
         self.local: str | None = _local(self._path)
 
     def _child(self, name: str) -> Any:
-        return self._jvm.org.apache.hadoop.fs.Path(self._path, name)
+        # Not Path(parent, name): a relative name with a colon ("2024-01-01T00:00") would parse
+        # as a URI scheme. After the folder's scheme and path, a colon is just a character.
+        return self._jvm.org.apache.hadoop.fs.Path(f"{self.folder.rstrip('/')}/{name}")
 
     def files(self) -> list[HadoopFile]:
         """The files directly in the folder, by name (none when the folder does not exist)."""

@@ -39,8 +39,10 @@ def test_folder_lists_renames_and_deletes_through_hadoop(spark, tmp_path):
     out.mkdirs()
     out.rename_in(parts[0].uri, "00000000000000000001.parquet")
     # the checksum file Hadoop keeps beside a part stays behind: consumers see only our name
-    assert sorted(os.listdir(tmp_path / "out")) == ["00000000000000000001.parquet"]
+    assert os.listdir(tmp_path / "out") == ["00000000000000000001.parquet"]
     assert pq.read_table(str(tmp_path / "out" / "00000000000000000001.parquet")).num_rows > 0
+    out.rename_in(parts[1].uri, "2024-01-01T00:00:00+00:00")  # a snapshot id as a name
+    assert os.path.isfile(tmp_path / "out" / "2024-01-01T00:00:00+00:00")
     with pytest.raises(StateError, match="could not rename staged file") as err:
         out.rename_in(parts[0].uri, "00000000000000000002.parquet")
     assert err.value.table == "T"
