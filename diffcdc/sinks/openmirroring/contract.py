@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -228,8 +229,12 @@ def _part_facts(
                 continue
             target = path
             if text is not None:
+                # written beside, then renamed by this task: two attempts of one task (a retry,
+                # speculation) never leave a half-written file under the name the driver renames
                 target = path + _TEXT_SUFFIX
-                write_text_file(path, target, text, codec)
+                attempt = f"{target}.{uuid.uuid4().hex}"
+                write_text_file(path, attempt, text, codec)
+                os.replace(attempt, target)
             yield index, rows, os.path.getsize(target), file_sha256(target)
 
     return facts
