@@ -79,9 +79,9 @@ def stage_parts(
     spark = frame.sparkSession
     scratch = HadoopFolder(spark, os.path.join(staging_dir, SCRATCH), table=table)
     scratch.delete()
+    scratch_local = _scratch_on_nodes(scratch, table)  # refused before anything is written
     rows_dir = os.path.join(staging_dir, SCRATCH, "rows")
     frame.write.mode("errorifexists").parquet(rows_dir)
-    scratch_local = _scratch_on_nodes(scratch, table)
     sync = sync_marker(table, changes.version)
     header = container_header(layout.schema, layout.columns, sync)
     encode = _encoder(scratch_local, header, sync, layout.plans, max_records, max_bytes)
