@@ -272,6 +272,14 @@ class RunConfig(BaseModel):
 
     state: PathText = Field(default="state", description="State root.")
     keep_versions: int = Field(default=10, ge=1, description="State versions kept for rollback.")
+    lease_seconds: float = Field(
+        default=120.0,
+        gt=0,
+        le=86400,
+        description="How long a run's lease on a table lasts without a heartbeat (renewed every "
+        "quarter of it); a killed run's table is taken over after that (at once on the same "
+        "machine).",
+    )
     parallelism: int | None = Field(
         default=None,
         ge=1,

@@ -172,7 +172,7 @@ def test_readme_config_example_is_valid(tmp_path):
 
 
 def test_status_shows_pending_reload_and_unfinished_drop(spark, base, capsys):
-    from diffcdc.state.store import TableState, write_json_replace
+    from diffcdc.state.store import TableState
 
     write(str(base / "src" / "1.parquet"), rows(3))
     assert main(run_args(base)) == 0
@@ -183,7 +183,7 @@ def test_status_shows_pending_reload_and_unfinished_drop(spark, base, capsys):
     assert json.loads(capsys.readouterr().out)["tables"][0]["pending"] == []
 
     state.request_reload("requested with diffcdc reload")
-    write_json_replace(state.drop_path, {"requested_at": "2026-01-01T00:00:00Z", "folder": "T"})
+    state.request_drop("T")
     assert main([*status, "--json"]) == 0
     pending = json.loads(capsys.readouterr().out)["tables"][0]["pending"]
     assert len(pending) == 2

@@ -17,6 +17,7 @@ import time
 import pytest
 
 from diffcdc.state.store import TableState
+from tests import nolink
 from tests.helpers import Workspace
 
 # Every crash point with every sink is killed in tests/test_sink_contract.py; here the CLI
@@ -50,6 +51,18 @@ def cli_env(**extra: str) -> dict[str, str]:
     return env
 
 
+#: Where the state root is: a local folder, or a mount without link() and flock.
+MOUNTS = ["local", "nolink"]
+
+
+def on_mount(mount: str, ws: Workspace, monkeypatch: pytest.MonkeyPatch, **extra: str) -> dict[str, str]:
+    """The subprocess environment for ``mount``; the test process gets the same mount."""
+    if mount == "local":
+        return cli_env(**extra)
+    nolink.disable(ws.state, monkeypatch.setattr)
+    return cli_env(**nolink.env_for(ws.state), **extra)
+
+
 def assert_published_exactly_once(ws: Workspace) -> None:
     state = TableState(ws.state, ws.table.name)
     commits = state.commits()
@@ -70,15 +83,17 @@ def assert_published_exactly_once(ws: Workspace) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("point", POINTS)
-def test_crash_at_any_point_then_rerun(spark, tmp_path, point):
+@pytest.mark.parametrize(
+    ("point", "mount"),
+    [(p, "local") for p in POINTS] + [("after_claim", "nolink"), ("publish:3", "nolink")],
+)
+def test_crash_at_any_point_then_rerun(spark, tmp_path, monkeypatch, point, mount):
     ws = Workspace(str(tmp_path), table="T", keys=("id",), max_rows_per_file=2)
+    env = on_mount(mount, ws, monkeypatch, DIFFCDC_CRASH_AT=point)
     ws.write("2026-11-20.parquet", FIRST)
     ws.run(spark)
     ws.write("2026-11-21.parquet", SECOND)
-    crashed = subprocess.run(
-        cli_command(ws), env=cli_env(DIFFCDC_CRASH_AT=point), capture_output=True, text=True, timeout=300
-    )
+    crashed = subprocess.run(cli_command(ws), env=env, capture_output=True, text=True, timeout=300)
     assert crashed.returncode == 137, crashed.stderr[-2000:]
     # a partial upload of ours from the dead process must not survive the next run
     with open(os.path.join(ws.folder, "_00000000000000000003.parquet.0123abcd.diffcdc-tmp"), "wb") as h:
@@ -93,12 +108,14 @@ def test_crash_at_any_point_then_rerun(spark, tmp_path, point):
 
 
 @pytest.mark.slow
-def test_two_concurrent_runs_one_wins(spark, tmp_path):
+@pytest.mark.parametrize("mount", MOUNTS)
+def test_two_concurrent_runs_one_wins(spark, tmp_path, monkeypatch, mount):
     ws = Workspace(str(tmp_path), table="T", keys=("id",), max_rows_per_file=2)
+    env = on_mount(mount, ws, monkeypatch)
     ws.write("2026-11-20.parquet", FIRST)
     ws.write("2026-11-21.parquet", SECOND)
     procs = [
-        subprocess.Popen(cli_command(ws), env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(cli_command(ws), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         for _ in range(2)
     ]
     outs = [p.communicate(timeout=300) for p in procs]
@@ -113,18 +130,24 @@ def test_two_concurrent_runs_one_wins(spark, tmp_path):
 
 
 @pytest.mark.slow
-def test_run_killed_with_sigkill_mid_run(spark, tmp_path):
-    """A real kill -9 at an arbitrary moment, not at a prepared point."""
+@pytest.mark.parametrize("mount", MOUNTS)
+def test_run_killed_with_sigkill_mid_run(spark, tmp_path, monkeypatch, mount):
+    """A real kill -9 at an arbitrary moment, not at a prepared point; its lease is left behind
+    and taken over at once (same machine, the process is gone)."""
     ws = Workspace(str(tmp_path), table="T", keys=("id",), max_rows_per_file=2)
+    env = on_mount(mount, ws, monkeypatch)
     ws.write("2026-11-20.parquet", FIRST)
     ws.write("2026-11-21.parquet", SECOND)
-    proc = subprocess.Popen(cli_command(ws), env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(cli_command(ws), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline and not os.path.isdir(os.path.join(ws.state, "T", "versions")):
         time.sleep(0.05)
     time.sleep(1.0)
     proc.kill()
     proc.communicate(timeout=60)
+    if proc.returncode == -9:
+        assert os.path.exists(os.path.join(ws.state, "T", "lease.json"))  # the killed run's
     ws.run(spark)
+    assert not os.path.exists(os.path.join(ws.state, "T", "lease.json"))
     ws.assert_mirror_equals(spark, "2026-11-21.parquet")
     assert_published_exactly_once(ws)

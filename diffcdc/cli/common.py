@@ -88,8 +88,7 @@ def check_state_roots(config: Any, *, reload: frozenset[str] = frozenset(),
             if commits and table.name not in reload:
                 check_landing_moved(table, commits[-1].record, state_given)
             continue
-        if table.name in reload or os.path.exists(state.reload_path) or os.path.exists(
-                state.drop_path):
+        if table.name in reload or state.has_reload_request() or state.has_drop_request():
             continue
         published = _published_output(table)
         if published is None:

@@ -8,7 +8,6 @@ table has work, and the engine follows the same plan under the table's lock.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -16,7 +15,7 @@ from diffcdc.config import TableConfig
 from diffcdc.errors import DiffcdcError, InputRefused, StateError
 from diffcdc.sources.base import PendingSnapshot, Source
 from diffcdc.state.owner import check_owner
-from diffcdc.state.store import Commit, TableState, read_json
+from diffcdc.state.store import Commit, TableState
 
 
 @dataclass(frozen=True)
@@ -58,7 +57,7 @@ def plan_table(table: TableConfig, state: TableState) -> TablePlan:
     sinks = tuple(cfg.sink_id for cfg in table.sinks)
     unpublished = tuple(s for s in head.unpublished if s in sinks) if head else ()
     reload = _reload_request(state)
-    drop = os.path.exists(state.drop_path)
+    drop = state.has_drop_request()
     plan = TablePlan(table.name, sinks, head, unpublished=unpublished, reload=reload, drop=drop)
     try:
         if drop:
@@ -100,7 +99,7 @@ def _reload_from_head(source: Source, head: Commit, table: TableConfig) -> list[
 def _reload_request(state: TableState) -> dict[str, Any] | None:
     """The pending reload request, read only (the engine removes a carried-out one)."""
     try:
-        request = read_json(state.reload_path)
+        request = state.read_document(state.RELOAD)
     except ValueError:
         request = {}  # damaged: the engine's own read reports it
     if request is None or not isinstance(request, dict):

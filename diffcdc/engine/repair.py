@@ -90,7 +90,7 @@ def repair_table(spark: SparkSession, table: TableConfig, state_root: str) -> Re
             want = {k: getattr(record.counts, k) for k in _COUNTS}
             if got != want:
                 raise refuse(f"the rebuilt state counts {got}, the commit recorded {want}")
-            manifest = describe_state(target)
+            manifest = describe_state(spark, target, table.name)
             state.record_repaired_state(
                 head.version, os.path.relpath(target, state.dir), manifest, damage.reason
             )

@@ -31,6 +31,7 @@ from diffcdc.errors import DiffcdcError, InputRefused, StateError, StateOwnerErr
 from diffcdc.sources.base import PendingSnapshot, Source
 from diffcdc.sources.copies import SnapshotCopies
 from diffcdc.sources.files import pending_snapshots
+from diffcdc.state.lease import DEFAULT_LEASE_SECONDS
 from diffcdc.state.owner import check_owner
 from diffcdc.state.store import TableState, new_run_id, now_iso
 
@@ -44,6 +45,7 @@ def run_table(
     state_root: str,
     *,
     keep_versions: int = 10,
+    lease_seconds: float = DEFAULT_LEASE_SECONDS,
     progress: Progress | None = None,
     quality: QualityConfig | None = None,
     overrides: frozenset[str] = frozenset(),
@@ -72,7 +74,7 @@ def run_table(
     existed = os.path.isdir(state.dir)
     try:
         gate = Gate((quality or QualityConfig()).merged(table.quality), overrides)
-        with state.lock():
+        with state.lock(report.run_id, lease_seconds):
             check_owner(state, table.name, table.schema_name)
             if reload:
                 state.request_reload("requested with diffcdc reload")
@@ -154,6 +156,7 @@ def run_many(
                 table,
                 config.state,
                 keep_versions=config.keep_versions,
+                lease_seconds=config.lease_seconds,
                 progress=progress,
                 quality=config.quality,
                 overrides=(overrides or {}).get(table.name, frozenset()),
@@ -245,7 +248,7 @@ def _run_pending(
     ctx: RunContext, report: TableReport, rollback_to: int | None, watch: RunObserver
 ) -> None:
     table, state, say = ctx.table, ctx.state, ctx.say
-    if os.path.exists(state.drop_path):
+    if state.has_drop_request():
         raise StateError(
             "a drop of this table was started and has not finished",
             table=table.name,

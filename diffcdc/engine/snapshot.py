@@ -124,7 +124,7 @@ def process_snapshot(
             snapshot_id=sid,
             snapshot_path=snapshot.path,
             snapshot_identity=snapshot.identity,
-            state_manifest=describe_state(os.path.join(vdir, "state")),
+            state_manifest=describe_state(df.sparkSession, os.path.join(vdir, "state"), table.name),
             version_dir=os.path.relpath(vdir, state.dir),
             state_path=os.path.join(os.path.relpath(vdir, state.dir), "state"),
             keys=keys,

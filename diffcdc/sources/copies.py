@@ -2,9 +2,10 @@
 
 Layout: ``<state root>/<table>/snapshots/<snapshot id>/`` (a folder of Parquet part files,
 readable by ``diffcdc verify --snapshot``). A copy is written under a hidden temporary name
-and renamed when complete. Only the copies of the last ``keep`` committed snapshots survive a
-run (default 0: none, deleted once the snapshot is committed and published); anything else,
-such as the copy of a refused snapshot, is removed while the table's lock is held.
+and renamed (through Hadoop's file system: Spark's executors wrote it) when complete. Only the
+copies of the last ``keep`` committed snapshots survive a run (default 0: none, deleted once
+the snapshot is committed and published); anything else, such as the copy of a refused
+snapshot, is removed while the table's lease is held.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import uuid
 from pyspark.sql import DataFrame
 
 from diffcdc.errors import InputRefused
+from diffcdc.staged_files import HadoopFolder
 
 ROW_GROUP_BYTES = 16 * 1024 * 1024
 _SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:+-]{0,199}$")
@@ -43,19 +45,22 @@ class SnapshotCopies:
     def write(self, df: DataFrame, snapshot_id: str) -> str:
         """Write ``df`` once as the copy of ``snapshot_id``; returns the copy's folder."""
         final = self.path(snapshot_id)
-        tmp = os.path.join(self.dir, f".tmp-{uuid.uuid4().hex}")
-        os.makedirs(self.dir, exist_ok=True)
+        spark = df.sparkSession
+        snapshots = HadoopFolder(spark, self.dir, table=self.table)
+        tmp_name = f".tmp-{uuid.uuid4().hex}"
+        snapshots.mkdirs()
         try:
             # Row groups of 16 MiB: a copy read with one database partition (one file) still
             # splits into many Spark tasks for the diff (Parquet's default is 128 MiB).
             df.write.mode("errorifexists").option("compression", "zstd").option(
                 "parquet.block.size", str(ROW_GROUP_BYTES)
-            ).parquet(tmp)
-            if os.path.exists(final):  # left by a run that died before committing (we hold the lock)
-                shutil.rmtree(final)
-            os.rename(tmp, final)
+            ).parquet(snapshots.child(tmp_name))
+            # a copy left by a run that died before committing (we hold the lease)
+            HadoopFolder(spark, final, table=self.table).delete()
+            # Spark's executors wrote it: renamed by Hadoop's file system, never by ``os``
+            snapshots.rename_in(snapshots.child(tmp_name), snapshot_id)
         finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+            HadoopFolder(spark, snapshots.child(tmp_name), table=self.table).delete()
         return final
 
     def prune(self, keep: int, committed: list[str]) -> list[str]:

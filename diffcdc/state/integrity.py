@@ -17,8 +17,14 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import xxhash
+
+from diffcdc.errors import StateError
+
+if TYPE_CHECKING:  # reading state stays light (status, plan): no Spark import
+    from pyspark.sql import SparkSession
 
 _CHUNK = 4 << 20
 
@@ -95,13 +101,34 @@ def footer_rows(path: str) -> int:
         raise ValueError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
 
 
-def describe_state(folder: str) -> StateManifest:
-    """The manifest of a state folder just written (footers read, bytes hashed)."""
-    files = []
-    for name in data_files(folder):
-        path = os.path.join(folder, name)
-        files.append(StateFile(name, os.path.getsize(path), footer_rows(path), checksum(path)))
+def describe_state(spark: SparkSession, folder: str, table: str) -> StateManifest:
+    """The manifest of a state folder just written (footers read, bytes hashed).
+
+    The files are found through Hadoop and read by the executors, one task per file (they
+    wrote them; the driver collects only name, size, rows and checksum).
+    """
+    from diffcdc.staged_files import HadoopFolder, on_executors
+
+    found = HadoopFolder(spark, folder, table=table).data_files()
+    tasks = []
+    for f in found:
+        if f.local is None:
+            raise StateError(
+                f"state file {f.uri} is not on a file system mounted on every node",
+                table=table,
+                path=f.uri,
+                hint="give a state root on a local path or a mount that the Spark driver and "
+                "executors share (see docs/state.md)",
+            )
+        tasks.append((f.name, f.local))
+    files = sorted(on_executors(spark, tasks, _describe_files), key=lambda f: f.name)
     return StateManifest(tuple(files), sum(f.rows for f in files))
+
+
+def _describe_files(files: Iterator[tuple[str, str]]) -> Iterator[StateFile]:
+    """Executor work: (name, local path) → its :class:`StateFile`."""
+    for name, path in files:
+        yield StateFile(name, os.path.getsize(path), footer_rows(path), checksum(path))
 
 
 def find_damage(folder: str, manifest: StateManifest | None, *, checksums: bool) -> Damage | None:

@@ -6,7 +6,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from diffcdc.state.store import Commit, TableState, read_json
+from diffcdc.state.store import Commit, TableState
 
 
 def table_status(
@@ -98,13 +98,13 @@ def _sinks(head: Commit) -> list[dict[str, Any]]:
 def _pending(state: TableState) -> list[str]:
     """Operator requests recorded in state but not carried out yet (reload, a broken drop)."""
     pending = []
-    reload = _read_json(state.reload_path)  # read only: status takes no lock, writes nothing
+    reload = _read_json(state, state.RELOAD)  # read only: status takes no lock, writes nothing
     if reload is not None and not state.reload_carried_out(reload):
         pending.append(
             f"re-creation requested {reload.get('requested_at', '')} ({reload.get('reason', '')}): "
             "the next run drops the table folder and publishes a fresh initial load"
         )
-    drop = _read_json(state.drop_path)
+    drop = _read_json(state, state.DROP)
     if drop is not None:
         pending.append(
             f"drop of {drop.get('folder', '?')} started {drop.get('requested_at', '')} did not "
@@ -113,9 +113,9 @@ def _pending(state: TableState) -> list[str]:
     return pending
 
 
-def _read_json(path: str) -> dict[str, Any] | None:
+def _read_json(state: TableState, path: str) -> dict[str, Any] | None:
     try:
-        value = read_json(path)
+        value = state.read_document(path)
     except ValueError:  # damaged: still worth showing that something is pending
         return {}
     return None if value is None else value if isinstance(value, dict) else {}

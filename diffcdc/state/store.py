@@ -9,11 +9,15 @@ Layout under ``<state root>/<table>/``::
     versions/00000000000000000007-<run>/          state Parquet (``state/``) + each sink's
                                                   staged output (``sinks/<sink>/``)
     reports/<run id>.json                    one report per run (passed or failed)
-    .lock                                    advisory lock held while a run works on the table
+    lease.json                               the run lease while a run works on the table
+                                             (:mod:`diffcdc.state.lease`; ``.lock`` is the
+                                             flock file of diffcdc before leases)
 
-A commit record is created with an exclusive, atomic create (hard link of a fully written
-temporary file), so of two runs that both computed version N+1, exactly one commits; the other
-gets :class:`ConcurrentRunError` and changes nothing. Once a record exists its batch is
+Every small document goes through one :class:`~diffcdc.state.storage.base.StateStorage`, so
+the store needs nothing but create-if-absent, conditional replace, rename-free reads and lists
+(no ``link()``, no ``flock``). A commit record is created with ``put_if_absent``, so of two runs
+that both computed version N+1, exactly one commits; the other gets
+:class:`ConcurrentRunError` and changes nothing. Once a record exists its batch is
 decided: a later run publishes it (idempotently) before doing anything new, and never
 recomputes it. The head of the table is the highest committed version.
 """
@@ -22,8 +26,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import errno
-import fcntl
 import json
 import os
 import re
@@ -36,6 +38,10 @@ from typing import Any
 from diffcdc.errors import ConcurrentRunError, StateError
 from diffcdc.state.commit import LEGACY_SINK_ID, READABLE_FORMATS, STATE_FORMAT, CommitRecord
 from diffcdc.state.integrity import StateManifest
+from diffcdc.state.lease import DEFAULT_LEASE_SECONDS, Lease
+from diffcdc.state.legacy_lock import legacy_flock
+from diffcdc.state.storage.base import StateStorage
+from diffcdc.state.storage.local import LocalStateStorage
 
 _LOG_RE = re.compile(r"^(\d{20})\.json$")
 _MARK_RE = re.compile(r"^(\d{20})\.published(?:\.(.+))?\.json$")
@@ -50,48 +56,17 @@ def new_run_id() -> str:
     return dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:8]
 
 
-def _write_temp_json(path: str, document: dict[str, Any]) -> str:
-    """Write ``document`` fully (and fsync it) to a hidden temp file beside ``path``."""
-    folder = os.path.dirname(path)
-    os.makedirs(folder, exist_ok=True)
-    tmp = os.path.join(folder, f".{os.path.basename(path)}.{uuid.uuid4().hex}.tmp")
-    with open(tmp, "w", encoding="utf-8") as handle:
-        json.dump(document, handle, indent=1, sort_keys=True, default=str)
-        handle.flush()
-        os.fsync(handle.fileno())
-    return tmp
-
-
-def write_json_exclusive(path: str, document: dict[str, Any]) -> None:
-    """Create ``path`` atomically with ``document``; FileExistsError if it exists."""
-    tmp = _write_temp_json(path, document)
-    try:
-        os.link(tmp, path)  # the no-overwrite rename: fails when the name is taken
-    finally:
-        os.unlink(tmp)
-    _fsync_dir(os.path.dirname(path))
+def encode_json(document: Any) -> bytes:
+    return json.dumps(document, indent=1, sort_keys=True, default=str).encode("utf-8")
 
 
 def read_json(path: str) -> Any:
-    """The JSON document at ``path``, or None when there is no such file."""
+    """The JSON document at the local ``path``, or None when there is no such file."""
     try:
         with open(path, encoding="utf-8") as handle:
             return json.load(handle)
     except FileNotFoundError:
         return None
-
-
-def write_json_replace(path: str, document: dict[str, Any]) -> None:
-    """Write ``path`` atomically, replacing an older version (reports, not commits)."""
-    os.replace(_write_temp_json(path, document), path)
-
-
-def _fsync_dir(folder: str) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def report_changed(report: dict[str, Any]) -> bool:
@@ -127,87 +102,100 @@ class Commit:
 class SinkMarks:
     """Facts a sink records once per version: ``log/<version>.<what>.<sink>.json``."""
 
-    def __init__(self, log_dir: str, sink_id: str) -> None:
-        self.log_dir = log_dir
+    def __init__(self, storage: StateStorage, sink_id: str) -> None:
+        self.storage = storage
         self.sink_id = sink_id
 
     def _paths(self, version: int, what: str) -> list[str]:
-        paths = [os.path.join(self.log_dir, f"{version:020d}.{what}.{self.sink_id}.json")]
+        paths = [f"log/{version:020d}.{what}.{self.sink_id}.json"]
         if self.sink_id == LEGACY_SINK_ID:  # format 1 wrote ``<version>.<what>.json``
-            paths.append(os.path.join(self.log_dir, f"{version:020d}.{what}.json"))
+            paths.append(f"log/{version:020d}.{what}.json")
         return paths
 
     def has(self, version: int, what: str) -> bool:
-        return any(os.path.exists(p) for p in self._paths(version, what))
+        return any(self.storage.exists(p) for p in self._paths(version, what))
 
     def put(self, version: int, what: str) -> None:
         with contextlib.suppress(FileExistsError):
-            write_json_exclusive(
-                self._paths(version, what)[0], {"version": version, what: now_iso()}
+            self.storage.put_if_absent(
+                self._paths(version, what)[0], encode_json({"version": version, what: now_iso()})
             )
 
 
 class TableState:
-    """The state store of one table."""
+    """The state store of one table.
 
-    def __init__(self, root: str, table: str) -> None:
+    ``storage`` holds the table's small documents (log, marks, requests, reports, lease); by
+    default the table's folder under the local ``root``. The state Parquet of each version
+    lives under :attr:`dir` and is written and read by Spark.
+    """
+
+    def __init__(self, root: str, table: str, storage: StateStorage | None = None) -> None:
         self.root = os.path.abspath(root)
         self.table = table
         self.dir = os.path.join(self.root, table)
         self.log_dir = os.path.join(self.dir, "log")
         self.versions_dir = os.path.join(self.dir, "versions")
         self.reports_dir = os.path.join(self.dir, "reports")
+        self.storage = storage or LocalStateStorage(self.dir)
+        self._lease: Lease | None = None
 
-    # -- locking ---------------------------------------------------------------------------
+    # -- the run lease ---------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def lock(self) -> Iterator[None]:
-        """Hold the table's advisory lock; a second run of the table fails at once.
-
-        The kernel drops the lock when the process dies (even on kill -9), so a crash never
-        leaves a stale lock behind. Commits are still compare-and-swap: the lock only turns a
+    def lock(
+        self, run_id: str | None = None, lease_seconds: float = DEFAULT_LEASE_SECONDS
+    ) -> Iterator[Lease]:
+        """Hold the table's run lease; a second run of the table fails at once, naming the
+        holder. A holder killed with ``kill -9`` is taken over once its lease has expired (at
+        once on the same machine). Commits are still compare-and-swap: the lease only turns a
         guaranteed later failure into an immediate, clear one.
         """
-        os.makedirs(self.dir, exist_ok=True)
-        handle = open(os.path.join(self.dir, ".lock"), "a+")
-        try:
+        lease = Lease(self.storage, self.table, run_id or new_run_id(), lease_seconds)
+        with legacy_flock(self.dir, self.table):
+            lease.acquire()
             try:
-                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError as exc:
-                if exc.errno in (errno.EAGAIN, errno.EACCES):
-                    raise ConcurrentRunError(
-                        "another diffcdc run is working on this table",
-                        table=self.table,
-                        path=self.dir,
-                        hint="wait for it to finish (the scheduler may have started two runs)",
-                    ) from None
-                raise
-            yield
-        finally:
-            handle.close()
+                lease.start_heartbeat()
+                self._lease = lease
+                self.remove_abandoned()
+                yield lease
+            finally:
+                self._lease = None
+                lease.release()
+
+    def remove_abandoned(self) -> list[str]:
+        """Remove empty reservations in the log: a writer killed between reserving a name and
+        putting its content there (only ever called by the lease holder)."""
+        removed = []
+        for name in self.storage.list("log"):
+            found = self.storage.read(f"log/{name}")
+            if found is not None and not found.data and not name.startswith("."):
+                self.storage.delete(f"log/{name}")
+                removed.append(name)
+        return removed
 
     # -- reading ---------------------------------------------------------------------------
 
     def commits(self) -> list[Commit]:
         """Every committed version, oldest first."""
-        try:
-            names = sorted(os.listdir(self.log_dir))
-        except FileNotFoundError:
-            return []
+        names = self.storage.list("log")
         commits = []
         marks: dict[str, set[str]] = {}
         for name in names:
             mark = _MARK_RE.match(name)
-            if mark:  # format 1 wrote ``<v>.published.json``: the landing zone's mark
+            if mark and self.storage.exists(f"log/{name}"):
+                # format 1 wrote ``<v>.published.json``: the landing zone's mark
                 marks.setdefault(mark.group(1), set()).add(mark.group(2) or LEGACY_SINK_ID)
         for name in names:
             match = _LOG_RE.match(name)
             if not match:
                 continue
-            path = os.path.join(self.log_dir, name)
+            path = self.storage.describe(f"log/{name}")
             try:
-                with open(path, encoding="utf-8") as handle:
-                    record = json.load(handle)
+                data = self.storage.read_bytes(f"log/{name}")
+                if data is None:
+                    continue  # a name reserved a moment ago: not committed (yet)
+                record = json.loads(data)
             except (OSError, ValueError) as exc:
                 raise StateError(
                     f"commit record is unreadable: {exc}",
@@ -215,9 +203,10 @@ class TableState:
                     path=path,
                     hint="restore the file from backup; diffcdc never edits commit records",
                 ) from None
-            if record.get("format") not in READABLE_FORMATS:
+            if not isinstance(record, dict) or record.get("format") not in READABLE_FORMATS:
+                found = record.get("format") if isinstance(record, dict) else None
                 raise StateError(
-                    f"commit record has format {record.get('format')!r}; this diffcdc reads "
+                    f"commit record has format {found!r}; this diffcdc reads "
                     f"formats {', '.join(map(str, READABLE_FORMATS))}",
                     table=self.table,
                     path=path,
@@ -238,11 +227,19 @@ class TableState:
             commits.append(Commit(parsed, frozenset(marks.get(match.group(1), ()))))
         return commits
 
+    def read_document(self, path: str) -> Any:
+        """The JSON document at ``path`` (relative to the table's folder), or None.
+
+        Raises ValueError when it is not valid JSON.
+        """
+        data = self.storage.read_bytes(path)
+        return None if data is None else json.loads(data)
+
     def _repaired_state(self, version: str) -> tuple[str, StateManifest] | None:
         """Where a repaired version's state lives now (see :meth:`record_repaired_state`)."""
-        path = os.path.join(self.log_dir, f"{version}.state.json")
+        path = f"log/{version}.state.json"
         try:
-            document = read_json(path)
+            document = self.read_document(path)
             if document is None:
                 return None
             return str(document["state_path"]), StateManifest.from_dict(document["state_manifest"])
@@ -250,7 +247,7 @@ class TableState:
             raise StateError(
                 f"state repair record is unreadable: {exc}",
                 table=self.table,
-                path=path,
+                path=self.storage.describe(path),
                 hint="remove it and run 'diffcdc repair' again",
             ) from None
 
@@ -271,11 +268,12 @@ class TableState:
 
     def claim(self, record: CommitRecord) -> None:
         """Commit ``record`` as version N+1 of the head it was computed from (CAS)."""
+        if self._lease is not None:
+            self._lease.check()  # a run that lost its lease commits nothing
         version = record.version
-        path = os.path.join(self.log_dir, f"{version:020d}.json")
         document = {**record.to_dict(), "format": STATE_FORMAT, "committed_at": now_iso()}
         try:
-            write_json_exclusive(path, document)
+            self.storage.put_if_absent(f"log/{version:020d}.json", encode_json(document))
         except FileExistsError:
             raise ConcurrentRunError(
                 f"version {version} was committed by another run first; this run changed nothing",
@@ -286,39 +284,40 @@ class TableState:
 
     def mark_published(self, version: int, sink_id: str, info: dict[str, Any]) -> None:
         """Record that sink ``sink_id`` has published ``version`` (written once)."""
-        path = os.path.join(self.log_dir, f"{version:020d}.published.{sink_id}.json")
+        path = f"log/{version:020d}.published.{sink_id}.json"
         document = {"version": version, "sink": sink_id, "published_at": now_iso(), **info}
-        try:
-            write_json_exclusive(path, document)
-        except FileExistsError:
-            return  # another resumer finished first: same outcome
+        with contextlib.suppress(FileExistsError):  # another resumer finished first
+            self.storage.put_if_absent(path, encode_json(document))
 
     def record_repaired_state(
         self, version: int, state_path: str, manifest: StateManifest, reason: str
     ) -> None:
         """Point version ``version`` at a rebuilt state (the commit record is never edited)."""
-        path = os.path.join(self.log_dir, f"{version:020d}.state.json")
-        write_json_replace(
-            path,
-            {
-                "version": version,
-                "state_path": state_path,
-                "state_manifest": manifest.to_dict(),
-                "reason": reason,
-                "repaired_at": now_iso(),
-            },
+        self.storage.put(
+            f"log/{version:020d}.state.json",
+            encode_json(
+                {
+                    "version": version,
+                    "state_path": state_path,
+                    "state_manifest": manifest.to_dict(),
+                    "reason": reason,
+                    "repaired_at": now_iso(),
+                }
+            ),
         )
-        _fsync_dir(self.log_dir)
 
     # -- re-creating and dropping the table ---------------------------------------------------
 
+    RELOAD = "reload.json"
+    DROP = "drop.json"
+
     @property
     def reload_path(self) -> str:
-        return os.path.join(self.dir, "reload.json")
+        return self.storage.describe(self.RELOAD)
 
     @property
     def drop_path(self) -> str:
-        return os.path.join(self.dir, "drop.json")
+        return self.storage.describe(self.DROP)
 
     def request_reload(self, reason: str) -> dict[str, Any]:
         """Record that the next commit must re-create the table (kept until it is committed)."""
@@ -326,16 +325,16 @@ class TableState:
         if existing is not None:
             return existing
         request = {"id": uuid.uuid4().hex, "requested_at": now_iso(), "reason": reason}
-        write_json_replace(self.reload_path, request)
+        self.storage.put(self.RELOAD, encode_json(request))
         return request
 
     def reload_request(self) -> dict[str, Any] | None:
         """The pending reload request, or None (also once a commit has carried it out)."""
-        request = read_json(self.reload_path)
+        request = self.read_document(self.RELOAD)
         if request is None:
             return None
         if self.reload_carried_out(request):
-            os.unlink(self.reload_path)  # a crash right after the commit left it behind
+            self.storage.delete(self.RELOAD)  # a crash right after the commit left it behind
             return None
         return dict(request)
 
@@ -347,12 +346,21 @@ class TableState:
         )
 
     def clear_reload_request(self) -> None:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(self.reload_path)
+        self.storage.delete(self.RELOAD)
+
+    def has_reload_request(self) -> bool:
+        return self.storage.exists(self.RELOAD)
+
+    def request_drop(self, folder: str) -> None:
+        """Record that a drop of the landing folder ``folder`` has started."""
+        self.storage.put(self.DROP, encode_json({"requested_at": now_iso(), "folder": folder}))
+
+    def has_drop_request(self) -> bool:
+        return self.storage.exists(self.DROP)
 
     def sink_marks(self, sink_id: str) -> SinkMarks:
         """Per-version marks a sink keeps in the log (e.g. "the old folder is dropped")."""
-        return SinkMarks(self.log_dir, sink_id)
+        return SinkMarks(self.storage, sink_id)
 
     def has_history(self) -> bool:
         """Whether the table has anything in state: a commit, or a reload or drop request.
@@ -360,31 +368,32 @@ class TableState:
         A folder without (one a run created, then failed in before its first commit) is not
         a table: nothing keeps a report there and ``status`` does not list it.
         """
-        if os.path.exists(self.reload_path) or os.path.exists(self.drop_path):
+        if self.has_reload_request() or self.has_drop_request():
             return True
-        try:
-            return any(_LOG_RE.match(name) for name in os.listdir(self.log_dir))
-        except FileNotFoundError:
-            return False
+        return any(
+            _LOG_RE.match(name) and self.storage.exists(f"log/{name}")
+            for name in self.storage.list("log")
+        )
 
     def save_report(self, report: dict[str, Any]) -> str:
         """Keep a run's report: ``reports/<run id>.json``, ``last_report.json`` (the last run)
         and, when the run processed or published something, ``last_change.json`` (so a run
         with nothing to do never hides the last real counts)."""
-        path = os.path.join(self.reports_dir, f"{report.get('run_id') or new_run_id()}.json")
-        write_json_replace(path, report)
-        write_json_replace(os.path.join(self.dir, "last_report.json"), report)
+        path = f"reports/{report.get('run_id') or new_run_id()}.json"
+        data = encode_json(report)
+        self.storage.put(path, data)
+        self.storage.put("last_report.json", data)
         if report_changed(report):
-            write_json_replace(os.path.join(self.dir, "last_change.json"), report)
-        return path
+            self.storage.put("last_change.json", data)
+        return self.storage.describe(path)
 
     def save_last_run(self, report: dict[str, Any]) -> None:
         """Keep a run that did nothing as the table's last run (``last_report.json`` only: the
         reports folder and ``last_change.json`` keep the runs that did something)."""
-        write_json_replace(os.path.join(self.dir, "last_report.json"), report)
+        self.storage.put("last_report.json", encode_json(report))
 
     def last_report(self) -> dict[str, Any] | None:
-        return read_json(os.path.join(self.dir, "last_report.json"))
+        return self.read_document("last_report.json")  # type: ignore[no-any-return]
 
     def last_change(self) -> dict[str, Any] | None:
         """The report of the last run that committed or published something (None: never).
@@ -392,17 +401,13 @@ class TableState:
         State written before ``last_change.json`` existed: the newest such report in
         ``reports/`` (their names start with the run's UTC start time).
         """
-        found = read_json(os.path.join(self.dir, "last_change.json"))
+        found = self.read_document("last_change.json")
         if found is not None:
             return dict(found)
-        try:
-            names = sorted(os.listdir(self.reports_dir), reverse=True)
-        except FileNotFoundError:
-            return None
-        for name in names:
+        for name in reversed(self.storage.list("reports")):
             if name.endswith(".json") and not name.startswith("."):
                 try:
-                    report = read_json(os.path.join(self.reports_dir, name))
+                    report = self.read_document(f"reports/{name}")
                 except ValueError:
                     continue
                 if isinstance(report, dict) and report_changed(report):

@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Sequence
+import uuid
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,10 +21,11 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from diffcdc.core.fingerprint import quote
-from diffcdc.errors import LandingZoneMismatch
+from diffcdc.errors import LandingZoneMismatch, StateError
 from diffcdc.sinks.base import OP, OP_DELETE, OP_INSERT
 from diffcdc.sinks.openmirroring.text import TextFormat, write_text_file
 from diffcdc.sinks.storage.base import LandingStorage, PublishItem, file_sha256, join
+from diffcdc.staged_files import HadoopFolder, on_executors
 
 #: The row-marker column, last in every incremental file, and its values (spec §1).
 ROW_MARKER = "__rowMarker__"
@@ -156,13 +158,17 @@ def stage_parquet_files(
     max_rows_per_file: int,
     first_sequence: int,
     text: TextFormat | None = None,
+    table: str = "",
 ) -> list[StagedFile]:
     """Write an ordered change set with Spark and give the files their sequence names.
 
     Spark writes the (globally sorted) DataFrame as part files; their order (task number, then
-    file counter) is the row order. Empty part files are dropped: the landing zone must never
-    see an empty file. With ``text``, every Parquet part becomes one delimited text file
-    (written deterministically by :mod:`diffcdc.sinks.openmirroring.text`, compressed with ``codec``).
+    file counter) is the row order. The part files are found and renamed through Hadoop
+    (:mod:`diffcdc.staged_files`); their rows, size and SHA-256 are read by executors, one
+    task per file. Empty part files are dropped: the landing zone must never see an empty
+    file. With ``text``, every Parquet part becomes one delimited text file (written
+    deterministically by :mod:`diffcdc.sinks.openmirroring.text`, compressed with ``codec``), on
+    the executors too.
     """
     part_codec = "snappy" if text is not None else codec
     (
@@ -171,28 +177,67 @@ def stage_parquet_files(
         .option("maxRecordsPerFile", max_rows_per_file)
         .parquet(raw_dir)
     )
+    spark = changes.sparkSession
+    raw = HadoopFolder(spark, raw_dir, table=table)
     parts = []
-    for name in os.listdir(raw_dir):
-        match = _PART_RE.match(name)
-        if match and name.endswith(".parquet"):
-            parts.append(((int(match.group(1)), int(match.group(2))), name))
-    os.makedirs(out_dir, exist_ok=True)
+    for part in raw.files():
+        match = _PART_RE.match(part.name)
+        if match and part.name.endswith(".parquet"):
+            parts.append(((int(match.group(1)), int(match.group(2))), part))
+    parts.sort(key=lambda p: p[0])
+    tasks = []
+    for index, (_, part) in enumerate(parts):
+        if part.local is None:
+            raise StateError(
+                f"staged part {part.uri} is not on a file system mounted on every node",
+                table=table,
+                path=part.uri,
+                hint="give a state root on a local path or a mount that the Spark driver and "
+                "executors share (see docs/state.md)",
+            )
+        tasks.append((index, part.local))
+    facts = sorted(on_executors(spark, tasks, _part_facts(text, codec)))
+    out = HadoopFolder(spark, out_dir, table=table)
+    out.mkdirs()
     staged = []
     sequence = first_sequence
-    for _, name in sorted(parts):
-        path = os.path.join(raw_dir, name)
-        rows = pq.ParquetFile(path).metadata.num_rows
+    for index, rows, size, sha256 in facts:
         if rows == 0:
             continue
         final = data_file_name(sequence, text.extension if text else "parquet")
-        target = os.path.join(out_dir, final)
-        if text is None:
-            os.rename(path, target)
-        else:
-            write_text_file(path, target, text, codec)
-        staged.append(StagedFile(final, sequence, rows, os.path.getsize(target), file_sha256(target)))
+        name = parts[index][1].name
+        out.rename_in(raw.child(name + _TEXT_SUFFIX if text else name), final)
+        staged.append(StagedFile(final, sequence, rows, size, sha256))
         sequence += 1
     return staged
+
+
+#: Suffix of the text file an executor writes beside the Parquet part it converted.
+_TEXT_SUFFIX = ".text"
+
+
+def _part_facts(
+    text: TextFormat | None, codec: str
+) -> Callable[[Iterator[tuple[int, str]]], Iterator[tuple[int, int, int, str]]]:
+    """Executor work: (index, part path) → (index, rows, bytes, sha256) of the file to publish."""
+
+    def facts(parts: Iterator[tuple[int, str]]) -> Iterator[tuple[int, int, int, str]]:
+        for index, path in parts:
+            rows = pq.ParquetFile(path).metadata.num_rows
+            if rows == 0:
+                yield index, 0, 0, ""
+                continue
+            target = path
+            if text is not None:
+                # written beside, then renamed by this task: two attempts of one task (a retry,
+                # speculation) never leave a half-written file under the name the driver renames
+                target = path + _TEXT_SUFFIX
+                attempt = f"{target}.{uuid.uuid4().hex}"
+                write_text_file(path, attempt, text, codec)
+                os.replace(attempt, target)
+            yield index, rows, os.path.getsize(target), file_sha256(target)
+
+    return facts
 
 
 def sequence_numbers(storage: LandingStorage, folder: str) -> dict[int, str]:

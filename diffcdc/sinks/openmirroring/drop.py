@@ -16,7 +16,7 @@ from collections.abc import Callable
 from diffcdc.config import TableConfig
 from diffcdc.sinks.openmirroring.contract import table_folder
 from diffcdc.sinks.storage.base import open_landing
-from diffcdc.state.store import TableState, now_iso, write_json_replace
+from diffcdc.state.store import TableState
 
 
 def drop_table(
@@ -32,7 +32,7 @@ def drop_table(
     folder = table_folder(table.name, table.schema_name)
     places = []
     with state.lock():
-        write_json_replace(state.drop_path, {"requested_at": now_iso(), "folder": folder})
+        state.request_drop(folder)
         for sink in table.landing_sinks():
             storage = open_landing(sink.landing, **sink.landing_options)
             try:

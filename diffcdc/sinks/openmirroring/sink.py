@@ -9,7 +9,6 @@ the numbers, names, sizes and SHA-256 of the files, so a rerun publishes only wh
 from __future__ import annotations
 
 import os
-import shutil
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -34,6 +33,7 @@ from diffcdc.sinks.openmirroring.plan import landing_plan, text_schema_problem
 from diffcdc.sinks.openmirroring.publish import Marks, publish_batch
 from diffcdc.sinks.openmirroring.replay import replay
 from diffcdc.sinks.storage.base import LandingStorage, open_landing
+from diffcdc.staged_files import HadoopFolder
 
 #: Change sets up to this many rows are sorted in one task (no range-partitioning sample pass).
 SINGLE_TASK_SORT_ROWS = 1_000_000
@@ -130,8 +130,9 @@ class OpenMirroringSink(Sink):
                 max_rows_per_file=self.config.max_rows_per_file,
                 first_sequence=first,
                 text=plan.text,
+                table=self.table.name,
             )
-            shutil.rmtree(raw, ignore_errors=True)
+            HadoopFolder(changes.frame.sparkSession, raw, table=self.table.name).delete()
             if sum(f.rows for f in files) != changes.rows:
                 raise StateError(
                     f"staged {sum(f.rows for f in files)} change rows, expected {changes.rows}",

@@ -1,0 +1,132 @@
+"""Files that Spark's executors write into a staging folder, handled the way Spark sees them.
+
+Part files and encoded files are written by executors, so the driver never lists, renames or
+deletes them with ``os``: a FUSE mount (blobfuse, ``/lakehouse/default/Files``, ``/Volumes``)
+may show the driver a stale listing, and its rename may be a copy. Here they are listed,
+renamed and removed through Hadoop's ``FileSystem`` of the folder's path (through the JVM
+gateway), which is the file system Spark wrote them with; on ``abfss://`` that rename is the
+server's own. Facts about a file that need its bytes (rows, size, SHA-256) are computed by
+the executors (:func:`on_executors`); the driver collects only those small tuples.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from py4j.protocol import Py4JJavaError
+from pyspark.sql import SparkSession
+
+from diffcdc.errors import StateError
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+@dataclass(frozen=True)
+class HadoopFile:
+    """One file of a listing: its Hadoop path, its name, its size and where a node opens it."""
+
+    uri: str
+    name: str
+    size: int
+    #: The path on the node's own file system (``file:`` paths only), else None.
+    local: str | None
+
+
+class HadoopFolder:
+    """A folder on the Hadoop file system of its path (a local path means ``file:``)."""
+
+    def __init__(self, spark: SparkSession, folder: str, *, table: str) -> None:
+        jvm = spark._jvm  # type: ignore[attr-defined]
+        assert jvm is not None
+        self._jvm = jvm
+        self.table = table
+        conf = spark.sparkContext._jsc.hadoopConfiguration()  # type: ignore[attr-defined]
+        fs = jvm.org.apache.hadoop.fs.Path(folder).getFileSystem(conf)
+        self._path = fs.makeQualified(jvm.org.apache.hadoop.fs.Path(folder))
+        checksum = jvm.java.lang.Class.forName("org.apache.hadoop.fs.ChecksumFileSystem")
+        # Hadoop's local file system moves a hidden ``.crc`` file along with every rename;
+        # staged files are named for consumers that must not see those, so use the raw one.
+        self._fs = fs.getRawFileSystem() if checksum.isInstance(fs) else fs
+        self.folder = self._path.toString()
+        #: The folder as a path on the node's own file system (``file:`` only), else None.
+        self.local: str | None = _local(self._path)
+
+    def _child(self, name: str) -> Any:
+        # Not Path(parent, name): a relative name with a colon ("2024-01-01T00:00") would parse
+        # as a URI scheme. After the folder's scheme and path, a colon is just a character.
+        return self._jvm.org.apache.hadoop.fs.Path(f"{self.folder.rstrip('/')}/{name}")
+
+    def files(self) -> list[HadoopFile]:
+        """The files directly in the folder, by name (none when the folder does not exist)."""
+        if not self._fs.exists(self._path):
+            return []
+        out = []
+        for status in self._fs.listStatus(self._path):
+            if not status.isFile():
+                continue
+            path = status.getPath()
+            out.append(HadoopFile(path.toString(), path.getName(), int(status.getLen()), _local(path)))
+        return sorted(out, key=lambda f: f.name)
+
+    def data_files(self) -> list[HadoopFile]:
+        """Every data file below the folder (as a Spark-written Parquet folder holds them:
+        hidden and ``_`` files and folders skipped), named relative to the folder, by name."""
+        out: list[HadoopFile] = []
+        pending = [(self._path, "")] if self._fs.exists(self._path) else []
+        while pending:
+            folder, prefix = pending.pop()
+            for status in self._fs.listStatus(folder):
+                path = status.getPath()
+                name = str(path.getName())
+                if name.startswith((".", "_")):
+                    continue
+                if status.isDirectory():
+                    pending.append((path, f"{prefix}{name}/"))
+                elif status.isFile():
+                    size = int(status.getLen())
+                    out.append(HadoopFile(path.toString(), prefix + name, size, _local(path)))
+        return sorted(out, key=lambda f: f.name)
+
+    def child(self, name: str) -> str:
+        """The Hadoop path of ``name`` inside the folder."""
+        return self._child(name).toString()
+
+    def mkdirs(self) -> None:
+        self._fs.mkdirs(self._path)
+
+    def rename_in(self, source: str, name: str) -> None:
+        """Move ``source`` (a Hadoop path of the same file system) to ``name`` in this folder."""
+        src = self._jvm.org.apache.hadoop.fs.Path(source)
+        try:
+            done, why = bool(self._fs.rename(src, self._child(name))), ""
+        except Py4JJavaError as exc:  # the local file system copies when renameTo fails
+            done, why = False, f" ({str(exc.java_exception.getMessage()).splitlines()[0]})"
+        if not done:
+            raise StateError(
+                f"could not rename staged file {source} to {self.child(name)}{why}",
+                table=self.table,
+                path=source,
+                hint="the file is not visible on the file system Spark wrote it to: the state "
+                "folder must be one the Spark driver and executors share (see docs/state.md)",
+            )
+
+    def delete(self) -> None:
+        """Remove the folder and everything in it (no error when it does not exist)."""
+        self._fs.delete(self._path, True)
+
+
+def _local(path: Any) -> str | None:
+    uri = path.toUri()
+    return str(uri.getPath()) if uri.getScheme() in (None, "file") else None
+
+
+def on_executors(
+    spark: SparkSession, items: Sequence[T], work: Callable[[Iterator[T]], Iterator[R]]
+) -> list[R]:
+    """Run ``work`` over ``items`` in Spark tasks (one per item) and collect its small results."""
+    if not items:
+        return []
+    return spark.sparkContext.parallelize(list(items), len(items)).mapPartitions(work).collect()

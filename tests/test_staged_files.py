@@ -1,0 +1,104 @@
+"""Staged output written by executors is found, named and removed through Hadoop, not ``os``."""
+
+from __future__ import annotations
+
+import os
+
+import pyarrow.parquet as pq
+import pytest
+
+from diffcdc.errors import StateError
+from diffcdc.sinks.openmirroring.contract import stage_parquet_files
+from diffcdc.sinks.openmirroring.text import TextFormat
+from diffcdc.sinks.storage.base import file_sha256
+from diffcdc.staged_files import HadoopFolder, on_executors
+from diffcdc.state.integrity import StateFile, checksum, data_files, describe_state, footer_rows
+
+
+def _forbid_driver_os(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fail the test if the driver lists or renames with ``os`` (executors run elsewhere)."""
+
+    def forbidden(*args: object, **kwargs: object) -> None:
+        raise AssertionError(f"driver-side os call on staged output: {args}")
+
+    for name in ("listdir", "rename", "replace", "scandir"):
+        monkeypatch.setattr(os, name, forbidden)
+
+
+def test_folder_lists_renames_and_deletes_through_hadoop(spark, tmp_path):
+    raw = str(tmp_path / "raw [1]")
+    spark.range(10).repartition(2).write.parquet(raw)
+    folder = HadoopFolder(spark, raw, table="T")
+    parts = [f for f in folder.files() if f.name.endswith(".parquet")]
+    assert len(parts) == 2
+    for part in parts:
+        assert part.local == os.path.join(raw, part.name)
+        assert part.size == os.path.getsize(part.local)
+        assert part.uri.startswith("file:")
+    out = HadoopFolder(spark, str(tmp_path / "out"), table="T")
+    out.mkdirs()
+    out.rename_in(parts[0].uri, "00000000000000000001.parquet")
+    # the checksum file Hadoop keeps beside a part stays behind: consumers see only our name
+    assert os.listdir(tmp_path / "out") == ["00000000000000000001.parquet"]
+    assert pq.read_table(str(tmp_path / "out" / "00000000000000000001.parquet")).num_rows > 0
+    out.rename_in(parts[1].uri, "2024-01-01T00:00:00+00:00")  # a snapshot id as a name
+    assert os.path.isfile(tmp_path / "out" / "2024-01-01T00:00:00+00:00")
+    with pytest.raises(StateError, match="could not rename staged file") as err:
+        out.rename_in(parts[0].uri, "00000000000000000002.parquet")
+    assert err.value.table == "T"
+    folder.delete()
+    assert not os.path.exists(raw)
+    assert folder.files() == []
+
+
+def test_on_executors_collects_small_results(spark):
+    def square(items):
+        for i in items:
+            yield i, i * i
+
+    assert sorted(on_executors(spark, [1, 2, 3], square)) == [(1, 1), (2, 4), (3, 9)]
+    assert on_executors(spark, [], square) == []
+
+
+@pytest.mark.parametrize("text", [None, "csv"])
+def test_landing_parts_are_staged_without_driver_os_calls(spark, tmp_path, monkeypatch, text):
+    frame = spark.range(0, 25).selectExpr("id", "cast(id * 2 as string) as v").repartition(3)
+    fmt = TextFormat(extension="csv") if text else None
+    raw, out = str(tmp_path / "raw"), str(tmp_path / "landing")
+    _forbid_driver_os(monkeypatch)
+    staged = stage_parquet_files(
+        frame, raw, out, codec="none", max_rows_per_file=4, first_sequence=7, text=fmt, table="T"
+    )
+    monkeypatch.undo()
+    assert [s.sequence for s in staged] == list(range(7, 7 + len(staged)))
+    assert sum(s.rows for s in staged) == 25 and all(0 < s.rows <= 4 for s in staged)
+    assert sorted(os.listdir(out)) == [s.name for s in staged]
+    ids = []
+    for s in staged:
+        path = os.path.join(out, s.name)
+        assert (s.size, s.sha256) == (os.path.getsize(path), file_sha256(path))
+        if text:
+            assert s.name.endswith(".csv")
+            with open(path, "rb") as handle:
+                rows = fmt.parse(handle.read().decode(fmt.encoding))
+            assert rows[0] == ["id", "v"] and len(rows) - 1 == s.rows
+            ids += [int(r[0]) for r in rows[1:]]
+        else:
+            ids += pq.read_table(path).column("id").to_pylist()
+    assert sorted(ids) == list(range(25))
+
+
+def test_state_manifest_is_computed_by_executors(spark, tmp_path, monkeypatch):
+    folder = str(tmp_path / "state")
+    spark.range(0, 30).repartition(3).write.parquet(os.path.join(folder, "a"))
+    spark.range(0, 5).write.parquet(os.path.join(folder, "_skipped"))
+    expected = [
+        StateFile(name, os.path.getsize(p), footer_rows(p), checksum(p))
+        for name in data_files(folder)
+        for p in [os.path.join(folder, name)]
+    ]
+    assert len(expected) == 3 and all(f.name.startswith("a/part-") for f in expected)
+    _forbid_driver_os(monkeypatch)
+    manifest = describe_state(spark, folder, "T")
+    monkeypatch.undo()
+    assert list(manifest.files) == expected and manifest.rows == 30

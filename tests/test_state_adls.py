@@ -1,0 +1,99 @@
+"""State documents (commit log, marks, lease, reports) on an ADLS Gen2 / OneLake URL, against the
+loopback DFS server of :mod:`tests.dfs_server` with the real ``azure-storage-file-datalake``
+client: put-if-absent is ``If-None-Match: *``, a lease takeover ``If-Match: <ETag>``."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+
+import pytest
+
+from diffcdc.errors import ConcurrentRunError
+from diffcdc.state.lease import LEASE_PATH, Lease, LeaseHolder
+from diffcdc.state.storage.adls import AdlsStateStorage
+from diffcdc.state.store import TableState
+from tests.dfs_server import DfsServer
+from tests.test_state_lease import Clock, race
+
+pytestmark = pytest.mark.integration
+
+FAST = {"retry_backoff": 0.01, "retry_backoff_max": 0.05}
+
+
+@pytest.fixture
+def server() -> Iterator[DfsServer]:
+    with DfsServer() as srv:
+        srv.create_filesystem("ws")
+        yield srv
+        assert srv.errors == [], "the test server hit a bug:\n" + "\n".join(srv.errors)
+
+
+def open_storage(server: DfsServer) -> AdlsStateStorage:
+    return AdlsStateStorage.from_url(
+        server.url("ws", "lake/state"), "T", account_key=server.account_key, **FAST
+    )
+
+
+def test_put_if_absent_is_exclusive_and_never_visible_half_written(server):
+    storage = open_storage(server)
+
+    def put(i: int) -> bool:
+        try:
+            storage.put_if_absent("log/00000000000000000001.json", f"run {i}".encode())
+            return True
+        except FileExistsError:
+            return False
+
+    results = race(put, n=6)
+    assert results.count(True) == 1, results
+    assert storage.read_bytes("log/00000000000000000001.json") == f"run {results.index(True)}".encode()
+    assert server.names("ws", "lake/state/T/log") == ["00000000000000000001.json"]  # no temp left
+
+
+def test_replace_if_is_decided_by_the_etag(server):
+    storage = open_storage(server)
+    storage.put_if_absent(LEASE_PATH, b"old")
+    tag = storage.read(LEASE_PATH).tag
+    results = race(lambda i: storage.replace_if(LEASE_PATH, f"new{i}".encode(), tag, stale_after=1), n=6)
+    assert results.count(True) == 1, results
+    assert storage.read_bytes(LEASE_PATH) == f"new{results.index(True)}".encode()
+    assert not storage.replace_if(LEASE_PATH, b"late", tag, stale_after=1)
+
+
+def test_lease_on_adls_refuses_a_live_run_and_takes_over_an_expired_one(server, caplog):
+    clock = Clock()
+    Lease(open_storage(server), "T", "crashed", 60, clock).acquire()  # never released
+    with pytest.raises(ConcurrentRunError, match="run crashed"):
+        Lease(open_storage(server), "T", "second", 60, clock).acquire()
+    clock.now += 61
+    takers = [Lease(open_storage(server), "T", f"taker-{i}", 60, clock) for i in range(4)]
+    with caplog.at_level(logging.WARNING, logger="diffcdc.state.lease"):
+        results = race(lambda i: takers[i].acquire(), n=4)
+    winners = [i for i, r in enumerate(results) if r is None]
+    assert len(winners) == 1, results
+    assert LeaseHolder.parse(open_storage(server).read_bytes(LEASE_PATH)).run_id == f"taker-{winners[0]}"
+    assert sum("took over the run lease of run crashed" in r.getMessage() for r in caplog.records) == 1
+    takers[winners[0]].release()
+    assert open_storage(server).read(LEASE_PATH) is None
+
+
+def test_table_state_keeps_requests_marks_and_reports_on_adls(server, tmp_path):
+    state = TableState(str(tmp_path), "T", storage=open_storage(server))
+    with state.lock("run-1", 30):
+        assert server.names("ws", "lake/state/T") == [LEASE_PATH]
+        request = state.request_reload("because")
+        assert state.reload_request() == request and state.has_history()
+        state.mark_published(1, "lake", {"files": 2})
+        state.mark_published(1, "lake", {"files": 3})  # written once: the first stays
+        state.sink_marks("lake").put(1, "dropped")
+        assert state.sink_marks("lake").has(1, "dropped")
+        state.save_report({"run_id": "run-1", "snapshots": [{"id": "a"}]})
+        state.save_last_run({"run_id": "run-2"})
+    assert state.last_report() == {"run_id": "run-2"}
+    assert state.last_change() == {"run_id": "run-1", "snapshots": [{"id": "a"}]}
+    assert state.read_document("log/00000000000000000001.published.lake.json")["files"] == 2
+    assert sorted(server.names("ws", "lake/state/T")) == [
+        "last_change.json", "last_report.json", "log", "reload.json", "reports"
+    ]  # the lease is gone
+    assert state.commits() == []  # marks are not commits

@@ -1,0 +1,227 @@
+"""The state storage primitives and the run lease, on a local folder and on a mount without
+``link()``/``flock`` (both disabled, as on FUSE mounts). No Spark here."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from diffcdc.errors import ConcurrentRunError
+from diffcdc.state.lease import LEASE_PATH, Lease, LeaseHolder
+from diffcdc.state.storage.local import LocalStateStorage
+from diffcdc.state.store import TableState
+from tests import nolink
+
+
+@pytest.fixture(params=["local", "nolink"])
+def root(request, tmp_path, monkeypatch):
+    """A state root; ``nolink``: os.link into it and fcntl.flock fail with ENOTSUP."""
+    if request.param == "nolink":
+        nolink.disable(str(tmp_path), monkeypatch.setattr)
+        with pytest.raises(OSError):
+            os.link(__file__, str(tmp_path / "x"))
+    return str(tmp_path)
+
+
+class Clock:
+    def __init__(self, now: float = 1_800_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def race(fn, n: int = 8) -> list:
+    """Run ``fn`` in ``n`` threads released at once; their results."""
+    barrier = threading.Barrier(n)
+    results: list = [None] * n
+
+    def one(i: int) -> None:
+        barrier.wait()
+        try:
+            results[i] = fn(i)
+        except Exception as exc:  # noqa: BLE001 - the result under test
+            results[i] = exc
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return results
+
+
+# -- storage ---------------------------------------------------------------------------------
+
+
+def test_put_if_absent_has_exactly_one_winner(root):
+    storage = LocalStateStorage(root)
+
+    def put(i: int) -> bool:
+        try:
+            storage.put_if_absent("log/00000000000000000001.json", f'{{"run": {i}}}'.encode())
+            return True
+        except FileExistsError:
+            return False
+
+    results = race(put)
+    assert results.count(True) == 1, results
+    winner = results.index(True)
+    assert json.loads(storage.read_bytes("log/00000000000000000001.json")) == {"run": winner}
+    assert storage.list("log") == ["00000000000000000001.json"]  # no temp file left
+
+
+def test_empty_reservation_reads_as_absent_and_blocks_the_name(root):
+    storage = LocalStateStorage(root)
+    os.makedirs(os.path.join(root, "log"))
+    open(os.path.join(root, "log", "00000000000000000002.json"), "wb").close()  # writer died
+    assert storage.read_bytes("log/00000000000000000002.json") is None
+    with pytest.raises(FileExistsError):
+        storage.put_if_absent("log/00000000000000000002.json", b"{}")
+
+
+def test_replace_if_has_exactly_one_winner_and_refuses_a_stale_tag(root):
+    storage = LocalStateStorage(root)
+    storage.put_if_absent("lease.json", b"old")
+    tag = storage.read("lease.json").tag
+    results = race(lambda i: storage.replace_if("lease.json", f"new{i}".encode(), tag, stale_after=60))
+    assert results.count(True) == 1, results
+    assert storage.read_bytes("lease.json") == f"new{results.index(True)}".encode()
+    assert not storage.replace_if("lease.json", b"late", tag, stale_after=60)
+    assert [n for n in storage.list("") if ".cas." in n] == []
+
+
+def test_replace_if_passes_a_marker_left_by_a_dead_writer_once_stale(root):
+    storage = LocalStateStorage(root)
+    storage.put_if_absent("lease.json", b"old")
+    tag = storage.read("lease.json").tag
+    marker = os.path.join(root, f"lease.json.cas.{tag}.0")
+    open(marker, "wb").close()  # a taker died between its marker and its rename
+    assert not storage.replace_if("lease.json", b"new", tag, stale_after=60)  # maybe alive
+    os.utime(marker, (0, 0))
+    assert storage.replace_if("lease.json", b"new", tag, stale_after=60)
+    assert storage.read_bytes("lease.json") == b"new"
+
+
+# -- lease -----------------------------------------------------------------------------------
+
+
+def test_a_live_lease_refuses_a_second_run_naming_the_holder(root):
+    clock = Clock()
+    first = Lease(LocalStateStorage(root), "T", "run-1", 60, clock)
+    first.acquire()
+    clock.now += 59
+    with pytest.raises(ConcurrentRunError) as refused:
+        Lease(LocalStateStorage(root), "T", "run-2", 60, clock).acquire()
+    message = str(refused.value)
+    assert "table T" in message and "run run-1" in message and f"pid {os.getpid()}" in message
+    assert "\n" not in message
+    first.release()
+    assert LocalStateStorage(root).read(LEASE_PATH) is None
+    Lease(LocalStateStorage(root), "T", "run-2", 60, clock).acquire()
+
+
+def test_an_expired_lease_is_taken_over_once_with_a_warning(root, caplog):
+    clock = Clock()
+    Lease(LocalStateStorage(root), "T", "crashed", 60, clock).acquire()  # never released
+    clock.now += 61
+    takers = [Lease(LocalStateStorage(root), "T", f"taker-{i}", 60, clock) for i in range(6)]
+    with caplog.at_level(logging.WARNING, logger="diffcdc.state.lease"):
+        results = race(lambda i: takers[i].acquire(), n=6)
+    winners = [i for i, r in enumerate(results) if r is None]
+    assert len(winners) == 1, results
+    assert all(isinstance(r, ConcurrentRunError) for r in results if r is not None)
+    holder = LeaseHolder.parse(LocalStateStorage(root).read_bytes(LEASE_PATH))
+    assert holder.run_id == f"taker-{winners[0]}"
+    warnings = [r.getMessage() for r in caplog.records if "took over" in r.getMessage()]
+    assert len(warnings) == 1 and "run crashed" in warnings[0] and "expired at" in warnings[0]
+
+
+def test_a_killed_holder_on_this_machine_is_taken_over_at_once(root, caplog):
+    code = (
+        "import sys; from diffcdc.state.lease import Lease;"
+        "from diffcdc.state.storage.local import LocalStateStorage;"
+        "Lease(LocalStateStorage(sys.argv[1]), 'T', 'killed', 3600).acquire()"
+    )
+    subprocess.run([sys.executable, "-c", code, root], check=True, env={**os.environ, "PYTHONPATH": os.getcwd()})
+    with caplog.at_level(logging.WARNING, logger="diffcdc.state.lease"):
+        Lease(LocalStateStorage(root), "T", "next", 3600).acquire()
+    assert any("run killed" in r.getMessage() and "no longer running" in r.getMessage() for r in caplog.records)
+
+
+def test_the_heartbeat_renews_and_a_lost_lease_commits_nothing(root):
+    clock = Clock()
+    storage = LocalStateStorage(root)
+    lease = Lease(storage, "T", "run-1", 60, clock)
+    lease.acquire()
+    clock.now += 40
+    assert lease.renew()
+    assert LeaseHolder.parse(storage.read_bytes(LEASE_PATH)).expires == clock.now + 60
+    clock.now += 59
+    lease.check()  # renewed: still ours
+    clock.now += 2  # heartbeat missed: expired
+    with pytest.raises(ConcurrentRunError, match="lost the table's lease"):
+        lease.check()
+    taker = Lease(storage, "T", "run-2", 60, clock)
+    taker.acquire()
+    assert not lease.renew()
+    lease.release()  # not ours any more: left alone
+    assert LeaseHolder.parse(storage.read_bytes(LEASE_PATH)).run_id == "run-2"
+
+
+def test_heartbeat_thread_keeps_a_short_lease_alive(root):
+    import time
+
+    lease = Lease(LocalStateStorage(root), "T", "run-1", 0.4)
+    lease.acquire()
+    lease.start_heartbeat()
+    time.sleep(1.0)  # 2.5 lease times
+    lease.check()
+    with pytest.raises(ConcurrentRunError, match="run run-1"):
+        Lease(LocalStateStorage(root), "T", "run-2", 0.4).acquire()
+    lease.release()
+    assert LocalStateStorage(root).read(LEASE_PATH) is None
+
+
+# -- the table's state -------------------------------------------------------------------------
+
+
+def test_lock_removes_an_abandoned_reservation(root):
+    state = TableState(root, "T")
+    os.makedirs(state.log_dir)
+    open(os.path.join(state.log_dir, f"{1:020d}.json"), "wb").close()
+    assert state.commits() == [] and not state.has_history()
+    with state.lock("r"):
+        assert os.listdir(state.log_dir) == []
+
+
+def test_legacy_lock_file_is_still_honoured(tmp_path):
+    """State of diffcdc before leases has ``.lock``; an old diffcdc holding it is refused."""
+    state = TableState(str(tmp_path), "T")
+    os.makedirs(state.dir)
+    with open(os.path.join(state.dir, ".lock"), "a+") as old:
+        with state.lock("r"):
+            pass  # nobody holds it: fine
+        fcntl.flock(old.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with pytest.raises(ConcurrentRunError, match="before run leases"):
+            with state.lock("r2"):
+                pass
+    assert not os.path.exists(os.path.join(state.dir, LEASE_PATH))
+
+
+def test_legacy_lock_file_on_a_mount_without_flock(tmp_path, monkeypatch):
+    nolink.disable(str(tmp_path), monkeypatch.setattr)
+    state = TableState(str(tmp_path), "T")
+    os.makedirs(state.dir)
+    open(os.path.join(state.dir, ".lock"), "a").close()
+    with state.lock("r"):
+        with pytest.raises(ConcurrentRunError, match="run r "):
+            with TableState(str(tmp_path), "T").lock("r2"):
+                pass
