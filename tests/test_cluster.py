@@ -240,8 +240,8 @@ def test_driver_killed_mid_run_then_rerun_replays_every_sink_exactly(
 
 
 def test_executors_without_diffcdc_are_refused_before_anything_runs(spark_cluster, broker, tmp_path):
-    """The Kafka sink runs Python on the executors: an executor Python that cannot import
-    diffcdc's dependencies is one line and exit 2, before any table reads or writes anything."""
+    """Every commit runs diffcdc's Python on the executors: an executor Python that cannot
+    import diffcdc's dependencies is one line and exit 2, before any table reads or writes."""
     root = str(tmp_path)
     config = write_config(root, {"T": ALL_SINKS}, {"kafka": broker}, spark_cluster.master_url,
                           {"min_row_ratio": 0.0})

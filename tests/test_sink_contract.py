@@ -94,11 +94,20 @@ SECOND = {**{k: {**v, "s1": "changed"} for k, v in FIRST.items() if k[0] < 3},
           (9, "b"): {**FIRST[(1, "a")], "s2": "new"}}
 
 
-def _crash_points() -> list[str]:
+#: Kill points of the default tier: the commit boundary, and inside each kind of publishing
+#: (a landing upload, local and remote; the Delta commit; the Kafka transaction; a sink's mark).
+#: Every other point is marked ``exhaustive`` and runs with ``pytest -m exhaustive``.
+CORE_POINTS = {"after_claim", "publish@landing_local:1", "publish@landing_dfs:1",
+               "delta_committed@delta", "kafka_after_commit@kafka", "before_mark_published@kafka"}
+
+
+def _crash_points() -> list[Any]:
     points = list(STEPS)
     for kind in KINDS:
         points += list(kind.crash_points) + [f"before_mark_published@{kind.name}"]
-    return points
+    assert CORE_POINTS <= set(points)
+    return [p if p in CORE_POINTS else pytest.param(p, marks=pytest.mark.exhaustive)
+            for p in points]
 
 
 @pytest.mark.parametrize("point", _crash_points())

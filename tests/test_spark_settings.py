@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
-from diffcdc.engine.executors import executor_failure, python_on_executors
+from diffcdc.engine.executors import executor_failure
 from diffcdc.spark import DEFAULT_CONF, REQUIRED_CONF, session_settings
 
 
@@ -29,14 +27,6 @@ def test_spark_submit_settings_are_kept_and_only_the_required_ones_win():
     # an explicit --master / [spark] master and [spark] conf still win over the submitted ones
     mine = session_settings("spark://h:7077", {"spark.sql.shuffle.partitions": "16"}, submitted)
     assert (mine["spark.master"], mine["spark.sql.shuffle.partitions"]) == ("spark://h:7077", "16")
-
-
-def test_only_kafka_sinks_need_python_on_the_executors():
-    def table(name, *types):
-        return SimpleNamespace(name=name, sinks=[SimpleNamespace(type=t) for t in types])
-
-    tables = [table("A", "open_mirroring"), table("B", "delta", "kafka"), table("C", "kafka")]
-    assert python_on_executors(tables) == ["B", "C"]
 
 
 def test_the_executor_failure_is_the_last_error_line_of_the_task_trace():

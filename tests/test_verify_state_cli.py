@@ -76,16 +76,16 @@ def head_files(base) -> tuple[str, str, list[str]]:
     return os.path.join(state.log_dir, f"{record.version:020d}.json"), folder, parts
 
 
-def tamper(base, change, *, manifest: bool) -> None:
-    """Rewrite the state part holding key 7 with ``change`` applied; ``manifest``: make the
-    commit's manifest agree with the rewritten files."""
+def tamper(base, change, *, spark=None) -> None:
+    """Rewrite the state part holding key 7 with ``change`` applied; with ``spark``: make the
+    commit's manifest agree with the rewritten files (described as a run describes them)."""
     log, folder, parts = head_files(base)
     (part,) = [p for p in parts if 7 in pq.read_table(p).column("id").to_pylist()]
     pq.write_table(change(pq.read_table(part)), part)
-    if manifest:
+    if spark is not None:
         with open(log, encoding="utf-8") as handle:
             record = json.load(handle)
-        record["state_manifest"] = describe_state(folder).to_dict()
+        record["state_manifest"] = describe_state(spark, folder, "T").to_dict()
         with open(log, "w", encoding="utf-8") as handle:
             json.dump(record, handle)
 
@@ -120,7 +120,7 @@ def test_real_run_verifies(table, capsys):
 
 
 def test_tampered_file_fails_the_checksums(table, capsys):
-    tamper(table, fingerprint_of_7_changed, manifest=False)
+    tamper(table, fingerprint_of_7_changed)
     assert main(VERIFY) == 1
     out = capsys.readouterr().out
     assert "T: files: FAILED — version 2: " in out and ".parquet" in out
@@ -137,8 +137,8 @@ def test_tampered_file_fails_the_checksums(table, capsys):
          "live row (e.g. {'id': 7})", "FAILED — state MISMATCH: 1 duplicate state keys (e.g. {'id': 7})"),
     ],
 )
-def test_consistent_files_with_wrong_content_are_different(table, capsys, change, rows_line, fingerprints_line):
-    tamper(table, change, manifest=True)
+def test_consistent_files_with_wrong_content_are_different(spark, table, capsys, change, rows_line, fingerprints_line):
+    tamper(table, change, spark=spark)
     assert main(VERIFY) == 1
     out = lines(capsys.readouterr().out)
     assert out["files"].startswith("T: files: OK")
@@ -146,7 +146,7 @@ def test_consistent_files_with_wrong_content_are_different(table, capsys, change
     assert out["fingerprints"].startswith(f"T: fingerprints: {fingerprints_line}")
 
 
-def test_snapshot_gone_or_rewritten_leaves_the_structural_checks(table, capsys):
+def test_snapshot_gone_or_rewritten_leaves_the_structural_checks(spark, table, capsys):
     snapshot = str(table / "src" / "2.parquet")
     shutil.copy(snapshot, table / "kept.parquet")
     os.unlink(snapshot)
@@ -159,12 +159,12 @@ def test_snapshot_gone_or_rewritten_leaves_the_structural_checks(table, capsys):
     assert main(VERIFY) == 0
     assert "was replaced or rewritten since version 2 was committed" in capsys.readouterr().out
     os.unlink(snapshot)
-    tamper(table, row_7_dropped, manifest=True)  # the structural checks still catch this
+    tamper(table, row_7_dropped, spark=spark)  # the structural checks still catch this
     assert main(VERIFY) == 1
     assert "T: rows: FAILED — 26 live rows where the commit recorded 27" in capsys.readouterr().out
 
 
-def test_every_table_of_a_config_and_usage(table, capsys):
+def test_every_table_of_a_config_and_usage(spark, table, capsys):
     (table / "diffcdc.toml").write_text(
         '[diffcdc]\nstate = "state"\nlanding = "landing"\n\n'
         '[tables.T]\nsource = "src"\nkeys = ["id"]\nexclude = ["d"]\n\n'
@@ -174,7 +174,7 @@ def test_every_table_of_a_config_and_usage(table, capsys):
     doc = json.loads(capsys.readouterr().out)
     assert doc["ok"] and [(t["table"], t["version"]) for t in doc["tables"]] == [("T", 2), ("New", None)]
     assert doc["tables"][1]["checks"] == [{"name": "head", "status": "skipped", "detail": "no committed version yet", "data": {}}]
-    tamper(table, fingerprint_of_7_changed, manifest=True)
+    tamper(table, fingerprint_of_7_changed, spark=spark)
     assert main(["verify", "--config", "diffcdc.toml", "--state"]) == 1
     assert "T: fingerprints: FAILED" in capsys.readouterr().out
     assert main(["verify", "--table", "New", "--state", "state"]) == 1

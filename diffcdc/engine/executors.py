@@ -1,8 +1,11 @@
 """Can the cluster's executors run diffcdc's Python code? Asked once, before any table runs.
 
-Almost all of a run is Spark SQL in the JVM; the one place diffcdc ships Python functions to
-the executors is the Kafka sink, which encodes its Avro messages in Python tasks
-(:mod:`diffcdc.sinks.kafka.stage`). Those tasks run with the driver's ``PYSPARK_PYTHON`` (or
+The diff itself is Spark SQL in the JVM, but every commit runs small Python tasks on the
+executors: the state manifest (sizes, footer rows and checksums of the state files,
+:mod:`diffcdc.state.integrity`), the landing files' facts and text conversion
+(:mod:`diffcdc.sinks.openmirroring.contract`) and the Kafka sink's Avro encoding
+(:mod:`diffcdc.sinks.kafka.stage`), all through :func:`diffcdc.staged_files.on_executors`,
+so that files written by executors are read where they are. Those tasks run with the driver's ``PYSPARK_PYTHON`` (or
 ``spark.pyspark.python``) on every executor, which must be the driver's Python version and be
 able to import diffcdc and its dependencies (pyarrow, pydantic ...). On ``local[...]`` the
 executors are the driver's own process tree, so nothing is asked there. Without this check a
@@ -20,24 +23,20 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 
-def python_on_executors(tables: Sequence[Any]) -> list[str]:
-    """The tables whose runs execute diffcdc's Python code on the executors (Kafka sinks)."""
-    return [t.name for t in tables if any(s.type == "kafka" for s in t.sinks)]
-
-
 def _probe(_: Any) -> str:
-    """Runs on an executor: import what the Kafka encoding tasks import."""
+    """Runs on an executor: import what diffcdc's tasks import."""
     import sys
 
-    import diffcdc.sinks.kafka.stage  # noqa: F401 - the import is the test
+    import diffcdc.sinks.kafka.stage  # noqa: F401 - the imports are the test
+    import diffcdc.sinks.openmirroring.contract  # noqa: F401
+    import diffcdc.state.integrity  # noqa: F401
 
     return f"{sys.version_info[0]}.{sys.version_info[1]}"
 
 
 def check_executor_python(spark: SparkSession, tables: Sequence[Any]) -> None:
     """Raise a one-line :class:`ConfigError` when executors cannot run the tables' Python code."""
-    needing = python_on_executors(tables)
-    if not needing:
+    if not tables:
         return
     master = spark.sparkContext.master
     if master.startswith("local"):
@@ -46,8 +45,8 @@ def check_executor_python(spark: SparkSession, tables: Sequence[Any]) -> None:
         spark.sparkContext.parallelize([0], 1).map(_probe).collect()
     except Exception as exc:  # a failed task arrives as a Py4J or PySpark error with a trace
         raise ConfigError(
-            f"the Spark executors of {master} cannot run diffcdc's Python code, which the Kafka "
-            f"sink of table(s) {', '.join(needing)} needs: {executor_failure(exc)}",
+            f"the Spark executors of {master} cannot run diffcdc's Python code, which every "
+            f"commit needs (table(s) {', '.join(t.name for t in tables)}): {executor_failure(exc)}",
             hint="install diffcdc (the same version, with its dependencies) into the executors' "
             "Python, the driver's Python version, and point PYSPARK_PYTHON or "
             "spark.pyspark.python at it (or ship a packed environment with spark.archives); "
