@@ -34,6 +34,19 @@ class HadoopFile:
     #: The path on the node's own file system (``file:`` paths only), else None.
     local: str | None
 
+    def on_nodes(self, table: str, what: str) -> str:
+        """The path every node opens the file by; a file that is not on a file system mounted
+        on every node is refused (``what`` names it: "state file", "staged part")."""
+        if self.local is None:
+            raise StateError(
+                f"{what} {self.uri} is not on a file system mounted on every node",
+                table=table,
+                path=self.uri,
+                hint="give a state root on a local path or a mount that the Spark driver and "
+                "executors share (see docs/state.md)",
+            )
+        return self.local
+
 
 class HadoopFolder:
     """A folder on the Hadoop file system of its path (a local path means ``file:``)."""

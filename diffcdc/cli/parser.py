@@ -250,6 +250,13 @@ def _add_landing_contract_args(run: argparse.ArgumentParser) -> None:
     add("--drop-timeout", type=float, help="seconds to wait for a dropped table folder to vanish")
 
 
+def _take_run_options(parser: argparse.ArgumentParser, run: argparse.ArgumentParser) -> None:
+    """Give ``parser`` every option of ``run``, including ones added to ``run`` later."""
+    for action in run._actions:
+        if "-h" not in action.option_strings:
+            parser._add_action(action)
+
+
 def _add_plan(sub: Any, run: argparse.ArgumentParser) -> None:
     plan = sub.add_parser(
         "plan",
@@ -259,9 +266,7 @@ def _add_plan(sub: Any, run: argparse.ArgumentParser) -> None:
         "or drop requests. Reads state and the source folders only. Exit status: 0, or the "
         "code the run would fail with for a table whose source or state is refused.",
     )
-    for action in run._actions:  # every run option, including ones added later
-        if "-h" not in action.option_strings:
-            plan._add_action(action)
+    _take_run_options(plan, run)
 
 
 def _add_reload_and_drop(
@@ -275,9 +280,7 @@ def _add_reload_and_drop(
         "a fresh initial load numbered from 1, and resets the table's state. The request is "
         "recorded first: if the reload dies, the next run finishes it. Needs --yes.",
     )
-    for action in run._actions:  # every run option, including ones added later
-        if "-h" not in action.option_strings:
-            reload._add_action(action)
+    _take_run_options(reload, run)
     reload.add_argument("--yes", action="store_true", help="confirm: the mirrored table is rebuilt")
 
     rollback = sub.add_parser(
@@ -288,9 +291,7 @@ def _add_reload_and_drop(
         "be in the source folder, unchanged). Nothing published is withdrawn. The quality gate "
         "applies (--override-check). Needs --yes.",
     )
-    for action in run._actions:
-        if "-h" not in action.option_strings:
-            rollback._add_action(action)
+    _take_run_options(rollback, run)
     rollback.add_argument("--to-version", type=int, required=True, help="the kept version")
     rollback.add_argument("--yes", action="store_true", help="confirm the rollback")
 

@@ -21,8 +21,6 @@ from typing import TYPE_CHECKING
 
 import xxhash
 
-from diffcdc.errors import StateError
-
 if TYPE_CHECKING:  # reading state stays light (status, plan): no Spark import
     from pyspark.sql import SparkSession
 
@@ -110,17 +108,7 @@ def describe_state(spark: SparkSession, folder: str, table: str) -> StateManifes
     from diffcdc.staged_files import HadoopFolder, on_executors
 
     found = HadoopFolder(spark, folder, table=table).data_files()
-    tasks = []
-    for f in found:
-        if f.local is None:
-            raise StateError(
-                f"state file {f.uri} is not on a file system mounted on every node",
-                table=table,
-                path=f.uri,
-                hint="give a state root on a local path or a mount that the Spark driver and "
-                "executors share (see docs/state.md)",
-            )
-        tasks.append((f.name, f.local))
+    tasks = [(f.name, f.on_nodes(table, "state file")) for f in found]
     files = sorted(on_executors(spark, tasks, _describe_files), key=lambda f: f.name)
     return StateManifest(tuple(files), sum(f.rows for f in files))
 

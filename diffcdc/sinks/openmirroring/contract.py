@@ -21,7 +21,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from diffcdc.core.fingerprint import quote
-from diffcdc.errors import LandingZoneMismatch, StateError
+from diffcdc.errors import LandingZoneMismatch
 from diffcdc.sinks.base import OP, OP_DELETE, OP_INSERT
 from diffcdc.sinks.openmirroring.text import TextFormat, write_text_file
 from diffcdc.sinks.storage.base import LandingStorage, PublishItem, file_sha256, join
@@ -185,17 +185,7 @@ def stage_parquet_files(
         if match and part.name.endswith(".parquet"):
             parts.append(((int(match.group(1)), int(match.group(2))), part))
     parts.sort(key=lambda p: p[0])
-    tasks = []
-    for index, (_, part) in enumerate(parts):
-        if part.local is None:
-            raise StateError(
-                f"staged part {part.uri} is not on a file system mounted on every node",
-                table=table,
-                path=part.uri,
-                hint="give a state root on a local path or a mount that the Spark driver and "
-                "executors share (see docs/state.md)",
-            )
-        tasks.append((index, part.local))
+    tasks = [(index, part.on_nodes(table, "staged part")) for index, (_, part) in enumerate(parts)]
     facts = sorted(on_executors(spark, tasks, _part_facts(text, codec)))
     out = HadoopFolder(spark, out_dir, table=table)
     out.mkdirs()
