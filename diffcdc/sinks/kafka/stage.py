@@ -18,7 +18,6 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator
 from typing import Any
-from urllib.parse import unquote, urlparse
 
 from diffcdc.errors import StateError
 from diffcdc.sinks.base import ChangeSet
@@ -26,7 +25,6 @@ from diffcdc.sinks.kafka.binary import FieldPlan, encode_batch
 from diffcdc.sinks.kafka.container import MessageWriter, container_header, sync_marker
 from diffcdc.sinks.kafka.errors import MessageTooLarge
 from diffcdc.sinks.kafka.schema import AvroLayout, to_publish_frame
-from diffcdc.spark import literal_path
 from diffcdc.staged_files import HadoopFolder, on_executors
 
 SCRATCH = "_encoding"
@@ -59,11 +57,6 @@ def _encoder(
 BATCH_ROWS = 65_536
 
 
-def _local_path(uri: str) -> str:
-    """A Hadoop file URI as a local path (the staging area is on a shared file system)."""
-    return unquote(urlparse(uri).path) if uri.startswith("file:") else uri
-
-
 def stage_parts(
     changes: ChangeSet,
     layout: AvroLayout,
@@ -85,8 +78,8 @@ def stage_parts(
     sync = sync_marker(table, changes.version)
     header = container_header(layout.schema, layout.columns, sync)
     encode = _encoder(scratch_local, header, sync, layout.plans, max_records, max_bytes)
-    inputs = spark.read.parquet(literal_path(rows_dir)).inputFiles()
-    files = sorted(_local_path(f) for f in inputs)
+    found = HadoopFolder(spark, rows_dir, table=table).data_files()  # no Spark job to list
+    files = [f.on_nodes(table, "encoder input") for f in found]
     done = on_executors(spark, list(enumerate(files)), encode)
     rows = [
         dict(zip(("index", "path", "records", "bytes", "sha256"), r))
