@@ -35,17 +35,23 @@ class HadoopFile:
     local: str | None
 
     def on_nodes(self, table: str, what: str) -> str:
-        """The path every node opens the file by; a file that is not on a file system mounted
-        on every node is refused (``what`` names it: "state file", "staged part")."""
-        if self.local is None:
-            raise StateError(
-                f"{what} {self.uri} is not on a file system mounted on every node",
-                table=table,
-                path=self.uri,
-                hint="give a state root on a local path or a mount that the Spark driver and "
-                "executors share (see docs/state.md)",
-            )
-        return self.local
+        """The path every node opens the file by (``what`` names it: "state file", "staged
+        part"); refused when it is not on a file system mounted on every node."""
+        return on_nodes(self.local, self.uri, table, what)
+
+
+def on_nodes(local: str | None, uri: str, table: str, what: str) -> str:
+    """``local``, the path every node opens ``uri`` by; a one-line StateError when there is
+    none (the file or folder is not on a file system mounted on every node)."""
+    if local is None:
+        raise StateError(
+            f"{what} {uri} is not on a file system mounted on every node",
+            table=table,
+            path=uri,
+            hint="give a state root on a local path or a mount that the Spark driver and "
+            "executors share (see docs/state.md)",
+        )
+    return local
 
 
 class HadoopFolder:

@@ -25,7 +25,7 @@ from diffcdc.sinks.kafka.binary import FieldPlan, encode_batch
 from diffcdc.sinks.kafka.container import MessageWriter, container_header, sync_marker
 from diffcdc.sinks.kafka.errors import MessageTooLarge
 from diffcdc.sinks.kafka.schema import AvroLayout, to_publish_frame
-from diffcdc.staged_files import HadoopFolder, on_executors
+from diffcdc.staged_files import HadoopFolder, on_executors, on_nodes
 
 SCRATCH = "_encoding"
 
@@ -115,13 +115,4 @@ def stage_parts(
 def _scratch_on_nodes(scratch: HadoopFolder, table: str) -> str:
     """The scratch folder as a path every node opens (pyarrow and the encoder write there)."""
     scratch.mkdirs()
-    if scratch.local is None:
-        raise StateError(
-            f"Kafka messages are encoded by executors into {scratch.folder}, which is not on a "
-            "file system mounted on every node",
-            table=table,
-            path=scratch.folder,
-            hint="give a state root on a local path or a mount that the Spark driver and "
-            "executors share (see docs/state.md)",
-        )
-    return scratch.local
+    return on_nodes(scratch.local, scratch.folder, table, "the Kafka encoding folder")
