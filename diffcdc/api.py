@@ -35,6 +35,8 @@ def run_dataframe(
     sinks: Sequence[Mapping[str, Any]] | None = None,
     landing: str | None = None,
     state: str = "state",
+    state_data: str | None = None,
+    state_options: Mapping[str, Any] | None = None,
     snapshot_id: str | None = None,
     exclude: Sequence[str] = (),
     quality: Mapping[str, Any] | QualityConfig | None = None,
@@ -51,13 +53,15 @@ def run_dataframe(
     ``snapshot_id`` orders snapshots lexically (default: now in UTC, ``20261123T073500.123456Z``);
     an id already committed does nothing, an older one is refused. ``quality`` holds the gate
     settings (``[quality]``); ``table_options`` any other table field (``schema_name``,
-    ``codec``, ``schema_policy`` ...). Returns the run report; raises a
+    ``codec``, ``schema_policy`` ...). ``state`` may be an ``abfss://``/``https://`` URL, with
+    ``state_data`` and ``state_options`` as in ``[diffcdc]`` (docs/state.md). Returns the run report; raises a
     :class:`diffcdc.errors.DiffcdcError` (with ``exit_code``) when the run fails, with state and
     every sink unchanged.
     """
     from diffcdc.engine.run import run_table
     from diffcdc.sources.dataframe import DataFrameSource
     from diffcdc.spark import require_settings
+    from diffcdc.state.root import StateRoot
 
     if not isinstance(df, DataFrame):
         raise UsageError(f"run_dataframe needs a pyspark DataFrame, not {type(df).__name__}", table=table)
@@ -83,11 +87,12 @@ def run_dataframe(
         where = ".".join(str(p) for p in first["loc"]) or "arguments"
         raise ConfigError(f"{where}: {first['msg']}", table=table,
                           hint="fix the arguments of run_dataframe") from None
+    root = StateRoot(state, state_data, state_options)
     spark = require_settings(df.sparkSession)
     return run_table(
         spark,
         config,
-        state,
+        root,
         keep_versions=keep_versions,
         progress=progress,
         quality=gate,

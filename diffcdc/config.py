@@ -55,6 +55,7 @@ from diffcdc.sinks.delta.config import DeltaSinkConfig
 from diffcdc.sinks.kafka.config import KafkaSinkConfig
 from diffcdc.sinks.openmirroring.config import LANDING_FIELDS, OpenMirroringSinkConfig
 from diffcdc.sources.config import DataFrameSourceConfig, JdbcSourceConfig, jdbc_jars
+from diffcdc.state.root import StateRoot
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -270,7 +271,21 @@ class RunConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True, strict=True)
 
-    state: PathText = Field(default="state", description="State root.")
+    state: PathText = Field(
+        default="state",
+        description="State root: a local folder (or a mount), or an abfss:// / https:// URL for "
+        "the state documents (then state_data holds the state Parquet).",
+    )
+    state_data: PathText | None = Field(
+        default=None,
+        description="With a URL state root: the folder for the state Parquet and staged output, "
+        "opened at the same path by the Spark driver and every executor.",
+    )
+    state_options: dict[str, Any] = Field(
+        default_factory=dict,
+        repr=False,  # may hold a secret (account_key, sas_token)
+        description="Options of a URL state root (credentials, retries), as landing_options.",
+    )
     keep_versions: int = Field(default=10, ge=1, description="State versions kept for rollback.")
     lease_seconds: float = Field(
         default=120.0,
@@ -291,6 +306,10 @@ class RunConfig(BaseModel):
     quality: QualityConfig = Field(default_factory=QualityConfig, description="Global gate settings.")
     tables: list[TableConfig] = Field(default_factory=list)
     source_file: str | None = Field(default=None, description="The config file this came from.")
+
+    def state_root(self) -> StateRoot:
+        """The state root these settings name (raises ConfigError when they do not fit)."""
+        return StateRoot(self.state, self.state_data, self.state_options)
 
     def jars(self) -> list[str]:
         """Driver jars the tables' JDBC sources need on Spark's classpath."""
@@ -365,8 +384,10 @@ def load_config(path: str) -> RunConfig:
         tables.append(merged)
     state = top.pop("state", "state")
     state = _resolve(base, state) if isinstance(state, str) else state  # else: a field error
+    if isinstance(top.get("state_data"), str):
+        top["state_data"] = _resolve(base, top["state_data"])
     try:
-        return RunConfig(
+        config = RunConfig(
             state=state,
             spark=raw.get("spark", {}),
             quality=_resolve_quality_paths(base, raw.get("quality", {})),
@@ -377,6 +398,12 @@ def load_config(path: str) -> RunConfig:
     except ValidationError as exc:
         flat = {n for n, body in tables_raw.items() if "sinks" not in body}
         raise error_from_validation(exc, path, names, flat) from None
+    try:
+        config.state_root()  # state, state_data and state_options fit together
+    except ConfigError as exc:
+        exc.path = exc.path or path
+        raise
+    return config
 
 
 def table_from_args(**fields: Any) -> TableConfig:

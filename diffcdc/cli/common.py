@@ -29,20 +29,33 @@ def error_fields(error: dict[str, Any]) -> dict[str, Any]:
     return {k: error.get(k) for k in ("message", "table", "snapshot", "path", "hint")}
 
 
-def located_table(args: Any, command: str) -> tuple[Any, str]:
+def state_root_of(given: str | None, config: Any | None) -> Any:
+    """The state root a command works on: ``--state`` (a URL there takes ``state_data`` and
+    ``state_options`` from the config), else the config's, else ``./state``."""
+    from diffcdc.state.root import StateRoot, is_url
+
+    if config is None:
+        return StateRoot(given or "state")
+    if not given:
+        return config.state_root()
+    if is_url(given):
+        return StateRoot(given, config.state_data, config.state_options)
+    return StateRoot(given)
+
+
+def located_table(args: Any, command: str) -> tuple[Any, Any]:
     """The table a command names (from ``--config``, or only its location from ``--landing``)
     and the state root; ``--landing`` overrides a configured landing root, and
     ``--landing-option`` values are added to the table's landing zones."""
     from diffcdc.config import load_config, table_from_args
 
     check_landing_arg(args.landing)
-    state_root = args.state
+    config = None
     if args.config:
         config = load_config(args.config)
         table = config_table(config, args.table, args.config)
         if args.landing:
             table = table.with_landing(landing=args.landing)
-        state_root = state_root or config.state
     elif args.landing:
         # Only the location matters here; source and keys are placeholders.
         table = table_from_args(name=args.table, source=".", keys=["-"], landing=args.landing,
@@ -51,12 +64,12 @@ def located_table(args: Any, command: str) -> tuple[Any, str]:
         raise UsageError(f"{command} needs --landing or --config", hint="give one of them")
     if args.landing_options:
         table = table.with_landing_options(dict(args.landing_options))
-    state_root = state_root or "state"
+    state_root = state_root_of(args.state, config)
     check_state_owner(table, state_root)
     return table, state_root
 
 
-def check_state_owner(table: Any, state_root: str) -> None:
+def check_state_owner(table: Any, state_root: Any) -> None:
     """Refuse a table whose state folder holds another table (see diffcdc.state.owner)."""
     from diffcdc.state.owner import check_owner
     from diffcdc.state.store import TableState
@@ -75,14 +88,13 @@ def check_state_roots(config: Any, *, reload: frozenset[str] = frozenset(),
     Tables being re-created on purpose (``reload``) are not checked for that; a table whose
     state folder holds another table is refused (see :mod:`diffcdc.state.owner`).
     """
-    import os
-
     from diffcdc.state.owner import check_owner
     from diffcdc.state.store import TableState
 
+    root = config.state_root()
     for table in config.tables:
-        state = TableState(config.state, table.state_name)
-        if os.path.isdir(state.log_dir) and os.listdir(state.log_dir):
+        state = TableState(root, table.state_name)
+        if state.storage.list("log"):
             commits = state.commits()
             check_owner(state, table.name, table.schema_name, commits)
             if commits and table.name not in reload:
@@ -93,8 +105,8 @@ def check_state_roots(config: Any, *, reload: frozenset[str] = frozenset(),
         published = _published_output(table)
         if published is None:
             continue
-        where = (f"the state root {state.root}" if state_given else
-                 f"the default state root ./state (here {state.root})")
+        where = (f"the state root {root}" if state_given else
+                 f"the default state root ./state (here {root})")
         fix = ("check --state (or the config file's state)" if state_given else
                "run from the folder that holds the table's state, or give --state ROOT")
         raise UsageError(

@@ -14,11 +14,12 @@ from diffcdc.state.store import TableState
 def cmd_plan(args: argparse.Namespace) -> int:
     config = build_run_config(args)
     check_overrides(args.override_check, config)
+    root = config.state_root()
     plans = []
     for table in config.tables:
-        plans.append((table, plan_table(table, TableState(config.state, table.state_name))))
+        plans.append((table, plan_table(table, TableState(root, table.state_name))))
     if args.json:
-        print(json.dumps({"state": config.state, "tables": [plan_dict(p) for _, p in plans]},
+        print(json.dumps({"state": str(root), "tables": [plan_dict(p) for _, p in plans]},
                          indent=1, default=str))
     else:
         for table, plan in plans:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from diffcdc.cli.common import check_state_owner, config_table
+from diffcdc.cli.common import check_state_owner, config_table, state_root_of
 from diffcdc.errors import UsageError
 
 
@@ -17,13 +17,13 @@ def cmd_repair(args: argparse.Namespace) -> int:
     if args.config:
         config = load_config(args.config)
         table = config_table(config, args.table, args.config)
-        state_root = args.state or config.state
+        state_root = state_root_of(args.state, config)
         master, conf = config.spark.master, config.spark.conf
     elif args.source:
         # Keys come from the commit record; the landing root is never used by a repair.
         table = table_from_args(name=args.table, source=args.source, keys=["-"], landing=".",
                                 schema_name=args.schema_name, csv_encoding=args.csv_encoding)
-        state_root = args.state or "state"
+        state_root = state_root_of(args.state, None)
     else:
         raise UsageError("repair needs --source or --config", hint="give one of them")
     check_state_owner(table, state_root)
@@ -33,7 +33,7 @@ def cmd_repair(args: argparse.Namespace) -> int:
     else:
         from diffcdc.runlog import logged_spark
 
-        spark, _ = logged_spark(state_root, args.debug, args.master or master, conf)
+        spark, _ = logged_spark(state_root.data, args.debug, args.master or master, conf)
         result = repair_table(spark, table, state_root)
     if args.json:
         print(json.dumps({"ok": True, "table": result.table, "version": result.version,

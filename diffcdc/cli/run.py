@@ -33,8 +33,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     run_log: list[Any] = []
     try:
         # No Spark before it is needed: tables with nothing to do are settled first.
+        root = config.state_root()
         idle = {t.name: None if t.name in reload or t.name in rollback
-                else idle_report(t, config.state) for t in config.tables}
+                else idle_report(t, root) for t in config.tables}
         busy = [t for t in config.tables if idle[t.name] is None]
         done = {}
         if busy:
@@ -92,7 +93,7 @@ def _run_busy(args: argparse.Namespace, config: Any, busy: list[Any],
     from diffcdc.spark import master_label
 
     log.info("starting Spark (%s) for %d table(s)", master_label(config.spark.master), len(busy))
-    spark, opened = logged_spark(config.state, args.debug, config.spark.master, config.spark.conf,
+    spark, opened = logged_spark(config.state_root().data, args.debug, config.spark.master, config.spark.conf,
                                  jars=config.model_copy(update={"tables": busy}).jars())
     run_log.extend([opened] if opened else [])
     check_executor_python(spark, busy)  # a cluster's executors: before any table starts

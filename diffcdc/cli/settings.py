@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from diffcdc.config import RunConfig, TableConfig
 from diffcdc.config_errors import describe_error
 from diffcdc.errors import ConfigError
+from diffcdc.state.root import is_url
 
 #: Settings whose command-line option has another name (``--`` and dashes added otherwise).
 _OPTION_NAMES = {
@@ -80,8 +81,12 @@ def run_config_from_options(table: dict[str, Any], **settings: Any) -> RunConfig
 def apply_options(config: RunConfig, **settings: Any) -> RunConfig:
     """``config`` (from a file) with the settings given on the command line, validated like the
     file's own (None: not given)."""
+    given = _given(settings)
+    if "state" in given and not is_url(given["state"]):
+        # A local --state holds its own data; the file's URL settings are not for it.
+        given = {**given, "state_data": None, "state_options": {}}
     try:
-        return RunConfig.model_validate({**dict(config), **_spark(config, _given(settings))})
+        return RunConfig.model_validate({**dict(config), **_spark(config, given)})
     except ValidationError as exc:
         raise options_error(exc) from None
 

@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from diffcdc.cli.common import config_table, error_fields
+from diffcdc.cli.common import config_table, error_fields, state_root_of
 from diffcdc.errors import DiffcdcError, UsageError
 
 
@@ -20,7 +20,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         source = sources.get(entry["table"])
         entry["waiting"], entry["waiting_error"] = _waiting(state_root, entry["table"], source)
     if args.json:
-        print(json.dumps({"state": state_root, "tables": tables}, indent=1, default=str))
+        print(json.dumps({"state": str(state_root), "tables": tables}, indent=1, default=str))
         return 0
     if not tables:
         print(f"no tables in state root {state_root}"
@@ -30,7 +30,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
-def _where(args: argparse.Namespace) -> tuple[str, dict[str, str | None]]:
+def _where(args: argparse.Namespace) -> tuple[Any, dict[str, str | None]]:
     """The state root and each table's source folder (from ``--config`` or ``--source``)."""
     if args.config:
         from diffcdc.config import load_config
@@ -38,18 +38,18 @@ def _where(args: argparse.Namespace) -> tuple[str, dict[str, str | None]]:
         config = load_config(args.config)
         tables = [config_table(config, args.table, args.config)] if args.table else config.tables
         # Folder sources: their waiting snapshots (a database's are known when it is read).
-        return args.state or config.state, {
+        return state_root_of(args.state, config), {
             t.name: t.source if isinstance(t.source, str) else None for t in tables
         }
     if args.source:
         if not args.table:
             raise UsageError("status --source needs --table (the table whose snapshots wait "
                              "there)", hint="or use --config FILE for every table")
-        return args.state or "state", {args.table: args.source}
-    return args.state or "state", {}
+        return state_root_of(args.state, None), {args.table: args.source}
+    return state_root_of(args.state, None), {}
 
 
-def _waiting(state_root: str, table: str, source: str | None) -> tuple[list[str] | None, str | None]:
+def _waiting(state_root: Any, table: str, source: str | None) -> tuple[list[str] | None, str | None]:
     """The snapshots waiting in the table's source folder (None: no source known)."""
     if source is None:
         return None, None

@@ -31,14 +31,14 @@ def cmd_verify(args: argparse.Namespace) -> int:
         head = state.head()
         if head is None:
             raise UsageError(
-                f"no state for this table under {state.root}: the columns it excludes from the "
+                f"no state for this table under {state_root}: the columns it excludes from the "
                 "fingerprint (and so from the comparison) are unknown",
                 table=table.name,
                 hint="give the state root the table was published with (--state ROOT or "
                 "--config), or name the columns to leave out with --ignore (--ignore '' for none)",
             )
         ignore = list(head.record.exclude)
-    spark, _ = logged_spark(state_root, args.debug, args.master)
+    spark, _ = logged_spark(state_root.data, args.debug, args.master)
     results = verify_table(spark, table, state_root, args.snapshot, ignore=ignore,
                            only=args.sink)
     if args.json:

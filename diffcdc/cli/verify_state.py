@@ -10,7 +10,7 @@ import argparse
 import json
 from typing import TYPE_CHECKING
 
-from diffcdc.cli.common import config_table
+from diffcdc.cli.common import config_table, state_root_of
 from diffcdc.errors import StateError, UsageError
 
 if TYPE_CHECKING:
@@ -26,12 +26,13 @@ def cmd_verify_state(args: argparse.Namespace) -> int:
     if args.config:
         config = load_config(args.config)
         tables = [config_table(config, args.table, args.config)] if args.table else config.tables
-        targets = [(TableState(root or config.state, t.state_name), args.csv_encoding or t.csv_encoding)
+        located = state_root_of(root, config)
+        targets = [(TableState(located, t.state_name), args.csv_encoding or t.csv_encoding)
                    for t in tables]
     elif args.table:
         from diffcdc.state.owner import check_owner
 
-        state = TableState(root or "state", state_name(args.table, args.schema_name))
+        state = TableState(state_root_of(root, None), state_name(args.table, args.schema_name))
         check_owner(state, args.table, args.schema_name)  # never another table's state
         targets = [(state, args.csv_encoding or "utf-8")]
     else:

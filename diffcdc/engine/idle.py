@@ -11,18 +11,18 @@ lock; this is only the decision whether to start Spark.
 from __future__ import annotations
 
 import logging
-import os
 import time
 
 from diffcdc.config import TableConfig
 from diffcdc.engine.report import TableReport
 from diffcdc.errors import DiffcdcError, StateOwnerError
+from diffcdc.state.root import StateRoot
 from diffcdc.state.store import TableState, new_run_id, now_iso
 
 log = logging.getLogger("diffcdc")
 
 
-def has_work(table: TableConfig, state_root: str) -> bool:
+def has_work(table: TableConfig, state_root: StateRoot | str) -> bool:
     """Whether a run of ``table`` would do anything (raises DiffcdcError on bad input): the
     plan ``diffcdc plan`` prints, so the two can never disagree."""
     from diffcdc.engine.pending import plan_table
@@ -33,7 +33,7 @@ def has_work(table: TableConfig, state_root: str) -> bool:
     return plan.has_work
 
 
-def idle_report(table: TableConfig, state_root: str) -> TableReport | None:
+def idle_report(table: TableConfig, state_root: StateRoot | str) -> TableReport | None:
     """A finished report for a table that needs no Spark (nothing to do, or refused input),
     or None when the table has work. A known idle table keeps it as its last run only: its
     reports and ``last_change.json`` keep the last run that did something."""
@@ -57,7 +57,7 @@ def idle_report(table: TableConfig, state_root: str) -> TableReport | None:
         report.error = exc.to_dict()
         state = TableState(state_root, table.state_name)
         # A known table: status shows the failure (never in another table's state folder).
-        if os.path.isdir(state.log_dir) and not isinstance(exc, StateOwnerError):
+        if state.storage.list("log") and not isinstance(exc, StateOwnerError):
             from diffcdc.engine.run import save_report
 
             report.seconds = round(time.monotonic() - started, 3)

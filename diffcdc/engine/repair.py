@@ -24,6 +24,7 @@ from diffcdc.errors import StateError
 from diffcdc.sources.files import discover, identify, read_snapshot
 from diffcdc.state.guard import state_damage
 from diffcdc.state.integrity import describe_state
+from diffcdc.state.root import StateRoot
 from diffcdc.state.store import Commit, TableState, new_run_id
 
 INTACT = "the state is intact"
@@ -39,7 +40,7 @@ class RepairResult:
     reason: str  #: the damage found, or why nothing was done
 
 
-def head_damage(table: TableConfig, state_root: str) -> RepairResult:
+def head_damage(table: TableConfig, state_root: StateRoot | str) -> RepairResult:
     """Whether the head state of ``table`` is damaged (full check, checksums included)."""
     state = TableState(state_root, table.state_name)
     head = _head(state, table)
@@ -48,7 +49,9 @@ def head_damage(table: TableConfig, state_root: str) -> RepairResult:
     return RepairResult(table.name, head.version, damage is not None, False, reason)
 
 
-def repair_table(spark: SparkSession, table: TableConfig, state_root: str) -> RepairResult:
+def repair_table(
+    spark: SparkSession, table: TableConfig, state_root: StateRoot | str
+) -> RepairResult:
     """Rebuild the head state of ``table`` if it is damaged (see the module docstring)."""
     state = TableState(state_root, table.state_name)
     with state.lock():

@@ -11,7 +11,6 @@ import errno
 import logging
 import os
 import re
-import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -33,6 +32,7 @@ from diffcdc.sources.copies import SnapshotCopies
 from diffcdc.sources.files import pending_snapshots
 from diffcdc.state.lease import DEFAULT_LEASE_SECONDS
 from diffcdc.state.owner import check_owner
+from diffcdc.state.root import StateRoot
 from diffcdc.state.store import TableState, new_run_id, now_iso
 
 __all__ = ["SnapshotResult", "TableReport", "pending_snapshots", "run_many", "run_table"]
@@ -42,7 +42,7 @@ log = logging.getLogger("diffcdc")
 def run_table(
     spark: SparkSession,
     table: TableConfig,
-    state_root: str,
+    state_root: StateRoot | str,
     *,
     keep_versions: int = 10,
     lease_seconds: float = DEFAULT_LEASE_SECONDS,
@@ -71,7 +71,7 @@ def run_table(
     state = TableState(state_root, table.state_name)
     report = TableReport(table.name, new_run_id(), now_iso(), overrides=sorted(overrides))
     started = time.monotonic()
-    existed = os.path.isdir(state.dir)
+    existed = state.has_documents()
     try:
         gate = Gate((quality or QualityConfig()).merged(table.quality), overrides)
         with state.lock(report.run_id, lease_seconds):
@@ -94,7 +94,7 @@ def run_table(
                 if not existed and not state.has_history():
                     # Nothing committed or requested: the folder this run made goes again
                     # (still under the lock, so never one another run is working in).
-                    shutil.rmtree(state.dir, ignore_errors=True)
+                    state.forget()
     except Exception as exc:
         error = exc if isinstance(exc, DiffcdcError) else unexpected_error(exc, state_dir=state.dir)
         if error.table is None:
@@ -122,7 +122,7 @@ def save_report(state: TableState, report: TableReport) -> None:
     except (OSError, TypeError, ValueError) as exc:
         log.warning(
             "%s: the run's report could not be saved under %s (%s); the run's outcome is %s",
-            report.table, state.reports_dir, exc, report.outcome,
+            report.table, state.storage.describe("reports"), exc, report.outcome,
         )
 
 
@@ -145,6 +145,7 @@ def run_many(
     told each table's start, steps and end (from several threads at once).
     """
     watch = observer or (MessageObserver(progress) if progress else RunObserver())
+    root = config.state_root()
 
     def one(table: TableConfig) -> TableReport:
         spark.sparkContext.setLocalProperty("spark.scheduler.pool", f"diffcdc-{table.state_name}")
@@ -154,7 +155,7 @@ def run_many(
             report = run_table(
                 spark,
                 table,
-                config.state,
+                root,
                 keep_versions=config.keep_versions,
                 lease_seconds=config.lease_seconds,
                 progress=progress,

@@ -13,6 +13,7 @@ from diffcdc.errors import InputRefused, UsageError
 from diffcdc.sinks.base import Sink, SinkTable
 from diffcdc.sinks.registry import build_sink
 from diffcdc.sources.files import SnapshotEntry, read_snapshot
+from diffcdc.state.root import StateRoot
 from diffcdc.state.store import TableState
 
 
@@ -41,7 +42,7 @@ def verify_sinks(
 def verify_table(
     spark: SparkSession,
     table: TableConfig,
-    state_root: str,
+    state_root: StateRoot | str,
     snapshot_path: str,
     *,
     ignore: Sequence[str] = (),

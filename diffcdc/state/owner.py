@@ -38,10 +38,11 @@ def check_owner(
     theirs = owner_label(state.table, commits[-1].record.table)
     ours = repr(table) + (f" (schema {schema_name!r})" if schema_name else "")
     raise StateOwnerError(
-        f"the state folder {state.dir} belongs to table {theirs}: the names of table {ours} and "
+        f"the state folder {state.storage.describe()} belongs to table {theirs}: the names of "
+        f"table {ours} and "
         "that table map to the same state folder",
         table=table,
-        path=state.dir,
+        path=state.storage.describe(),
         hint=f"rename table {ours} (both names cannot be used with one state root); the state "
         f"of {theirs} is left untouched",
     )

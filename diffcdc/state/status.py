@@ -2,28 +2,26 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from typing import Any
 
+from diffcdc.state.root import StateRoot
 from diffcdc.state.store import Commit, TableState
 
 
 def table_status(
-    state_root: str, only: str | None = None, configured: Sequence[str] = ()
+    state_root: StateRoot | str, only: str | None = None, configured: Sequence[str] = ()
 ) -> list[dict[str, Any]]:
     """One dict per table (sorted by name): every table in ``configured`` (also one without
     state yet), and every folder of ``state_root`` that holds a table — a commit, or a reload
     or drop request. A folder a failed first run left behind (older diffcdc) is no table."""
-    try:
-        names = set(os.listdir(state_root))
-    except FileNotFoundError:
-        names = set()
+    root = StateRoot.of(state_root)
+    names = set(root.table_names())
     out = []
     for name in sorted(names | set(configured)):
         if (only and name != only) or name.startswith((".", "_")):  # .dropped-*, _logs
             continue
-        state = TableState(state_root, name)
+        state = TableState(root, name)
         if name not in configured and not state.has_history():
             continue
         out.append(_table_entry(state, name in configured))

@@ -40,8 +40,8 @@ from diffcdc.state.commit import LEGACY_SINK_ID, READABLE_FORMATS, STATE_FORMAT,
 from diffcdc.state.integrity import StateManifest
 from diffcdc.state.lease import DEFAULT_LEASE_SECONDS, Lease
 from diffcdc.state.legacy_lock import legacy_flock
+from diffcdc.state.root import StateRoot
 from diffcdc.state.storage.base import StateStorage
-from diffcdc.state.storage.local import LocalStateStorage
 
 _LOG_RE = re.compile(r"^(\d{20})\.json$")
 _MARK_RE = re.compile(r"^(\d{20})\.published(?:\.(.+))?\.json$")
@@ -126,18 +126,21 @@ class TableState:
     """The state store of one table.
 
     ``storage`` holds the table's small documents (log, marks, requests, reports, lease); by
-    default the table's folder under the local ``root``. The state Parquet of each version
-    lives under :attr:`dir` and is written and read by Spark.
+    default the table's folder under the state root (a local folder or a URL, see
+    :mod:`diffcdc.state.root`). The state Parquet of each version lives under :attr:`dir` (the
+    table's folder under the root's data folder) and is written and read by Spark.
     """
 
-    def __init__(self, root: str, table: str, storage: StateStorage | None = None) -> None:
-        self.root = os.path.abspath(root)
+    def __init__(
+        self, root: StateRoot | str, table: str, storage: StateStorage | None = None
+    ) -> None:
+        self.location = StateRoot.of(root)
+        self.root = self.location.data
         self.table = table
-        self.dir = os.path.join(self.root, table)
-        self.log_dir = os.path.join(self.dir, "log")
+        self.dir = os.path.join(self.root, table)  # the table's data: versions/, snapshots/
         self.versions_dir = os.path.join(self.dir, "versions")
-        self.reports_dir = os.path.join(self.dir, "reports")
-        self.storage = storage or LocalStateStorage(self.dir)
+        self.log_dir = os.path.join(self.dir, "log")  # a local root's log folder (tests look in)
+        self.storage = storage or self.location.documents(table)
         self._lease: Lease | None = None
 
     # -- the run lease ---------------------------------------------------------------------
@@ -361,6 +364,16 @@ class TableState:
     def sink_marks(self, sink_id: str) -> SinkMarks:
         """Per-version marks a sink keeps in the log (e.g. "the old folder is dropped")."""
         return SinkMarks(self.storage, sink_id)
+
+    def has_documents(self) -> bool:
+        """Whether anything of the table is in the state root (a folder a run may leave)."""
+        if self.location.remote:
+            return bool(self.storage.list("log") or self.storage.list(""))
+        return os.path.isdir(os.path.join(self.location.location, self.table))
+
+    def forget(self) -> None:
+        """Remove the table's documents and data (a failed first run's leftovers, a drop)."""
+        self.location.forget(self.table)
 
     def has_history(self) -> bool:
         """Whether the table has anything in state: a commit, or a reload or drop request.

@@ -16,11 +16,12 @@ from collections.abc import Callable
 from diffcdc.config import TableConfig
 from diffcdc.sinks.openmirroring.contract import table_folder
 from diffcdc.sinks.storage.base import open_landing
+from diffcdc.state.root import StateRoot
 from diffcdc.state.store import TableState
 
 
 def drop_table(
-    table: TableConfig, state_root: str, say: Callable[[str], None] | None = None
+    table: TableConfig, state_root: StateRoot | str, say: Callable[[str], None] | None = None
 ) -> str:
     """Drop ``table`` from its landing zones and state; returns the dropped folders' paths.
 
@@ -42,10 +43,17 @@ def drop_table(
                 places.append(where)
             finally:
                 storage.close()
-        # Forget the state in one rename (the name starts with '.', so status skips it).
-        graveyard = os.path.join(state.root, f".dropped-{table.state_name}-{uuid.uuid4().hex[:8]}")
-        os.rename(state.dir, graveyard)
-    shutil.rmtree(graveyard, ignore_errors=True)
+        graveyard = None
+        if not state.location.remote:
+            # Forget the state in one rename (the name starts with '.', so status skips it).
+            graveyard = os.path.join(state.root, f".dropped-{table.state_name}-{uuid.uuid4().hex[:8]}")
+            os.rename(state.dir, graveyard)
+    if graveyard is not None:
+        shutil.rmtree(graveyard, ignore_errors=True)
+    else:
+        # A URL state root: the data, then the documents (the drop request goes last, so a
+        # drop killed half-way is still refused by runs and finished by the next drop).
+        state.forget()
     where = ", ".join(places) or "(no landing zone)"
     say(f"dropped; the next run publishes a fresh initial load into {where}")
     return where

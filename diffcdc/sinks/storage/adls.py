@@ -328,6 +328,29 @@ class AdlsStorage(LandingStorage):
             raise self._error(exc, "list", folder) from None
         return sorted(out, key=lambda f: f.name)
 
+    def list_folders(self, folder: str) -> list[str]:
+        """Names of the folders directly in ``folder`` (a remote state root's tables)."""
+        full = self._full(folder)
+        try:
+            return sorted(
+                entry.name.rsplit("/", 1)[-1]
+                for entry in self._fs.get_paths(
+                    path=full or None, recursive=False, max_results=self.list_page_size
+                )
+                if entry.is_directory
+            )
+        except ResourceNotFoundError as exc:
+            if error_code(exc) in ("FilesystemNotFound", "ContainerNotFound"):
+                raise StorageError(
+                    f"list {folder or '/'} in {self.describe()}: the filesystem "
+                    f"{self.location.file_system!r} does not exist (HTTP 404 {error_code(exc)})",
+                    path=folder,
+                    hint="check the filesystem (OneLake: workspace) name in the URL",
+                ) from None
+            return []
+        except (AzureError, ValueError) as exc:
+            raise self._error(exc, "list", folder) from None
+
     def stat(self, path: str) -> FileInfo | None:
         client = self._fs.get_file_client(self._full(path))
         try:

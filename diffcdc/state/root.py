@@ -1,0 +1,156 @@
+"""Where state lives: the state root of the small documents, and the folder of the state data.
+
+A state root is a local folder (or a mount): every table's documents (commit log, marks,
+lease, reports) and its data (state Parquet, each sink's staged output, snapshot copies) sit
+together under ``<root>/<table>/``, and the run logs under ``<root>/_logs/``. That is how every
+earlier diffcdc wrote it, and nothing changes for it.
+
+A state root may also be an ADLS Gen2 / OneLake URL (``abfss://...`` or ``https://...``): the
+documents then go to ``<url>/<table>/`` through :class:`~diffcdc.state.storage.adls.AdlsStateStorage`
+(put-if-absent and conditional replace by the service, so no lock is needed anywhere), and the
+data goes to a separate folder, ``state_data``, that the Spark driver and every executor open
+at the same path (state Parquet is written by executors; see docs/state.md). The URL's
+credentials come from ``state_options`` (the same options as a remote landing root).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from diffcdc.errors import ConfigError
+from diffcdc.state.storage.base import StateStorage
+from diffcdc.state.storage.local import LocalStateStorage
+
+if TYPE_CHECKING:
+    from diffcdc.sinks.storage.adls import AdlsStorage
+    from diffcdc.state.store import TableState
+
+_URL_SCHEMES = ("abfss://", "abfs://", "https://", "http://")
+
+
+def is_url(location: str) -> bool:
+    """Whether ``location`` names a remote (ADLS Gen2 / OneLake) state root."""
+    return location.lower().startswith(_URL_SCHEMES)
+
+
+class StateRoot:
+    """A state root: where the documents are (:attr:`location`) and the data (:attr:`data`)."""
+
+    def __init__(
+        self, location: str, data: str | None = None, options: Mapping[str, Any] | None = None
+    ) -> None:
+        self.remote = is_url(location)
+        if self.remote:
+            if not data:
+                raise ConfigError(
+                    f"the state root {_shown(location)} is a URL: the state Parquet needs a "
+                    "folder of its own",
+                    hint="set state_data in [diffcdc] to a folder the Spark driver and every "
+                    "executor open at the same path (docs/state.md)",
+                )
+            if "://" in data:
+                raise ConfigError(
+                    f"state_data must be a folder path, not the URL {_shown(data)!r}: executors "
+                    "open the state's files by local path",
+                    hint="mount the store on the driver and every executor (Fabric "
+                    "/lakehouse/default/Files/..., Databricks /Volumes/...) and give that path",
+                )
+            if "?" in location:
+                raise ConfigError(
+                    "the state root URL must not carry a query string (a SAS token is a secret)",
+                    hint="use sas_token or sas_token_env in [diffcdc] state_options",
+                )
+            self.location = location.rstrip("/")
+        else:
+            if "://" in location:
+                raise ConfigError(
+                    f"unsupported state root {_shown(location)!r}",
+                    hint="use a local folder (or a mount), abfss://... or https://...",
+                )
+            if options:
+                raise ConfigError(
+                    "state_options are for a URL state root; this one is the local folder "
+                    f"{location}",
+                    hint="remove state_options, or give state as an abfss:// or https:// URL",
+                )
+            self.location = os.path.abspath(location)
+            if data and os.path.abspath(data) != self.location:
+                raise ConfigError(
+                    f"state_data is for a URL state root; this one is the local folder "
+                    f"{self.location}, which holds its data itself",
+                    hint="remove state_data (or give state as an abfss:// or https:// URL)",
+                )
+        self.data = os.path.abspath(data) if self.remote and data else self.location
+        self.options = dict(options or {})
+        self._remote_storage: AdlsStorage | None = None
+        self._lock = threading.Lock()
+
+    @classmethod
+    def of(cls, root: StateRoot | str) -> StateRoot:
+        """``root`` itself, or the local state root at the path ``root``."""
+        return root if isinstance(root, StateRoot) else cls(root)
+
+    def __str__(self) -> str:
+        return self.describe()
+
+    def __repr__(self) -> str:
+        return f"StateRoot({self.describe()!r}, data={self.data!r})"
+
+    def describe(self) -> str:
+        """The location for messages (a URL shown without secrets)."""
+        return _shown(self.location) if self.remote else self.location
+
+    # -- tables ----------------------------------------------------------------------------
+
+    def table(self, name: str) -> TableState:
+        from diffcdc.state.store import TableState
+
+        return TableState(self, name)
+
+    def documents(self, table: str) -> StateStorage:
+        """The storage of ``table``'s documents."""
+        if not self.remote:
+            return LocalStateStorage(os.path.join(self.location, table))
+        from diffcdc.state.storage.adls import AdlsStateStorage
+
+        return AdlsStateStorage(self._remote(), table)
+
+    def table_names(self) -> list[str]:
+        """Names of the folders directly under the root (tables, and diffcdc's own)."""
+        if self.remote:
+            return self._remote().list_folders("")
+        try:
+            return sorted(os.listdir(self.location))
+        except FileNotFoundError:
+            return []
+
+    def forget(self, table: str) -> None:
+        """Remove everything of ``table`` (documents and data); the caller holds its lease or
+        knows no run works on it."""
+        import shutil
+
+        shutil.rmtree(os.path.join(self.data, table), ignore_errors=True)  # a local root: all
+        if self.remote:
+            self._remote().delete_tree(table)
+
+    def _remote(self) -> AdlsStorage:
+        """One ADLS client for the whole root (shared by its tables' storages)."""
+        with self._lock:
+            if self._remote_storage is None:
+                from diffcdc.sinks.storage.adls import AdlsStorage
+
+                self._remote_storage = AdlsStorage.from_url(self.location, **self.options)
+            return self._remote_storage
+
+    def close(self) -> None:
+        with self._lock:
+            if self._remote_storage is not None:
+                self._remote_storage.close()
+                self._remote_storage = None
+
+
+def _shown(location: str) -> str:
+    return location.split("?", 1)[0]
