@@ -296,51 +296,18 @@ class AdlsStorage(LandingStorage):
 
     # -- LandingStorage primitives ---------------------------------------------------------
 
-    def list_dir(self, folder: str) -> list[FileInfo]:
+    def _entries(self, folder: str) -> list[Any]:
+        """The paths directly in ``folder`` (files and folders); ``[]`` when it does not exist."""
         full = self._full(folder)
-        out = []
         try:
             # ItemPaged follows the x-ms-continuation tokens (the service returns <= 5,000
             # entries per call).
-            for entry in self._fs.get_paths(
-                path=full or None, recursive=False, max_results=self.list_page_size
-            ):
-                if entry.is_directory:
-                    continue
-                out.append(
-                    FileInfo(
-                        entry.name.rsplit("/", 1)[-1],
-                        int(entry.content_length or 0),
-                        entry.last_modified.timestamp(),
-                    )
-                )
-        except ResourceNotFoundError as exc:
-            if error_code(exc) in ("FilesystemNotFound", "ContainerNotFound"):
-                # A wrong filesystem (workspace) must not look like an empty table folder.
-                raise StorageError(
-                    f"list {folder or '/'} in {self.describe()}: the filesystem "
-                    f"{self.location.file_system!r} does not exist (HTTP 404 {error_code(exc)})",
-                    path=folder,
-                    hint="check the filesystem (OneLake: workspace) name in the landing URL",
-                ) from None
-            return []
-        except (AzureError, ValueError) as exc:
-            raise self._error(exc, "list", folder) from None
-        return sorted(out, key=lambda f: f.name)
-
-    def list_folders(self, folder: str) -> list[str]:
-        """Names of the folders directly in ``folder`` (a remote state root's tables)."""
-        full = self._full(folder)
-        try:
-            return sorted(
-                entry.name.rsplit("/", 1)[-1]
-                for entry in self._fs.get_paths(
-                    path=full or None, recursive=False, max_results=self.list_page_size
-                )
-                if entry.is_directory
+            return list(
+                self._fs.get_paths(path=full or None, recursive=False, max_results=self.list_page_size)
             )
         except ResourceNotFoundError as exc:
             if error_code(exc) in ("FilesystemNotFound", "ContainerNotFound"):
+                # A wrong filesystem (workspace) must not look like an empty folder.
                 raise StorageError(
                     f"list {folder or '/'} in {self.describe()}: the filesystem "
                     f"{self.location.file_system!r} does not exist (HTTP 404 {error_code(exc)})",
@@ -350,6 +317,22 @@ class AdlsStorage(LandingStorage):
             return []
         except (AzureError, ValueError) as exc:
             raise self._error(exc, "list", folder) from None
+
+    def list_dir(self, folder: str) -> list[FileInfo]:
+        out = [
+            FileInfo(
+                entry.name.rsplit("/", 1)[-1],
+                int(entry.content_length or 0),
+                entry.last_modified.timestamp(),
+            )
+            for entry in self._entries(folder)
+            if not entry.is_directory
+        ]
+        return sorted(out, key=lambda f: f.name)
+
+    def list_folders(self, folder: str) -> list[str]:
+        """Names of the folders directly in ``folder`` (a remote state root's tables)."""
+        return sorted(e.name.rsplit("/", 1)[-1] for e in self._entries(folder) if e.is_directory)
 
     def stat(self, path: str) -> FileInfo | None:
         client = self._fs.get_file_client(self._full(path))
