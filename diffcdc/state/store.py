@@ -25,14 +25,13 @@ recomputes it. The head of the table is the highest committed version.
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import json
 import os
 import re
 import shutil
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from diffcdc.errors import ConcurrentRunError, StateError
@@ -40,86 +39,22 @@ from diffcdc.state.commit import LEGACY_SINK_ID, READABLE_FORMATS, STATE_FORMAT,
 from diffcdc.state.integrity import StateManifest
 from diffcdc.state.lease import DEFAULT_LEASE_SECONDS, Lease
 from diffcdc.state.legacy_lock import legacy_flock
+from diffcdc.state.records import (
+    Commit,
+    SinkMarks,
+    encode_json,
+    new_run_id,
+    now_iso,
+    report_changed,
+)
 from diffcdc.state.root import StateRoot
 from diffcdc.state.storage.base import StateStorage
+
+__all__ = ["Commit", "SinkMarks", "TableState", "new_run_id", "now_iso"]
 
 _LOG_RE = re.compile(r"^(\d{20})\.json$")
 _MARK_RE = re.compile(r"^(\d{20})\.published(?:\.(.+))?\.json$")
 _REPAIR_RE = re.compile(r"^(\d{20})\.state\.json$")
-
-
-def now_iso() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
-
-
-def new_run_id() -> str:
-    return dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:8]
-
-
-def encode_json(document: Any) -> bytes:
-    return json.dumps(document, indent=1, sort_keys=True, default=str).encode("utf-8")
-
-
-def read_json(path: str) -> Any:
-    """The JSON document at the local ``path``, or None when there is no such file."""
-    try:
-        with open(path, encoding="utf-8") as handle:
-            return json.load(handle)
-    except FileNotFoundError:
-        return None
-
-
-def report_changed(report: dict[str, Any]) -> bool:
-    """Whether a run report committed a snapshot or finished publishing a version."""
-    return bool(report.get("snapshots") or report.get("resumed_versions"))
-
-
-@dataclass(frozen=True)
-class Commit:
-    """A committed version of a table and which of its sinks have published it."""
-
-    record: CommitRecord
-    published_sinks: frozenset[str]
-
-    @property
-    def version(self) -> int:
-        return self.record.version
-
-    @property
-    def snapshot_id(self) -> str:
-        return self.record.snapshot_id
-
-    @property
-    def unpublished(self) -> list[str]:
-        """Sink ids of this version still to publish, in commit order."""
-        return [s for s in self.record.sinks if s not in self.published_sinks]
-
-    @property
-    def published(self) -> bool:
-        return not self.unpublished
-
-
-class SinkMarks:
-    """Facts a sink records once per version: ``log/<version>.<what>.<sink>.json``."""
-
-    def __init__(self, storage: StateStorage, sink_id: str) -> None:
-        self.storage = storage
-        self.sink_id = sink_id
-
-    def _paths(self, version: int, what: str) -> list[str]:
-        paths = [f"log/{version:020d}.{what}.{self.sink_id}.json"]
-        if self.sink_id == LEGACY_SINK_ID:  # format 1 wrote ``<version>.<what>.json``
-            paths.append(f"log/{version:020d}.{what}.json")
-        return paths
-
-    def has(self, version: int, what: str) -> bool:
-        return any(self.storage.exists(p) for p in self._paths(version, what))
-
-    def put(self, version: int, what: str) -> None:
-        with contextlib.suppress(FileExistsError):
-            self.storage.put_if_absent(
-                self._paths(version, what)[0], encode_json({"version": version, what: now_iso()})
-            )
 
 
 class TableState:
