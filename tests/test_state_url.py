@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
@@ -23,25 +22,18 @@ from diffcdc.sinks.storage.base import LocalStorage
 from diffcdc.state.lease import Lease
 from tests.dfs_server import DfsServer
 from tests.test_remote_landing import cli_logging  # noqa: F401 - a fixture
+from tests.test_state_adls import server  # noqa: F401 - a fixture: the DFS server with "ws"
 
 pytestmark = pytest.mark.integration
 
-FS = "ws"
+FS = "ws"  # the filesystem the server fixture creates
 ROOT = "lake/Files/diffcdc-state"
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string())])
 
 
-@pytest.fixture
-def server() -> Iterator[DfsServer]:
-    with DfsServer() as srv:
-        srv.create_filesystem(FS)
-        yield srv
-        assert srv.errors == [], "the test server hit a bug:\n" + "\n".join(srv.errors)
-
-
-def write_config(tmp_path: Any, server: DfsServer, **diffcdc: str) -> str:
+def write_config(tmp_path: Any, dfs: DfsServer, **diffcdc: str) -> str:
     settings = {
-        "state": f'"{server.url(FS, ROOT)}"',
+        "state": f'"{dfs.url(FS, ROOT)}"',
         "state_data": '"state-data"',
         "state_options": '{ account_key_env = "TEST_STATE_KEY", retry_backoff = 0.01, '
         "retry_backoff_max = 0.05 }",
