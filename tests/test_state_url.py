@@ -140,3 +140,28 @@ def test_state_settings_that_do_not_fit_are_refused_before_anything_runs(
     _, err = capsys.readouterr()
     assert code == 2 and expected in err and "Sig42Secret" not in err
     assert len(err.strip().splitlines()) <= 2  # one line (and its hint)
+
+
+def test_a_state_root_that_cannot_be_reached_fails_in_one_line_and_writes_nothing(
+    tmp_path, capsys, cli_logging  # noqa: F811
+) -> None:
+    with DfsServer() as gone:  # a port that certainly held no server a moment later
+        url = gone.url(FS, ROOT)
+    os.makedirs(tmp_path / "src")
+    snapshot(tmp_path, "0001", [(1, "a")])
+    (tmp_path / "diffcdc.toml").write_text(f"""
+[diffcdc]
+state = "{url}"
+state_data = "state-data"
+state_options = {{ account_key = "a2V5", retry_total = 1, retry_backoff = 0.01, retry_backoff_max = 0.02 }}
+landing = "landing"
+
+[tables.T]
+source = "src"
+keys = ["id"]
+""")
+    code = main(["run", "--config", str(tmp_path / "diffcdc.toml")])
+    _, err = capsys.readouterr()
+    last = err.strip().splitlines()[-1]
+    assert code == 1 and "table T" in last and "unavailable; run again later" in last
+    assert sorted(os.listdir(tmp_path)) == ["diffcdc.toml", "src"]  # no state, no landing

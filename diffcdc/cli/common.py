@@ -94,14 +94,18 @@ def check_state_roots(config: Any, *, reload: frozenset[str] = frozenset(),
     root = config.state_root()
     for table in config.tables:
         state = TableState(root, table.state_name)
-        if state.storage.list("log"):
-            commits = state.commits()
-            check_owner(state, table.name, table.schema_name, commits)
-            if commits and table.name not in reload:
-                check_landing_moved(table, commits[-1].record, state_given)
-            continue
-        if table.name in reload or state.has_reload_request() or state.has_drop_request():
-            continue
+        try:
+            if state.storage.list("log"):
+                commits = state.commits()
+                check_owner(state, table.name, table.schema_name, commits)
+                if commits and table.name not in reload:
+                    check_landing_moved(table, commits[-1].record, state_given)
+                continue
+            if table.name in reload or state.has_reload_request() or state.has_drop_request():
+                continue
+        except DiffcdcError as exc:  # e.g. a remote state root that cannot be reached
+            exc.table = exc.table or table.name
+            raise
         published = _published_output(table)
         if published is None:
             continue
