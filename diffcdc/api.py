@@ -54,9 +54,9 @@ def run_dataframe(
     an id already committed does nothing, an older one is refused. ``quality`` holds the gate
     settings (``[quality]``); ``table_options`` any other table field (``schema_name``,
     ``codec``, ``schema_policy`` ...). ``state`` may be an ``abfss://``/``https://`` URL, with
-    ``state_data`` and ``state_options`` as in ``[diffcdc]`` (docs/state.md). Returns the run report; raises a
-    :class:`diffcdc.errors.DiffcdcError` (with ``exit_code``) when the run fails, with state and
-    every sink unchanged.
+    ``state_data`` and ``state_options`` as in ``[diffcdc]`` (docs/state.md). Returns the run
+    report; raises a :class:`diffcdc.errors.DiffcdcError` (with ``exit_code``) when the run
+    fails, with state and every sink unchanged.
     """
     from diffcdc.engine.run import run_table
     from diffcdc.sources.dataframe import DataFrameSource
@@ -87,7 +87,11 @@ def run_dataframe(
         where = ".".join(str(p) for p in first["loc"]) or "arguments"
         raise ConfigError(f"{where}: {first['msg']}", table=table,
                           hint="fix the arguments of run_dataframe") from None
-    root = StateRoot(state, state_data, state_options)
+    try:
+        root = StateRoot(state, state_data, state_options)
+    except ConfigError as exc:
+        exc.table = table
+        raise
     spark = require_settings(df.sparkSession)
     return run_table(
         spark,
