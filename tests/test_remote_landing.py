@@ -93,6 +93,9 @@ def cli_logging() -> Iterator[None]:
     logger = logging.getLogger("diffcdc")
     saved = (logger.handlers[:], logger.level, logger.propagate)
     yield
+    for handler in logger.handlers:
+        if handler not in saved[0]:
+            handler.close()  # e.g. a run's log file
     logger.handlers[:], logger.level, logger.propagate = saved[0], saved[1], saved[2]
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from typing import Any
 
 import pyarrow as pa
@@ -165,3 +167,34 @@ keys = ["id"]
     last = err.strip().splitlines()[-1]
     assert code == 1 and "table T" in last and "unavailable; run again later" in last
     assert sorted(os.listdir(tmp_path)) == ["diffcdc.toml", "src"]  # no state, no landing
+
+
+def test_a_run_killed_after_its_remote_commit_is_finished_by_the_next_run(
+    spark, server, tmp_path, monkeypatch, capsys, cli_logging  # noqa: F811
+) -> None:
+    monkeypatch.setenv("TEST_STATE_KEY", server.account_key)
+    config = write_config(tmp_path, server)
+    snapshot(tmp_path, "0001", [(1, "a"), (2, "b")])
+    code, _, err = cli(capsys, "run", "--config", config)
+    assert code == 0, err
+    snapshot(tmp_path, "0002", [(1, "z"), (3, "c")])
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
+    crashed = subprocess.run(
+        [sys.executable, "-m", "diffcdc.cli", "run", "--config", config, "--quiet"],
+        env={**env, "DIFFCDC_CRASH_AT": "after_claim"}, capture_output=True, text=True,
+        timeout=600, check=False,
+    )
+    assert crashed.returncode == 137, crashed.stderr[-3000:]
+    # Version 2 is committed on the server, not published; the dead run's lease is left there.
+    log = server.names(FS, f"{ROOT}/T/log")
+    assert f"{2:020d}.json" in log and f"{2:020d}.published.open_mirroring.json" not in log
+    assert "lease.json" in server.names(FS, f"{ROOT}/T")
+
+    code, run, err = cli(capsys, "run", "--config", config)
+    assert code == 0, err
+    assert run["tables"][0]["resumed_versions"] == [2] and not run["tables"][0]["snapshots"]
+    assert "took over the run lease" in err  # at once: the holder's process is gone
+    assert f"{2:020d}.published.open_mirroring.json" in server.names(FS, f"{ROOT}/T/log")
+    assert "lease.json" not in server.names(FS, f"{ROOT}/T")
+    mirrored = replay(LocalStorage(str(tmp_path / "landing")), table_folder("T", None)).replayed()
+    assert sorted((r["id"], r["name"]) for r in mirrored.rows) == [(1, "z"), (3, "c")]
