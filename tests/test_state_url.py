@@ -1,7 +1,8 @@
 """A state root given as a URL: the commit log, marks, lease and reports on the loopback DFS
 server (ADLS Gen2 API, the real ``azure-storage-file-datalake`` client), the state Parquet
 in ``state_data``. Whole runs through the CLI: first load, a key change, status and plan, a
-run refused while another holds the lease, drop; and the settings that do not fit together."""
+run refused while another holds the lease, drop; a run killed right after its commit and
+finished by the next; the settings that do not fit together; a service that cannot be reached."""
 
 from __future__ import annotations
 
