@@ -41,6 +41,7 @@ from pydantic import (
     ConfigDict,
     Discriminator,
     Field,
+    PrivateAttr,
     Tag,
     ValidationError,
     field_validator,
@@ -307,9 +308,16 @@ class RunConfig(BaseModel):
     tables: list[TableConfig] = Field(default_factory=list)
     source_file: str | None = Field(default=None, description="The config file this came from.")
 
+    #: The StateRoot made from the settings it was made from (one ADLS client for a URL root,
+    #: shared by the idle checks, the run and copies of this config).
+    _root: tuple[tuple[Any, ...], StateRoot] | None = PrivateAttr(default=None)
+
     def state_root(self) -> StateRoot:
         """The state root these settings name (raises ConfigError when they do not fit)."""
-        return StateRoot(self.state, self.state_data, self.state_options)
+        settings = (self.state, self.state_data, sorted(self.state_options.items()))
+        if self._root is None or self._root[0] != settings:
+            self._root = (settings, StateRoot(self.state, self.state_data, self.state_options))
+        return self._root[1]
 
     def jars(self) -> list[str]:
         """Driver jars the tables' JDBC sources need on Spark's classpath."""

@@ -164,8 +164,9 @@ def session_settings(
 
 def master_label(master: str | None) -> str:
     """The master a new session will use, for the log, before it starts."""
-    if master or os.environ.get("DIFFCDC_SPARK_MASTER"):
-        return str(master or os.environ.get("DIFFCDC_SPARK_MASTER"))
+    chosen = master or os.environ.get("DIFFCDC_SPARK_MASTER")
+    if chosen:
+        return chosen
     return "spark-submit's master" if "PYSPARK_GATEWAY_PORT" in os.environ else "local[*]"
 
 

@@ -262,7 +262,8 @@ def test_compare_and_swap_loser_changes_nothing(spark, ws, monkeypatch):
 
     def rival_commits_first(self, record):
         # another run commits the same version between our diff and our commit
-        os.link(os.path.join(self.log_dir, f"{1:020d}.json"), os.path.join(self.log_dir, f"{2:020d}.json"))
+        log_dir = self.storage.describe("log")
+        os.link(os.path.join(log_dir, f"{1:020d}.json"), os.path.join(log_dir, f"{2:020d}.json"))
         return original(self, record)
 
     monkeypatch.setattr(TableState, "claim", rival_commits_first)

@@ -289,7 +289,7 @@ def strip_manifests(ws) -> TableState:
     """Make the records look like the previous diffcdc's (no manifest, no snapshot identity)."""
     state = TableState(ws.state, "T")
     for commit in state.commits():
-        path = os.path.join(state.log_dir, f"{commit.version:020d}.json")
+        path = os.path.join(state.storage.describe("log"), f"{commit.version:020d}.json")
         with open(path, encoding="utf-8") as handle:
             record = json.load(handle)
         del record["state_manifest"], record["snapshot_identity"]

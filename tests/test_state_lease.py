@@ -195,11 +195,11 @@ def test_heartbeat_thread_keeps_a_short_lease_alive(root):
 
 def test_lock_removes_an_abandoned_reservation(root):
     state = TableState(root, "T")
-    os.makedirs(state.log_dir)
-    open(os.path.join(state.log_dir, f"{1:020d}.json"), "wb").close()
+    os.makedirs(state.storage.describe("log"))
+    open(os.path.join(state.storage.describe("log"), f"{1:020d}.json"), "wb").close()
     assert state.commits() == [] and not state.has_history()
     with state.lock("r"):
-        assert os.listdir(state.log_dir) == []
+        assert os.listdir(state.storage.describe("log")) == []
 
 
 def test_legacy_lock_file_is_still_honoured(tmp_path):

@@ -73,7 +73,7 @@ def head_files(base) -> tuple[str, str, list[str]]:
     record = state.head().record
     folder = state.abspath(record.state_path)
     parts = sorted(os.path.join(folder, n) for n in os.listdir(folder) if n.endswith(".parquet"))
-    return os.path.join(state.log_dir, f"{record.version:020d}.json"), folder, parts
+    return os.path.join(state.storage.describe("log"), f"{record.version:020d}.json"), folder, parts
 
 
 def tamper(base, change, *, spark=None) -> None:

@@ -118,6 +118,12 @@ class StateRoot:
 
         return AdlsStateStorage(self._remote(), table)
 
+    def has_table(self, name: str) -> bool:
+        """Whether the root has a folder for table ``name``."""
+        if self.remote:
+            return self._remote().folder_exists(name)
+        return os.path.isdir(os.path.join(self.location, name))
+
     def table_names(self) -> list[str]:
         """Names of the folders directly under the root (tables, and diffcdc's own)."""
         if self.remote:

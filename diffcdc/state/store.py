@@ -74,7 +74,6 @@ class TableState:
         self.table = table
         self.dir = os.path.join(self.root, table)  # the table's data: versions/, snapshots/
         self.versions_dir = os.path.join(self.dir, "versions")
-        self.log_dir = os.path.join(self.dir, "log")  # a local root's log folder (tests look in)
         self.storage = storage or self.location.documents(table)
         self._lease: Lease | None = None
 
@@ -301,10 +300,8 @@ class TableState:
         return SinkMarks(self.storage, sink_id)
 
     def has_documents(self) -> bool:
-        """Whether anything of the table is in the state root (a folder a run may leave)."""
-        if self.location.remote:
-            return bool(self.storage.list("log") or self.storage.list(""))
-        return os.path.isdir(os.path.join(self.location.location, self.table))
+        """Whether the table has a folder in the state root (one a run may leave behind)."""
+        return self.location.has_table(self.table)
 
     def forget(self) -> None:
         """Remove the table's documents and data (a failed first run's leftovers, a drop)."""
