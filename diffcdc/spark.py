@@ -12,10 +12,11 @@ import os
 import re
 import sys
 from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import DataType, StructType
 
 _GLOB_CHARS = re.compile(r"([\\\[\]{}*?])")
 
@@ -27,6 +28,29 @@ def literal_path(path: str) -> str:
     ``{a,b}`` is "not found". Writers take paths literally and need no escaping.
     """
     return _GLOB_CHARS.sub(r"\\\1", path)
+
+
+def read_written(spark: SparkSession, path: str, schema: StructType) -> DataFrame:
+    """The Parquet folder ``path`` that a frame of ``schema`` was just written to, read back.
+
+    Spark reads the schema a writer gives as nullable all through, so it is given here as such:
+    left to itself, Spark runs a job to read a footer for it (~40-80 ms of a small table's run).
+    """
+    return spark.read.schema(_nullable(schema)).parquet(literal_path(path))
+
+
+def _nullable(data_type: DataType) -> Any:
+    from pyspark.sql.types import ArrayType, MapType, StructField, StructType
+
+    if isinstance(data_type, StructType):
+        return StructType(
+            [StructField(f.name, _nullable(f.dataType), True, f.metadata) for f in data_type.fields]
+        )
+    if isinstance(data_type, ArrayType):
+        return ArrayType(_nullable(data_type.elementType), True)
+    if isinstance(data_type, MapType):
+        return MapType(_nullable(data_type.keyType), _nullable(data_type.valueType), True)
+    return data_type
 
 
 #: Settings diffcdc's output depends on; user settings cannot change these.
@@ -61,6 +85,10 @@ DEFAULT_CONF: dict[str, str] = {
     # then create no garbage. Measured at 5M rows: changed-row read 1.80 → 1.28 s, first
     # load 24.1 → 20.9 s (benchmarks/README.md).
     "spark.sql.columnVector.offheap.enabled": "true",
+    # PySpark otherwise records the Python call site of every Column and DataFrame call in the
+    # JVM (five more Py4J round trips each: 1.3-3 ms for an ``F.col``), for error messages
+    # diffcdc replaces with its own one-line ones. A small table's run makes hundreds of them.
+    "spark.python.sql.dataFrameDebugging.enabled": "false",
 }
 
 

@@ -60,12 +60,11 @@ class HadoopFolder:
     def __init__(self, spark: SparkSession, folder: str, *, table: str) -> None:
         jvm = spark._jvm  # type: ignore[attr-defined]
         assert jvm is not None
-        self._jvm = jvm
+        self._hadoop_path, checksum = _hadoop_classes(jvm)
         self.table = table
         conf = spark.sparkContext._jsc.hadoopConfiguration()  # type: ignore[attr-defined]
-        fs = jvm.org.apache.hadoop.fs.Path(folder).getFileSystem(conf)
-        self._path = fs.makeQualified(jvm.org.apache.hadoop.fs.Path(folder))
-        checksum = jvm.java.lang.Class.forName("org.apache.hadoop.fs.ChecksumFileSystem")
+        fs = self._hadoop_path(folder).getFileSystem(conf)
+        self._path = fs.makeQualified(self._hadoop_path(folder))
         # Hadoop's local file system moves a hidden ``.crc`` file along with every rename;
         # staged files are named for consumers that must not see those, so use the raw one.
         self._fs = fs.getRawFileSystem() if checksum.isInstance(fs) else fs
@@ -76,7 +75,7 @@ class HadoopFolder:
     def _child(self, name: str) -> Any:
         # Not Path(parent, name): a relative name with a colon ("2024-01-01T00:00") would parse
         # as a URI scheme. After the folder's scheme and path, a colon is just a character.
-        return self._jvm.org.apache.hadoop.fs.Path(f"{self.folder.rstrip('/')}/{name}")
+        return self._hadoop_path(f"{self.folder.rstrip('/')}/{name}")
 
     def files(self) -> list[HadoopFile]:
         """The files directly in the folder, by name (none when the folder does not exist)."""
@@ -118,7 +117,7 @@ class HadoopFolder:
 
     def rename_in(self, source: str, name: str) -> None:
         """Move ``source`` (a Hadoop path of the same file system) to ``name`` in this folder."""
-        src = self._jvm.org.apache.hadoop.fs.Path(source)
+        src = self._hadoop_path(source)
         try:
             done, why = bool(self._fs.rename(src, self._child(name))), ""
         except Py4JJavaError as exc:  # the local file system copies when renameTo fails
@@ -137,15 +136,50 @@ class HadoopFolder:
         self._fs.delete(self._path, True)
 
 
+#: Per JVM gateway: Hadoop's ``Path`` class and the ``ChecksumFileSystem`` class. Py4J finds
+#: ``jvm.org.apache.hadoop.fs.Path`` one package at a time, each step a class lookup through
+#: every jar (~2 ms); the class objects it returns can be kept.
+_CLASSES: dict[int, tuple[Any, Any, Any]] = {}
+
+
+def _hadoop_classes(jvm: Any) -> tuple[Any, Any]:
+    found = _CLASSES.get(id(jvm))
+    if found is None or found[0] is not jvm:
+        fs = jvm.org.apache.hadoop.fs
+        found = _CLASSES[id(jvm)] = (jvm, fs.Path, jvm.java.lang.Class.forName(fs.ChecksumFileSystem._fqn))
+    return found[1], found[2]
+
+
 def _local(path: Any) -> str | None:
     uri = path.toUri()
     return str(uri.getPath()) if uri.getScheme() in (None, "file") else None
 
 
+#: Work over at most this many bytes of input files runs in the driver's own process when the
+#: executors share the driver's machine (``local[...]``): a Spark job costs 60-150 ms of
+#: scheduling and planning, more than reading a few small files (measured: a 20k-row table's
+#: run makes two such jobs, its state manifest and its landing files' facts).
+IN_PROCESS_BYTES = 8 * 1024 * 1024
+
+
 def on_executors(
-    spark: SparkSession, items: Sequence[T], work: Callable[[Iterator[T]], Iterator[R]]
+    spark: SparkSession,
+    items: Sequence[T],
+    work: Callable[[Iterator[T]], Iterator[R]],
+    *,
+    input_bytes: int | None = None,
 ) -> list[R]:
-    """Run ``work`` over ``items`` in Spark tasks (one per item) and collect its small results."""
+    """Run ``work`` over ``items`` in Spark tasks (one per item) and collect its small results.
+
+    With ``input_bytes`` (the size of the files ``work`` reads) at most :data:`IN_PROCESS_BYTES`
+    on a ``local[...]`` master, ``work`` runs right here instead: the same files, the same disk.
+    """
     if not items:
         return []
+    if (
+        input_bytes is not None
+        and input_bytes <= IN_PROCESS_BYTES
+        and spark.sparkContext.master.startswith("local")
+    ):
+        return list(work(iter(items)))
     return spark.sparkContext.parallelize(list(items), len(items)).mapPartitions(work).collect()

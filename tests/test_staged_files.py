@@ -1,4 +1,5 @@
-"""Staged output written by executors is found, named and removed through Hadoop, not ``os``."""
+"""Staged output written by executors is found, named and removed through Hadoop, not ``os``,
+and read back with the schema it was written with."""
 
 from __future__ import annotations
 
@@ -7,16 +8,23 @@ import os
 import pyarrow.parquet as pq
 import pytest
 
+from diffcdc import staged_files
 from diffcdc.errors import StateError
 from diffcdc.sinks.openmirroring.contract import stage_parquet_files
 from diffcdc.sinks.openmirroring.text import TextFormat
 from diffcdc.sinks.storage.base import file_sha256
+from diffcdc.spark import read_written
 from diffcdc.staged_files import HadoopFolder, on_executors
 from diffcdc.state.integrity import StateFile, checksum, data_files, describe_state, footer_rows
 
 
 def _forbid_driver_os(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Fail the test if the driver lists or renames with ``os`` (executors run elsewhere)."""
+    """Fail the test if the driver lists or renames with ``os`` (executors run elsewhere).
+
+    Small inputs on ``local[...]`` are worked on in the driver's process (its own disk);
+    here every input goes to the executors, as on a cluster.
+    """
+    monkeypatch.setattr(staged_files, "IN_PROCESS_BYTES", -1)
 
     def forbidden(*args: object, **kwargs: object) -> None:
         raise AssertionError(f"driver-side os call on staged output: {args}")
@@ -58,6 +66,39 @@ def test_on_executors_collects_small_results(spark):
 
     assert sorted(on_executors(spark, [1, 2, 3], square)) == [(1, 1), (2, 4), (3, 9)]
     assert on_executors(spark, [], square) == []
+
+
+def _jobs(spark) -> int:
+    return len(spark.sparkContext.statusTracker().getJobIdsForGroup(None))
+
+
+def test_small_inputs_on_a_local_master_are_worked_on_in_process(spark, monkeypatch):
+    def where(items):
+        for i in items:
+            yield i, os.getpid()
+
+    items = [1, 2, 3]
+    jobs = _jobs(spark)
+    small = on_executors(spark, items, where, input_bytes=staged_files.IN_PROCESS_BYTES)
+    assert _jobs(spark) == jobs and small == [(i, os.getpid()) for i in items]
+    large = on_executors(spark, items, where, input_bytes=staged_files.IN_PROCESS_BYTES + 1)
+    assert _jobs(spark) > jobs and sorted(i for i, _ in large) == items
+    assert all(pid != os.getpid() for _, pid in large)  # Spark's Python workers
+    unknown = on_executors(spark, items, where)  # no size given: always the executors
+    assert all(pid != os.getpid() for _, pid in unknown)
+    # on a cluster master even a tiny input goes to the executors that wrote it
+    monkeypatch.setattr(spark.sparkContext, "master", "spark://h:7077")
+    jobs = _jobs(spark)
+    on_executors(spark, items, where, input_bytes=1)
+    assert _jobs(spark) > jobs
+
+
+def test_in_process_and_executor_manifests_agree(spark, tmp_path, monkeypatch):
+    folder = str(tmp_path / "state")
+    spark.range(0, 40).repartition(4).write.parquet(folder)
+    here = describe_state(spark, folder, "T")
+    monkeypatch.setattr(staged_files, "IN_PROCESS_BYTES", -1)
+    assert describe_state(spark, folder, "T") == here and here.rows == 40
 
 
 @pytest.mark.parametrize("text", [None, "csv"])
@@ -102,3 +143,21 @@ def test_state_manifest_is_computed_by_executors(spark, tmp_path, monkeypatch):
     manifest = describe_state(spark, folder, "T")
     monkeypatch.undo()
     assert list(manifest.files) == expected and manifest.rows == 30
+
+
+def test_a_folder_just_written_reads_back_as_spark_would_read_it_without_a_schema_job(
+    spark, tmp_path
+):
+    frame = spark.sql(
+        "SELECT id, CAST(id AS DECIMAL(20, 2)) AS d, named_struct('a', id, 'b', array(id, NULL)) AS s,"
+        " map('k', CAST(NULL AS STRING)) AS m FROM range(5)"
+    ).where("id IS NOT NULL")
+    assert not frame.schema["id"].nullable  # what a writer's frame says; a reader says nullable
+    path = str(tmp_path / "written [1]")
+    frame.write.parquet(path)
+    inferred = spark.read.parquet(path.replace("[", "\\[").replace("]", "\\]"))
+    jobs = _jobs(spark)
+    given = read_written(spark, path, frame.schema)
+    assert _jobs(spark) == jobs  # no job to read a footer for the schema
+    assert given.schema == inferred.schema
+    assert sorted(given.collect()) == sorted(inferred.collect())

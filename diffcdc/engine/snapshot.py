@@ -11,9 +11,11 @@ from __future__ import annotations
 import os
 import shutil
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import StructType
 
 from diffcdc.core.changeset import change_frame, initial_frame
 from diffcdc.core.classify import classify, state_metrics
@@ -33,7 +35,7 @@ from diffcdc.errors import InputRefused
 from diffcdc.faults import crash_point
 from diffcdc.sinks.base import ChangeSet, SinkHistory, SinkTable
 from diffcdc.sources.base import PendingSnapshot
-from diffcdc.spark import literal_path
+from diffcdc.spark import literal_path, read_written
 from diffcdc.state.commit import CommitRecord, Counts, Fingerprint, Recreate, SinkEntry
 from diffcdc.state.guard import check_head_state
 from diffcdc.state.integrity import describe_state
@@ -95,7 +97,8 @@ def process_snapshot(
     committed = False
     try:
         ctx.stage(sid, f"fingerprint and diff (version {version})")
-        metrics = _stage_state(ctx, df, base, keys, exclude, vdir)
+        written = _stage_state(ctx, df, base, keys, exclude, vdir)
+        metrics = written.counts
         crash_point("after_state_staged")
         gate_started = time.monotonic()
         previous_rows = head.record.counts.rows if head else None
@@ -105,7 +108,7 @@ def process_snapshot(
         ident = SinkTable(table.name, tuple(keys), table.schema_name, tuple(exclude))
         ctx.stage(sid, f"stage +{metrics['inserted']} ~{metrics['updated']} "
                        f"-{metrics['deleted']} for {', '.join(ctx.sinks)}")
-        sinks = _stage_sinks(ctx, df, ident, metrics, base, recreate, histories, vdir, version, sid)
+        sinks = _stage_sinks(ctx, df, ident, written, base, recreate, histories, vdir, version, sid)
         crash_point("after_changes_staged")
         if snapshot.changed():
             raise InputRefused(
@@ -165,12 +168,20 @@ def _stage_state(
     keys: list[str],
     exclude: list[str],
     vdir: str,
-) -> dict[str, int]:
-    """Write the new state version (one pass over the snapshot) and return its counts."""
+) -> WrittenState:
+    """Write the new state version (one pass over the snapshot): its counts and schema."""
     previous = ctx.state.abspath(head.record.state_path) if head else None
     return write_state(
         ctx.spark, df, previous, keys, exclude, ctx.table.fingerprint_bits, os.path.join(vdir, "state")
     )
+
+
+@dataclass(frozen=True)
+class WrittenState:
+    """A state version just written: its counts and the schema it was written with."""
+
+    counts: dict[str, int]
+    schema: StructType
 
 
 def write_state(
@@ -181,7 +192,7 @@ def write_state(
     exclude: list[str],
     bits: int,
     target: str,
-) -> dict[str, int]:
+) -> WrittenState:
     """Classify ``df`` against the state at ``previous`` (None: nothing), write it to
     ``target`` and return its counts (also ``diffcdc repair``'s way to rebuild a state)."""
     narrow = df.select(*[quote(k) for k in keys], *fingerprint_exprs(df.schema, keys, exclude, bits))
@@ -190,15 +201,16 @@ def write_state(
     classified.write.mode("errorifexists").option("compression", "zstd").parquet(target)
     # The counts come from the state just written (a narrow scan with generated code): an
     # ``observe`` on the write evaluated them row by row and cost ~0.7 s at 5M rows.
-    (values,) = spark.read.parquet(literal_path(target)).agg(*state_metrics(keys)).collect()
-    return {k: int(v or 0) for k, v in values.asDict().items()}
+    schema = classified.schema
+    (values,) = read_written(spark, target, schema).agg(*state_metrics(keys)).collect()
+    return WrittenState({k: int(v or 0) for k, v in values.asDict().items()}, schema)
 
 
 def _stage_sinks(
     ctx: RunContext,
     df: DataFrame,
     ident: SinkTable,
-    metrics: dict[str, int],
+    written: WrittenState,
     base: Commit | None,
     recreate: Recreate | None,
     histories: dict[str, SinkHistory],
@@ -212,11 +224,11 @@ def _stage_sinks(
     sink added later) gets a full image. With several sinks taking the diff it is written once
     to the version folder and each reads that copy: the snapshot is joined only once.
     """
-    columns = df.columns
+    columns, metrics = df.columns, written.counts
     continuing = [s for s in ctx.sinks if base is not None and histories[s].manifests]
     diff = None
     if continuing:
-        state_df = ctx.spark.read.parquet(literal_path(os.path.join(vdir, "state")))
+        state_df = read_written(ctx.spark, os.path.join(vdir, "state"), written.schema)
         changed = metrics["inserted"] + metrics["updated"]
         diff = change_frame(
             df, state_df, ident.keys, columns, broadcast_keys=changed <= BROADCAST_CHANGED_KEYS
@@ -224,7 +236,7 @@ def _stage_sinks(
         if len(continuing) > 1 and changed + metrics["deleted"]:
             path = os.path.join(vdir, "changes")
             diff.write.mode("errorifexists").parquet(path)
-            diff = ctx.spark.read.parquet(literal_path(path))
+            diff = read_written(ctx.spark, path, diff.schema)
     change_sets = {}
     for sink_id, sink in ctx.sinks.items():
         if sink_id in continuing:

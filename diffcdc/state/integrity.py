@@ -109,7 +109,8 @@ def describe_state(spark: SparkSession, folder: str, table: str) -> StateManifes
 
     found = HadoopFolder(spark, folder, table=table).data_files()
     tasks = [(f.name, f.on_nodes(table, "state file")) for f in found]
-    files = sorted(on_executors(spark, tasks, _describe_files), key=lambda f: f.name)
+    size = sum(f.size for f in found)
+    files = sorted(on_executors(spark, tasks, _describe_files, input_bytes=size), key=lambda f: f.name)
     return StateManifest(tuple(files), sum(f.rows for f in files))
 
 

@@ -85,7 +85,8 @@ def stage_parts(
     encode = _encoder(scratch_local, header, sync, layout.plans, max_records, max_bytes)
     found = HadoopFolder(spark, rows_dir, table=table).data_files()  # no Spark job to list
     files = [f.on_nodes(table, "encoder input") for f in found]
-    done = on_executors(spark, list(enumerate(files)), encode)
+    size = sum(f.size for f in found)
+    done = on_executors(spark, list(enumerate(files)), encode, input_bytes=size)
     rows = [
         dict(zip(("index", "path", "records", "bytes", "sha256"), r))
         for r in sorted(done, key=lambda r: (r[0], r[1]))

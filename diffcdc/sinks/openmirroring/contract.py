@@ -186,7 +186,8 @@ def stage_parquet_files(
             parts.append(((int(match.group(1)), int(match.group(2))), part))
     parts.sort(key=lambda p: p[0])
     tasks = [(index, part.on_nodes(table, "staged part")) for index, (_, part) in enumerate(parts)]
-    facts = sorted(on_executors(spark, tasks, _part_facts(text, codec)))
+    size = sum(part.size for _, part in parts)
+    facts = sorted(on_executors(spark, tasks, _part_facts(text, codec), input_bytes=size))
     out = HadoopFolder(spark, out_dir, table=table)
     out.mkdirs()
     staged = []
