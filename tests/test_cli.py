@@ -160,7 +160,7 @@ def test_readme_config_example_is_valid(tmp_path):
     """The TOML example in the README loads and validates as written."""
     from pathlib import Path
 
-    from diffcdc.config import load_config
+    from diffcdc.config_file import load_config
 
     readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
     block = readme.split("```toml\n", 1)[1].split("```", 1)[0]

@@ -24,7 +24,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from diffcdc.config import load_config
+from diffcdc.config_file import load_config
 from diffcdc.engine.run import run_table
 from diffcdc.engine.verify import verify_table
 from diffcdc.state.store import TableState

@@ -107,7 +107,7 @@ def test_bad_keys_refused_then_clean_run(spark, ws, rows, message):
         ws.run(spark)
     assert err.value.exit_code == 3 and message in str(err.value) and "2.parquet" in str(err.value)
     assert ws.snapshot_state() == before
-    assert TableState(ws.state, "Employees").last_report()["outcome"] == "failed"
+    assert TableState(ws.state, "Employees").reports.last()["outcome"] == "failed"
     ws.write("2.parquet", emp(("E1", "z", None)), EMP)  # the fixed extract replaces the bad one
     assert ws.run(spark).snapshots[0].updated == 1
     ws.assert_mirror_equals(spark, "2.parquet")

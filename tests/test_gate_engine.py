@@ -31,7 +31,7 @@ def refuse_then_recover(spark, ws, bad_rows, good_rows, quality, check):
     assert err.value.exit_code == 3 and check in message and "2.parquet" in message
     assert "\n" not in message
     assert ws.data_files() == files and ws.snapshot_state() == before
-    report = TableState(ws.state, ws.table.name).last_report()
+    report = TableState(ws.state, ws.table.name).reports.last()
     assert report["outcome"] == "failed" and report["refused_gate"]
     failed = [c["name"] for s in report["refused_gate"] for c in s["checks"] if not c["passed"]]
     assert any(name == check or name.startswith(check + ":") for name in failed)

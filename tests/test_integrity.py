@@ -20,6 +20,7 @@ from diffcdc.engine.repair import head_damage, repair_table
 from diffcdc.engine.run import unexpected_error
 from diffcdc.errors import DiffcdcError, InputRefused, LandingZoneMismatch, StateError, StorageError
 from diffcdc.state.integrity import data_files
+from diffcdc.state.reports import TableReports
 from diffcdc.state.store import TableState
 from tests.helpers import Workspace
 
@@ -244,7 +245,7 @@ def test_a_failing_report_write_never_changes_the_outcome(spark, ws, monkeypatch
     def broken(self, report):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(TableState, "save_report", broken)
+    monkeypatch.setattr(TableReports, "save", broken)
     report = ws.run(spark)
     assert report.outcome == "ok" and report.error is None
     ws.assert_mirror_equals(spark, "0001.parquet")

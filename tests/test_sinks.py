@@ -7,7 +7,7 @@ import os
 import pytest
 
 from diffcdc.cli import main
-from diffcdc.config import load_config
+from diffcdc.config_file import load_config
 from diffcdc.engine.verify import verify_table
 from diffcdc.errors import ConfigError, StorageError
 from diffcdc.sinks.openmirroring.sink import OpenMirroringSink

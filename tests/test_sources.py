@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 import diffcdc
-from diffcdc.config import TableConfig, load_config
+from diffcdc.config import TableConfig
+from diffcdc.config_file import load_config
 from diffcdc.engine.verify import verify_table
 from diffcdc.errors import ConfigError, LateSnapshotError, QualityGateFailed, SourceError
 from diffcdc.sources.config import JdbcSourceConfig

@@ -88,10 +88,10 @@ def test_table_state_keeps_requests_marks_and_reports_on_adls(server, tmp_path):
         state.mark_published(1, "lake", {"files": 3})  # written once: the first stays
         state.sink_marks("lake").put(1, "dropped")
         assert state.sink_marks("lake").has(1, "dropped")
-        state.save_report({"run_id": "run-1", "snapshots": [{"id": "a"}]})
-        state.save_last_run({"run_id": "run-2"})
-    assert state.last_report() == {"run_id": "run-2"}
-    assert state.last_change() == {"run_id": "run-1", "snapshots": [{"id": "a"}]}
+        state.reports.save({"run_id": "run-1", "snapshots": [{"id": "a"}]})
+        state.reports.save_idle({"run_id": "run-2"})
+    assert state.reports.last() == {"run_id": "run-2"}
+    assert state.reports.last_change() == {"run_id": "run-1", "snapshots": [{"id": "a"}]}
     assert state.read_document("log/00000000000000000001.published.lake.json")["files"] == 2
     assert sorted(server.names("ws", "lake/state/T")) == [
         "last_change.json", "last_report.json", "log", "reload.json", "reports"

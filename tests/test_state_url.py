@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from diffcdc.cli.main import main
-from diffcdc.config import load_config
+from diffcdc.config_file import load_config
 from diffcdc.errors import ConfigError
 from diffcdc.sinks.openmirroring.contract import table_folder
 from diffcdc.sinks.openmirroring.replay import replay

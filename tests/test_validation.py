@@ -14,7 +14,8 @@ import pytest
 
 from diffcdc.cli.main import main
 from diffcdc.cli.run import _parse_overrides
-from diffcdc.config import TableConfig, load_config
+from diffcdc.config import TableConfig
+from diffcdc.config_file import load_config
 from diffcdc.errors import UsageError
 
 

@@ -47,7 +47,8 @@ def located_table(args: Any, command: str) -> tuple[Any, Any]:
     """The table a command names (from ``--config``, or only its location from ``--landing``)
     and the state root; ``--landing`` overrides a configured landing root, and
     ``--landing-option`` values are added to the table's landing zones."""
-    from diffcdc.config import load_config, table_from_args
+    from diffcdc.config import table_from_args
+    from diffcdc.config_file import load_config
 
     check_landing_arg(args.landing)
     config = None

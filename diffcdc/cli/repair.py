@@ -10,7 +10,8 @@ from diffcdc.errors import UsageError
 
 
 def cmd_repair(args: argparse.Namespace) -> int:
-    from diffcdc.config import load_config, table_from_args
+    from diffcdc.config import table_from_args
+    from diffcdc.config_file import load_config
     from diffcdc.engine.repair import head_damage, repair_table
 
     master, conf = None, {}

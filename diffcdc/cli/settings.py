@@ -104,7 +104,7 @@ def run_config_from_args(args: Any) -> RunConfig:
     """The run's settings from ``diffcdc run``'s options: a config file and the options that
     change it, or one table given by options; validated by the config models either way."""
     from diffcdc.cli.common import check_landing_arg
-    from diffcdc.config import load_config
+    from diffcdc.config_file import load_config
     from diffcdc.errors import UsageError
 
     check_landing_arg(args.landing)

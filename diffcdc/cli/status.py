@@ -33,7 +33,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 def _where(args: argparse.Namespace) -> tuple[Any, dict[str, str | None]]:
     """The state root and each table's source folder (from ``--config`` or ``--source``)."""
     if args.config:
-        from diffcdc.config import load_config
+        from diffcdc.config_file import load_config
 
         config = load_config(args.config)
         tables = [config_table(config, args.table, args.config)] if args.table else config.tables

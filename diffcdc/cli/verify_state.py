@@ -18,7 +18,8 @@ if TYPE_CHECKING:
 
 
 def cmd_verify_state(args: argparse.Namespace) -> int:
-    from diffcdc.config import load_config, state_name
+    from diffcdc.config import state_name
+    from diffcdc.config_file import load_config
     from diffcdc.state.store import TableState
     from diffcdc.state.verify import verify_head
 

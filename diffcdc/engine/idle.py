@@ -47,7 +47,7 @@ def idle_report(table: TableConfig, state_root: StateRoot | str) -> TableReport 
         state = TableState(state_root, table.state_name)
         if state.has_history():  # its last run, for status (the last change stays as it was)
             try:
-                state.save_last_run(report.to_dict())
+                state.reports.save_idle(report.to_dict())
             except OSError as save_error:
                 log.warning("%s: the run's report could not be saved (%s)", table.name, save_error)
     except DiffcdcError as exc:

@@ -118,7 +118,7 @@ def save_report(state: TableState, report: TableReport) -> None:
     if not state.has_history():
         return
     try:
-        state.save_report(report.to_dict())
+        state.reports.save(report.to_dict())
     except (OSError, TypeError, ValueError) as exc:
         log.warning(
             "%s: the run's report could not be saved under %s (%s); the run's outcome is %s",

@@ -30,8 +30,8 @@ def table_status(
 
 def _table_entry(state: TableState, configured: bool) -> dict[str, Any]:
     head = state.head()
-    report = state.last_report() or {}
-    change = state.last_change() or {}
+    report = state.reports.last() or {}
+    change = state.reports.last_change() or {}
     sinks = _sinks(head) if head else []
     landing = next((s for s in sinks if s["type"] == "open_mirroring"), None)
     entry: dict[str, Any] = {

@@ -8,7 +8,8 @@ Layout under ``<state root>/<table>/``::
                                                   (``diffcdc repair``; the record stays as is)
     versions/00000000000000000007-<run>/          state Parquet (``state/``) + each sink's
                                                   staged output (``sinks/<sink>/``)
-    reports/<run id>.json                    one report per run (passed or failed)
+    reports/<run id>.json                    one report per run (passed or failed;
+                                             :mod:`diffcdc.state.reports`)
     lease.json                               the run lease while a run works on the table
                                              (:mod:`diffcdc.state.lease`; ``.lock`` is the
                                              flock file of diffcdc before leases)
@@ -45,8 +46,8 @@ from diffcdc.state.records import (
     encode_json,
     new_run_id,
     now_iso,
-    report_changed,
 )
+from diffcdc.state.reports import TableReports
 from diffcdc.state.root import StateRoot
 from diffcdc.state.storage.base import StateStorage
 
@@ -75,6 +76,7 @@ class TableState:
         self.dir = os.path.join(self.root, table)  # the table's data: versions/, snapshots/
         self.versions_dir = os.path.join(self.dir, "versions")
         self.storage = storage or self.location.documents(table)
+        self.reports = TableReports(self.storage)
         self._lease: Lease | None = None
 
     # -- the run lease ---------------------------------------------------------------------
@@ -319,45 +321,6 @@ class TableState:
             _LOG_RE.match(name) and self.storage.exists(f"log/{name}")
             for name in self.storage.list("log")
         )
-
-    def save_report(self, report: dict[str, Any]) -> str:
-        """Keep a run's report: ``reports/<run id>.json``, ``last_report.json`` (the last run)
-        and, when the run processed or published something, ``last_change.json`` (so a run
-        with nothing to do never hides the last real counts)."""
-        path = f"reports/{report.get('run_id') or new_run_id()}.json"
-        data = encode_json(report)
-        self.storage.put(path, data)
-        self.storage.put("last_report.json", data)
-        if report_changed(report):
-            self.storage.put("last_change.json", data)
-        return self.storage.describe(path)
-
-    def save_last_run(self, report: dict[str, Any]) -> None:
-        """Keep a run that did nothing as the table's last run (``last_report.json`` only: the
-        reports folder and ``last_change.json`` keep the runs that did something)."""
-        self.storage.put("last_report.json", encode_json(report))
-
-    def last_report(self) -> dict[str, Any] | None:
-        return self.read_document("last_report.json")  # type: ignore[no-any-return]
-
-    def last_change(self) -> dict[str, Any] | None:
-        """The report of the last run that committed or published something (None: never).
-
-        State written before ``last_change.json`` existed: the newest such report in
-        ``reports/`` (their names start with the run's UTC start time).
-        """
-        found = self.read_document("last_change.json")
-        if found is not None:
-            return dict(found)
-        for name in reversed(self.storage.list("reports")):
-            if name.endswith(".json") and not name.startswith("."):
-                try:
-                    report = self.read_document(f"reports/{name}")
-                except ValueError:
-                    continue
-                if isinstance(report, dict) and report_changed(report):
-                    return report
-        return None
 
     # -- housekeeping ----------------------------------------------------------------------
 

@@ -1,0 +1,143 @@
+"""The config file: TOML read, relative paths resolved, validated into a :class:`RunConfig`.
+
+The config file is TOML: Python reads it with the standard library (no extra dependency),
+values are typed (no YAML surprises such as ``no`` becoming ``false`` or ``0123`` an octal),
+comments are allowed, and ``[tables.Name]`` sections read naturally::
+
+    [diffcdc]
+    state = "state"            # state root (relative paths: relative to this file)
+    landing = "landing"        # default landing root for every table
+    keep_versions = 10
+
+    [spark]
+    master = "local[*]"
+    conf = { "spark.driver.memory" = "4g" }
+
+    [quality]                  # the data-quality gate, for every table
+    max_delete_ratio = 0.2
+
+    [defaults]                 # any table field, applied to every table
+    codec = "zstd"
+
+    [tables.Employees]
+    source = "snapshots/employees"
+    keys = ["EmployeeID"]
+    exclude = ["ExtractedAt"]
+    quality = { max_delete_ratio = 0.5 }   # replaces the global setting for this table
+
+Every error names the file, the table and the field.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+from pydantic import ValidationError
+
+from diffcdc.config import RunConfig
+from diffcdc.config_errors import error_from_validation
+from diffcdc.errors import ConfigError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+
+def load_config(path: str) -> RunConfig:
+    """Read and validate a TOML config file; relative paths are relative to the file."""
+    try:
+        with open(path, "rb") as handle:
+            raw = tomllib.load(handle)
+    except FileNotFoundError:
+        raise ConfigError("config file not found", path=path) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"not valid TOML: {exc}", path=path) from None
+    base = os.path.dirname(os.path.abspath(path))
+    unknown = set(raw) - {"diffcdc", "spark", "quality", "defaults", "tables", "partner"}
+    if unknown:
+        raise ConfigError(
+            f"unknown section(s) {sorted(unknown)}; expected diffcdc, spark, quality, defaults, "
+            "partner, tables",
+            path=path,
+        )
+    top = dict(raw.get("diffcdc", {}))
+    landing_default = top.pop("landing", None)
+    defaults = dict(raw.get("defaults", {}))
+    if landing_default is not None:
+        defaults.setdefault("landing", landing_default)
+    if "partner" in raw:  # [partner] is database level: every table publishes the same file
+        defaults.setdefault("partner", raw["partner"])
+    tables_raw = raw.get("tables", {})
+    if not isinstance(tables_raw, dict) or not tables_raw:
+        raise ConfigError("no [tables.<Name>] section", path=path, hint="define at least one table")
+    names = list(tables_raw)
+    tables = []
+    for name, body in tables_raw.items():
+        if not isinstance(body, dict):
+            raise ConfigError(f"table {name}: expected a [tables.{name}] section", path=path)
+        merged = {**defaults, **body, "name": name}
+        if isinstance(merged.get("source"), dict) and merged["source"].get("type") == "dataframe":
+            raise ConfigError(
+                f"table {name}: a dataframe source is handed over in Python "
+                "(diffcdc.run_dataframe), not configured in a file",
+                path=path,
+            )
+        for key in ("source", "landing"):
+            if isinstance(merged.get(key), str):
+                merged[key] = _resolve(base, merged[key])
+        if isinstance(merged.get("sinks"), list):
+            merged["sinks"] = [_resolve_sink_paths(base, s) for s in merged["sinks"]]
+        if isinstance(merged.get("quality"), dict):
+            merged["quality"] = _resolve_quality_paths(base, merged["quality"])
+        tables.append(merged)
+    state = top.pop("state", "state")
+    state = _resolve(base, state) if isinstance(state, str) else state  # else: a field error
+    if isinstance(top.get("state_data"), str):
+        top["state_data"] = _resolve(base, top["state_data"])
+    try:
+        config = RunConfig(
+            state=state,
+            spark=raw.get("spark", {}),
+            quality=_resolve_quality_paths(base, raw.get("quality", {})),
+            tables=tables,
+            source_file=os.path.abspath(path),
+            **top,
+        )
+    except ValidationError as exc:
+        flat = {n for n, body in tables_raw.items() if "sinks" not in body}
+        raise error_from_validation(exc, path, names, flat) from None
+    try:
+        config.state_root()  # state, state_data and state_options fit together
+    except ConfigError as exc:
+        exc.path = exc.path or path
+        raise
+    return config
+
+
+def _resolve_sink_paths(base: str, sink: Any) -> Any:
+    """A sink's local paths (landing, path, changelog_path) relative to the config file."""
+    if not isinstance(sink, dict):
+        return sink
+    return {
+        k: _resolve(base, v) if k in ("landing", "path", "changelog_path") and isinstance(v, str) else v
+        for k, v in sink.items()
+    }
+
+
+def _resolve_quality_paths(base: str, section: Any) -> Any:
+    if not isinstance(section, dict):
+        return section
+    out = dict(section)
+    for key in ("expectation_suite", "data_docs_dir"):
+        if isinstance(out.get(key), str):
+            out[key] = _resolve(base, out[key])
+    return out
+
+
+def _resolve(base: str, value: str) -> str:
+    if not value.strip() or "://" in value or os.path.isabs(value):  # blank: a field error
+        return value
+    return os.path.normpath(os.path.join(base, value))
