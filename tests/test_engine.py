@@ -304,3 +304,35 @@ def test_retention_prunes_old_versions(spark, tmp_path):
     versions = sorted(os.listdir(TableState(ws.state, "T").versions_dir))
     assert [v[:20] for v in versions] == [f"{3:020d}", f"{4:020d}"]
     assert not any(os.path.exists(os.path.join(ws.state, "T", "versions", v, "landing")) for v in versions)
+
+
+def test_the_commit_log_is_read_once_per_record_by_a_table_state(spark, ws):
+    """A run asks for the commits several times and a table's log grows every night: each
+    record and mark is read once per TableState, later calls read only what is new."""
+    for day in (1, 2, 3):
+        ws.write(f"2026-11-{day:02d}.parquet", emp(("E1", f"L{day}", "a@x"), (f"E{day + 1}", "x", None)), EMP)
+        ws.run(spark)
+    state = TableState(ws.state, "Employees")
+    reads: list[str] = []
+    real_read = state.storage.read
+
+    def counted(path):
+        reads.append(path)
+        return real_read(path)
+
+    state.storage.read = counted  # type: ignore[method-assign]
+    first = state.commits()
+    assert [c.version for c in first] == [1, 2, 3] and all(c.published for c in first)
+    assert sorted(reads) == sorted(
+        [f"log/{v:020d}.json" for v in (1, 2, 3)]
+        + [f"log/{v:020d}.published.open_mirroring.json" for v in (1, 2, 3)]
+    )  # no read of repair pointers that the log does not list
+    reads.clear()
+    assert state.commits() == first and reads == []
+    ws.write("2026-11-04.parquet", emp(("E1", "L4", "a@x")), EMP)
+    ws.run(spark)
+    later = state.commits()
+    assert [c.version for c in later] == [1, 2, 3, 4] and later[:3] == first
+    assert sorted(reads) == [f"log/{4:020d}.json", f"log/{4:020d}.published.open_mirroring.json"]
+    state.forget()  # a drop: nothing read before is taken for the table any more
+    assert state.commits() == []

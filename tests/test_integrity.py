@@ -296,6 +296,7 @@ def strip_manifests(ws) -> TableState:
         del record["state_manifest"], record["snapshot_identity"]
         with open(path, "w", encoding="utf-8") as handle:
             json.dump(record, handle)
+    state = TableState(ws.state, "T")  # records never change: an instance reads each once
     assert state.head().record.state_manifest is None
     return state
 

@@ -78,6 +78,9 @@ class TableState:
         self.storage = storage or self.location.documents(table)
         self.reports = TableReports(self.storage)
         self._lease: Lease | None = None
+        #: What :meth:`commits` has read so far: records by log name, marks found complete.
+        self._records: dict[str, CommitRecord] = {}
+        self._marks: set[str] = set()
 
     # -- the run lease ---------------------------------------------------------------------
 
@@ -116,55 +119,71 @@ class TableState:
     # -- reading ---------------------------------------------------------------------------
 
     def commits(self) -> list[Commit]:
-        """Every committed version, oldest first."""
+        """Every committed version, oldest first.
+
+        Commit records and publish marks never change once written, so this instance parses
+        each one once: later calls list the log and read only what is new (a run asks several
+        times, and a table's log grows by a version every night). A repair's pointer file
+        (``<v>.state.json``) may be rewritten, so it is read whenever the log lists it.
+        """
         names = self.storage.list("log")
-        commits = []
+        listed = set(names)
         marks: dict[str, set[str]] = {}
         for name in names:
             mark = _MARK_RE.match(name)
-            if mark and self.storage.exists(f"log/{name}"):
+            if mark and (name in self._marks or self.storage.exists(f"log/{name}")):
+                self._marks.add(name)
                 # format 1 wrote ``<v>.published.json``: the landing zone's mark
                 marks.setdefault(mark.group(1), set()).add(mark.group(2) or LEGACY_SINK_ID)
+        commits = []
         for name in names:
             match = _LOG_RE.match(name)
             if not match:
                 continue
-            path = self.storage.describe(f"log/{name}")
-            try:
-                data = self.storage.read_bytes(f"log/{name}")
-                if data is None:
-                    continue  # a name reserved a moment ago: not committed (yet)
-                record = json.loads(data)
-            except (OSError, ValueError) as exc:
-                raise StateError(
-                    f"commit record is unreadable: {exc}",
-                    table=self.table,
-                    path=path,
-                    hint="restore the file from backup; diffcdc never edits commit records",
-                ) from None
-            if not isinstance(record, dict) or record.get("format") not in READABLE_FORMATS:
-                found = record.get("format") if isinstance(record, dict) else None
-                raise StateError(
-                    f"commit record has format {found!r}; this diffcdc reads "
-                    f"formats {', '.join(map(str, READABLE_FORMATS))}",
-                    table=self.table,
-                    path=path,
-                    hint="this state was written by a newer diffcdc: upgrade diffcdc",
-                )
-            try:
-                parsed = CommitRecord.from_dict(record)
-            except (KeyError, TypeError, ValueError) as exc:
-                raise StateError(
-                    f"commit record is incomplete: {type(exc).__name__} {exc}",
-                    table=self.table,
-                    path=path,
-                    hint="restore the file from backup; diffcdc never edits commit records",
-                ) from None
-            repaired = self._repaired_state(match.group(1))
-            if repaired is not None:
-                parsed = replace(parsed, state_path=repaired[0], state_manifest=repaired[1])
+            parsed = self._records.get(name) or self._read_record(name)
+            if parsed is None:
+                continue  # a name reserved a moment ago: not committed (yet)
+            self._records[name] = parsed
+            if f"{match.group(1)}.state.json" in listed:
+                repaired = self._repaired_state(match.group(1))
+                if repaired is not None:
+                    parsed = replace(parsed, state_path=repaired[0], state_manifest=repaired[1])
             commits.append(Commit(parsed, frozenset(marks.get(match.group(1), ()))))
         return commits
+
+    def _read_record(self, name: str) -> CommitRecord | None:
+        """The commit record ``log/<name>``; None while its name is only reserved."""
+        path = self.storage.describe(f"log/{name}")
+        try:
+            data = self.storage.read_bytes(f"log/{name}")
+            if data is None:
+                return None
+            record = json.loads(data)
+        except (OSError, ValueError) as exc:
+            raise StateError(
+                f"commit record is unreadable: {exc}",
+                table=self.table,
+                path=path,
+                hint="restore the file from backup; diffcdc never edits commit records",
+            ) from None
+        if not isinstance(record, dict) or record.get("format") not in READABLE_FORMATS:
+            found = record.get("format") if isinstance(record, dict) else None
+            raise StateError(
+                f"commit record has format {found!r}; this diffcdc reads "
+                f"formats {', '.join(map(str, READABLE_FORMATS))}",
+                table=self.table,
+                path=path,
+                hint="this state was written by a newer diffcdc: upgrade diffcdc",
+            )
+        try:
+            return CommitRecord.from_dict(record)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise StateError(
+                f"commit record is incomplete: {type(exc).__name__} {exc}",
+                table=self.table,
+                path=path,
+                hint="restore the file from backup; diffcdc never edits commit records",
+            ) from None
 
     def read_document(self, path: str) -> Any:
         """The JSON document at ``path`` (relative to the table's folder), or None.
@@ -308,6 +327,8 @@ class TableState:
     def forget(self) -> None:
         """Remove the table's documents and data (a failed first run's leftovers, a drop)."""
         self.location.forget(self.table)
+        self._records.clear()
+        self._marks.clear()
 
     def has_history(self) -> bool:
         """Whether the table has anything in state: a commit, or a reload or drop request.

@@ -116,10 +116,14 @@ class LocalStateStorage(StateStorage):
             if age is not None and age < stale_after:
                 return False  # another writer is replacing it (or died a moment ago)
             attempt = last + 1
-        if not _create_exclusive(os.path.join(folder, f"{prefix}{attempt}")):
+        mine = os.path.join(folder, f"{prefix}{attempt}")
+        if not _create_exclusive(mine):
             return False
         again = self.read(path)
         if again is None or again.tag != tag:
+            # another writer replaced it between our read and our marker (and removed its own
+            # marker already): the tag is gone for good, so ours would only be left behind
+            _unlink_quietly(mine)
             return False
         tmp = self._write_temp(final, data)
         try:
@@ -129,7 +133,7 @@ class LocalStateStorage(StateStorage):
         _fsync_dir(folder)
         for _, marker in attempts:
             _unlink_quietly(os.path.join(folder, marker))
-        _unlink_quietly(os.path.join(folder, f"{prefix}{attempt}"))
+        _unlink_quietly(mine)
         return True
 
     def delete(self, path: str) -> None:
