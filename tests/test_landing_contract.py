@@ -472,6 +472,29 @@ def test_text_round_trip_of_any_value(spec, codec):
     check()
 
 
+def test_snappy_text_files_follow_the_framing_format():
+    """The stream identifier, then chunks of at most 64 KiB each with the masked CRC-32C of its
+    uncompressed data (github.com/google/snappy framing_format.txt; CRC-32C of "123456789" is
+    the standard check value 0xE3069283)."""
+    import struct
+
+    from diffcdc.sinks.openmirroring.text import _masked_crc, compress, decompress
+
+    check = 0xE3069283
+    assert _masked_crc(b"123456789") == (((check >> 15) | (check << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+    data = bytes(range(256)) * 600  # 153,600 bytes: three chunks
+    framed = compress(data, "snappy")
+    assert framed.startswith(b"\xff\x06\x00\x00sNaPpY")
+    i, chunks = 10, []
+    while i < len(framed):
+        kind, length = framed[i], int.from_bytes(framed[i + 1 : i + 4], "little")
+        chunks.append((kind, struct.unpack("<I", framed[i + 4 : i + 8])[0]))
+        i += 4 + length
+    starts = range(0, len(data), 65536)
+    assert [crc for _, crc in chunks] == [_masked_crc(data[s : s + 65536]) for s in starts]
+    assert all(kind in (0x00, 0x01) for kind, _ in chunks) and decompress(framed) == data
+
+
 @pytest.mark.parametrize("name", ["__rowMarker__", "__ROWMARKER__", "__diffcdc_change"])
 def test_columns_clashing_with_ours_are_refused(spark, tmp_path, name):
     ws = Workspace(str(tmp_path), keys=("id",), file_format="csv")

@@ -39,6 +39,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import google_crc32c
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -425,25 +426,8 @@ def read_text_file(data: bytes, meta: dict[str, Any]) -> list[dict[str, Any]]:
 
 # -- Snappy framing format (github.com/google/snappy/blob/main/framing_format.txt) --------------
 
-_CRC_TABLE: list[int] = []
-
-
-def _crc32c(data: bytes) -> int:
-    if not _CRC_TABLE:
-        for n in range(256):
-            crc = n
-            for _ in range(8):
-                crc = (crc >> 1) ^ 0x82F63B78 if crc & 1 else crc >> 1
-            _CRC_TABLE.append(crc)
-    crc = 0xFFFFFFFF
-    table = _CRC_TABLE
-    for byte in data:
-        crc = table[(crc ^ byte) & 0xFF] ^ (crc >> 8)
-    return crc ^ 0xFFFFFFFF
-
-
 def _masked_crc(data: bytes) -> int:
-    crc = _crc32c(data)
+    crc = google_crc32c.value(data)  # CRC-32C (Castagnoli), as the framing format requires
     return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
 
 
