@@ -360,8 +360,14 @@ def machine_info() -> dict[str, Any]:
         "python": platform.python_version(),
         "versions": versions,
         "git_commit": commit,
-        "command": " ".join(["python -m benchmarks.run", *sys.argv[1:]]),
+        "command": " ".join([f"python -m {_main_module()}", *sys.argv[1:]]),
     }
+
+
+def _main_module() -> str:
+    """The ``-m`` module this process runs (benchmarks.cluster runs benchmarks.run's matrix)."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    return spec.name if spec is not None else "benchmarks.run"
 
 
 def save(results: dict[str, Any], path: str) -> None:
