@@ -24,9 +24,9 @@ if TYPE_CHECKING:
 TABLE = "bench"
 
 
-def _link_snapshot(src: str, source_root: str) -> None:
-    """Hard-link a snapshot folder into ``source_root`` under the same entry name."""
-    target = os.path.join(source_root, os.path.basename(src.rstrip("/")))
+def _link_snapshot(src: str, source_root: str, name: str | None = None) -> None:
+    """Hard-link a snapshot folder into ``source_root`` under ``name`` (default: its own)."""
+    target = os.path.join(source_root, name or os.path.basename(src.rstrip("/")))
     tmp = os.path.join(source_root, "_" + os.path.basename(target))
     os.makedirs(tmp)
     for name in os.listdir(src):

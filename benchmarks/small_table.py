@@ -16,6 +16,7 @@ import statistics
 import time
 from typing import Any
 
+from .diffcdc_runner import _link_snapshot
 from .generate import Rates, generate
 from .report import print_and_save
 
@@ -48,7 +49,7 @@ def main(argv: list[str] | None = None) -> None:
     tracker = spark.sparkContext.statusTracker()
     runs: list[dict[str, float]] = []
     for n in range(args.runs + 1):  # run 0 is the first load, untimed
-        _link(os.path.join(data, f"snap-00{1 + n % 2}"), os.path.join(source, f"snap-{n:05d}"))
+        _link_snapshot(os.path.join(data, f"snap-00{1 + n % 2}"), source, f"snap-{n:05d}")
         jobs, jvm, py = len(tracker.getJobIdsForGroup(None)), _cpu(jvm_pid), _own_cpu()
         started = time.perf_counter()
         (report,) = run_many(spark, config)
@@ -70,15 +71,6 @@ def main(argv: list[str] | None = None) -> None:
         "command": f"python -m benchmarks.small_table --rows {args.rows} --runs {args.runs}",
     }
     print_and_save(result, args.out)
-
-
-def _link(snapshot: str, target: str) -> None:
-    """Hard-link a generated snapshot folder under a new name (appearing complete)."""
-    partial = target + ".partial"
-    os.makedirs(partial)
-    for name in os.listdir(snapshot):
-        os.link(os.path.join(snapshot, name), os.path.join(partial, name))
-    os.rename(partial, target)
 
 
 def _cpu(pid: int) -> float:

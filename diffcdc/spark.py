@@ -30,6 +30,11 @@ def literal_path(path: str) -> str:
     return _GLOB_CHARS.sub(r"\\\1", path)
 
 
+def on_this_machine(spark: SparkSession) -> bool:
+    """Whether the executors are this machine's own processes (a ``local[...]`` master)."""
+    return str(spark.sparkContext.master).startswith("local")
+
+
 def read_written(spark: SparkSession, path: str, schema: StructType) -> DataFrame:
     """The Parquet folder ``path`` that a frame of ``schema`` was just written to, read back.
 

@@ -19,6 +19,7 @@ from py4j.protocol import Py4JJavaError
 from pyspark.sql import SparkSession
 
 from diffcdc.errors import StateError
+from diffcdc.spark import on_this_machine
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -176,10 +177,6 @@ def on_executors(
     """
     if not items:
         return []
-    if (
-        input_bytes is not None
-        and input_bytes <= IN_PROCESS_BYTES
-        and spark.sparkContext.master.startswith("local")
-    ):
+    if input_bytes is not None and input_bytes <= IN_PROCESS_BYTES and on_this_machine(spark):
         return list(work(iter(items)))
     return spark.sparkContext.parallelize(list(items), len(items)).mapPartitions(work).collect()

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from diffcdc.errors import ConfigError
+from diffcdc.spark import on_this_machine
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -38,9 +39,9 @@ def check_executor_python(spark: SparkSession, tables: Sequence[Any]) -> None:
     """Raise a one-line :class:`ConfigError` when executors cannot run the tables' Python code."""
     if not tables:
         return
-    master = spark.sparkContext.master
-    if master.startswith("local"):
+    if on_this_machine(spark):
         return
+    master = spark.sparkContext.master
     try:
         spark.sparkContext.parallelize([0], 1).map(_probe).collect()
     except Exception as exc:  # a failed task arrives as a Py4J or PySpark error with a trace

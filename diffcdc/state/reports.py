@@ -8,7 +8,6 @@ nothing to do never hides the last real counts).
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from diffcdc.state.records import encode_json, new_run_id, report_changed
@@ -60,6 +59,5 @@ class TableReports:
 
     def _read(self, path: str) -> dict[str, Any] | None:
         """The JSON object at ``path``, or None; ValueError when it is not valid JSON."""
-        data = self.storage.read_bytes(path)
-        document = None if data is None else json.loads(data)
+        document = self.storage.read_json(path)
         return dict(document) if isinstance(document, dict) else None

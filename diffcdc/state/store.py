@@ -26,7 +26,6 @@ recomputes it. The head of the table is the highest committed version.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import shutil
@@ -155,10 +154,7 @@ class TableState:
         """The commit record ``log/<name>``; None while its name is only reserved."""
         path = self.storage.describe(f"log/{name}")
         try:
-            data = self.storage.read_bytes(f"log/{name}")
-            if data is None:
-                return None
-            record = json.loads(data)
+            record = self.storage.read_json(f"log/{name}")
         except (OSError, ValueError) as exc:
             raise StateError(
                 f"commit record is unreadable: {exc}",
@@ -166,6 +162,8 @@ class TableState:
                 path=path,
                 hint="restore the file from backup; diffcdc never edits commit records",
             ) from None
+        if record is None:
+            return None
         if not isinstance(record, dict) or record.get("format") not in READABLE_FORMATS:
             found = record.get("format") if isinstance(record, dict) else None
             raise StateError(
@@ -190,8 +188,7 @@ class TableState:
 
         Raises ValueError when it is not valid JSON.
         """
-        data = self.storage.read_bytes(path)
-        return None if data is None else json.loads(data)
+        return self.storage.read_json(path)
 
     def _repaired_state(self, version: str) -> tuple[str, StateManifest] | None:
         """Where a repaired version's state lives now (see :meth:`record_repaired_state`)."""

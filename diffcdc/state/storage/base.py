@@ -16,8 +16,10 @@ versions or JSON; :class:`diffcdc.state.store.TableState` does.
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -80,6 +82,12 @@ class StateStorage(ABC):
         """The document's bytes; None when absent or still empty (being created)."""
         found = self.read(path)
         return found.data if found is not None and found.data else None
+
+    def read_json(self, path: str) -> Any:
+        """The JSON document at ``path``, or None (absent or still empty); ValueError when it
+        is not valid JSON."""
+        data = self.read_bytes(path)
+        return None if data is None else json.loads(data)
 
     def exists(self, path: str) -> bool:
         return self.read_bytes(path) is not None
