@@ -137,6 +137,18 @@ def test_sinks_benchmark_runs_every_variant(spark, tmp_path):
     assert changes[0] == changes[1] == changes[2] and changes[0]["updated"] > 0
 
 
+def test_text_benchmark_runs(tmp_path):
+    import json
+
+    from benchmarks import text_encode
+
+    out = tmp_path / "text.json"
+    text_encode.main(["--rows", "300", "--repeat", "1", "--out", str(out)])
+    result = json.loads(out.read_text())
+    assert result["rows"] == 300 and set(result["results"]) == {"all columns", "integers and strings"}
+    assert all(r["bytes"] > 300 * len(r["columns"]) for r in result["results"].values())
+
+
 @pytest.mark.integration
 def test_jdbc_benchmark_loads_every_partition_count(spark, postgres, tmp_path):
     from benchmarks import jdbc

@@ -27,7 +27,7 @@ from diffcdc.errors import (
     SchemaChangeError,
 )
 from diffcdc.sinks.openmirroring.sink import OpenMirroringSink
-from diffcdc.sinks.openmirroring.text import coerce, read_text_file
+from diffcdc.sinks.openmirroring.text_read import coerce, read_text_file
 from diffcdc.state.store import TableState
 from tests.helpers import UTC, Workspace, next_sequence, norm
 
@@ -450,7 +450,8 @@ def test_text_round_trip_of_any_value(spec, codec):
     from hypothesis import strategies as st
 
     from diffcdc.errors import InputRefused
-    from diffcdc.sinks.openmirroring.text import TextFormat, compress
+    from diffcdc.sinks.openmirroring.text import TextFormat
+    from diffcdc.sinks.openmirroring.text_codecs import compress
 
     fmt = TextFormat(**spec)
     meta = {"FileExtension": fmt.extension, "FileFormatTypeProperties": fmt.properties(),
@@ -472,13 +473,94 @@ def test_text_round_trip_of_any_value(spec, codec):
     check()
 
 
+def _text_one_value_at_a_time(fmt, table: pa.Table) -> bytes:
+    """The scalar quoting rules over Python's own value texts: what the whole-column encoder
+    must write byte for byte."""
+    from diffcdc.sinks.openmirroring.text_encode import python_text
+
+    names = table.column_names
+    columns = [python_text(table.column(i).combine_chunks()) for i in range(len(names))]
+    lines = [fmt.column_separator.join(fmt.checked_field(n, n) for n in names)]
+    for values in zip(*columns):
+        lines.append(fmt.column_separator.join(
+            fmt.checked_field(v, names[i]) for i, v in enumerate(values)))
+    return (fmt.row_separator.join(lines) + fmt.row_separator).encode(fmt.encoding)
+
+
+def test_arrow_white_space_is_what_str_strip_removes():
+    """The column-wise encoder quotes a value whose ends Arrow's utf8_trim_whitespace would
+    trim; the rules say: whose ends ``str.strip()`` would strip. Every code point agrees."""
+    import pyarrow.compute as pc
+
+    points = [c for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]
+    padded = pa.array([chr(c) + "a" for c in points])
+    trimmed = pc.not_equal(padded, pc.utf8_trim_whitespace(padded)).to_pylist()
+    assert {c for c, t in zip(points, trimmed) if t} == {c for c in points if chr(c).isspace()}
+
+
+ODD_TEXT_FORMATS = [  # separators, tokens and escapes that numbers, dates and times contain
+    dict(extension="x1", column_separator=":", null_value="0", quote="", escape="T"),
+    dict(extension="x2", column_separator="-", null_value="1", quote="0", escape="0"),
+]
+
+
+@pytest.mark.parametrize("spec", TEXT_FORMATS + ODD_TEXT_FORMATS,
+                         ids=[f["extension"] for f in TEXT_FORMATS + ODD_TEXT_FORMATS])
+def test_text_of_whole_columns_equals_the_rules_one_value_at_a_time(spec):
+    """Arrow's casts and the column-wise quoting give the same bytes as the scalar rules, for
+    every type the encoder does not format in Python, any text, NULLs, edge dates and times,
+    and the same refusal where the declared characters cannot say a value."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from diffcdc.errors import InputRefused
+    from diffcdc.sinks.openmirroring.text import TextFormat
+
+    fmt = TextFormat(**spec)
+    odd = ",;|\t\"'\\/\r\n NULAnul0-:T\u3000\xa0\x1c\x85\u2028é€"
+    text = st.text(st.sampled_from(list(odd)), max_size=5)
+    when = st.datetimes(min_value=dt.datetime(2, 1, 1), max_value=dt.datetime(9998, 12, 31))
+    zones = st.sampled_from([dt.timezone.utc, dt.timezone(dt.timedelta(hours=5, minutes=30))])
+    types = {
+        "s": (text, pa.string()),
+        "big": (st.integers(-(2**63), 2**63 - 1), pa.int64()),
+        "small": (st.integers(-128, 127), pa.int8()),
+        "flag": (st.booleans(), pa.bool_()),
+        "day": (st.dates(dt.date(1, 1, 1), dt.date(9999, 12, 31)), pa.date32()),
+        "local": (st.datetimes(dt.datetime(1, 1, 1), dt.datetime(9999, 12, 31)), pa.timestamp("us")),
+        "utc": (st.datetimes(dt.datetime(2, 1, 1), dt.datetime(9998, 12, 31), timezones=zones),
+                pa.timestamp("us", tz="UTC")),
+        "paris": (when.map(lambda t: t.replace(tzinfo=dt.timezone.utc)),
+                  pa.timestamp("us", tz="Europe/Paris")),
+        "x": (st.floats(allow_nan=True, allow_infinity=True), pa.float64()),
+        "money": (st.decimals(-(10**15), 10**15, places=2), pa.decimal128(18, 2)),
+        "tiny": (st.decimals(-(10**17), 10**17, places=20), pa.decimal128(38, 20)),
+    }
+    row = st.fixed_dictionaries({name: st.none() | values for name, (values, _) in types.items()})
+
+    @settings(max_examples=60, deadline=None)
+    @given(st.lists(row, max_size=6))
+    def check(rows):
+        table = pa.table({name: pa.array([r[name] for r in rows], kind)
+                          for name, (_, kind) in types.items()})
+        try:
+            expected = _text_one_value_at_a_time(fmt, table)
+        except InputRefused:  # the same refusal (of the first refused column, not row)
+            with pytest.raises(InputRefused, match="a value of column .* cannot be written"):
+                fmt.encode_table(table)
+            return
+        assert fmt.encode_table(table) == expected
+
+    check()
+
+
 def test_snappy_text_files_follow_the_framing_format():
     """The stream identifier, then chunks of at most 64 KiB each with the masked CRC-32C of its
     uncompressed data (github.com/google/snappy framing_format.txt; CRC-32C of "123456789" is
     the standard check value 0xE3069283)."""
     import struct
 
-    from diffcdc.sinks.openmirroring.text import _masked_crc, compress, decompress
+    from diffcdc.sinks.openmirroring.text_codecs import _masked_crc, compress, decompress
 
     check = 0xE3069283
     assert _masked_crc(b"123456789") == (((check >> 15) | (check << 17)) + 0xA282EAD8) & 0xFFFFFFFF

@@ -23,7 +23,8 @@ from pyspark.sql import types as T
 from diffcdc.core.fingerprint import quote
 from diffcdc.errors import LandingZoneMismatch
 from diffcdc.sinks.base import OP, OP_DELETE, OP_INSERT
-from diffcdc.sinks.openmirroring.text import TextFormat, write_text_file
+from diffcdc.sinks.openmirroring.text import TextFormat
+from diffcdc.sinks.openmirroring.text_encode import write_text_file
 from diffcdc.sinks.storage.base import LandingStorage, PublishItem, file_sha256, join
 from diffcdc.staged_files import HadoopFolder, on_executors
 

@@ -30,7 +30,7 @@ from diffcdc.sinks.openmirroring.contract import (
     ROW_MARKER,
     sequence_numbers,
 )
-from diffcdc.sinks.openmirroring.text import coerce, read_text_file
+from diffcdc.sinks.openmirroring.text_read import coerce, read_text_file
 from diffcdc.sinks.storage.base import LandingStorage, join
 
 
