@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
 
-    from diffcdc.core.quality import QualityConfig
+    from diffcdc.core.quality_config import QualityConfig
     from diffcdc.spark import build_spark
 
     here = os.path.dirname(os.path.abspath(__file__))

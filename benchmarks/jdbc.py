@@ -78,7 +78,7 @@ def measure(spark: Any, url: str, user: str, password: str, work: str,
             partitions: list[int]) -> dict[str, Any]:
     """Timed first loads and plain reads of ``orders`` per partition count (rows/s)."""
     from diffcdc.config import TableConfig
-    from diffcdc.core.quality import QualityConfig
+    from diffcdc.core.quality_config import QualityConfig
     from diffcdc.engine.run import run_table
 
     os.environ["DIFFCDC_BENCH_PG_PASSWORD"] = password

@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> None:
 def steady(spark: Any, data: str, work: str, tables: int, parallelism: int) -> float:
     """Seconds of one steady ``run_many`` over ``tables`` copies of a generated table."""
     from diffcdc.config import RunConfig, TableConfig
-    from diffcdc.core.quality import QualityConfig
+    from diffcdc.core.quality_config import QualityConfig
     from diffcdc.engine.run import run_many
 
     shutil.rmtree(work, ignore_errors=True)

@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> None:
 
 def measure(spark: Any, data: str, work: str, repeat: int) -> dict[str, Any]:
     """Timed steady runs of every variant, interleaved; medians and the 'both' ratio."""
-    from diffcdc.core.quality import QualityConfig
+    from diffcdc.core.quality_config import QualityConfig
 
     quality = QualityConfig(min_row_ratio=None, max_row_ratio=None, max_delete_ratio=None)
     runs = {

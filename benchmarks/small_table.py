@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
 
     from diffcdc.config import RunConfig, TableConfig
-    from diffcdc.core.quality import QualityConfig
+    from diffcdc.core.quality_config import QualityConfig
     from diffcdc.engine.run import run_many
     from diffcdc.spark import build_spark
 

@@ -22,7 +22,7 @@ from pydantic import ValidationError
 from pyspark.sql import DataFrame
 
 from diffcdc.config import TableConfig
-from diffcdc.core.quality import QualityConfig
+from diffcdc.core.quality_config import QualityConfig
 from diffcdc.engine.report import Progress, TableReport
 from diffcdc.errors import ConfigError, UsageError
 

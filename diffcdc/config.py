@@ -21,7 +21,7 @@ from pydantic import (
 
 from diffcdc.core.fields import STRICT_SETTINGS, PathText
 from diffcdc.core.names import MAX_NAME_BYTES, check_folder_name
-from diffcdc.core.quality import QualityConfig
+from diffcdc.core.quality_config import QualityConfig
 from diffcdc.sinks.delta.config import DeltaSinkConfig
 from diffcdc.sinks.kafka.config import KafkaSinkConfig
 from diffcdc.sinks.openmirroring.config import LANDING_FIELDS, OpenMirroringSinkConfig

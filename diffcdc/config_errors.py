@@ -76,7 +76,7 @@ def describe_error(error: Mapping[str, Any], fields: Collection[str] = ()) -> st
 def _field_names(loc: Sequence[Any]) -> list[str]:
     """The field names valid at ``loc`` (its last part excluded), for name suggestions."""
     from diffcdc.config import LANDING_FIELDS, RunConfig, SparkSettings, TableConfig
-    from diffcdc.core.quality import QualityConfig
+    from diffcdc.core.quality_config import QualityConfig
 
     names = set(RunConfig.model_fields)
     for part in loc[:-1]:

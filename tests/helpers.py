@@ -13,11 +13,11 @@ import pyarrow.parquet as pq
 
 from diffcdc.config import TableConfig
 from diffcdc.core.compare import compare
-from diffcdc.core.quality import QualityConfig
+from diffcdc.core.quality_config import QualityConfig
 from diffcdc.engine.run import run_table
 from diffcdc.sinks.openmirroring.contract import table_folder
 from diffcdc.sinks.openmirroring.replay import replay
-from diffcdc.sinks.storage.base import LocalStorage
+from diffcdc.sinks.storage.local import LocalStorage
 
 UTC = dt.timezone.utc
 #: Gate settings that accept any change volume: for tests about the diff, not the gate.
@@ -63,7 +63,7 @@ class Workspace:
         return replay(LocalStorage(self.landing), table_folder(self.table.name, self.table.schema_name), upto)
 
     def assert_mirror_equals(self, spark: Any, snapshot_id: str, upto: int | None = None, ignore=()) -> None:
-        from diffcdc.sinks.openmirroring.contract import to_landing_columns
+        from diffcdc.sinks.openmirroring.rows import to_landing_columns
         from diffcdc.spark import literal_path
 
         df = to_landing_columns(spark.read.parquet(literal_path(os.path.join(self.source, snapshot_id))))

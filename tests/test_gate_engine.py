@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from diffcdc.core.quality import ExpectationSpec, QualityConfig
+from diffcdc.core.quality_config import ExpectationSpec, QualityConfig
 from diffcdc.errors import QualityGateFailed
 from diffcdc.state.store import TableState
 from tests.helpers import Workspace

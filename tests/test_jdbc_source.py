@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from diffcdc.config import TableConfig
-from diffcdc.core.quality import QualityConfig
+from diffcdc.core.quality_config import QualityConfig
 from diffcdc.engine.run import run_table
 from diffcdc.engine.verify import verify_table
 from diffcdc.errors import DiffcdcError, SourceError, SourceUnavailable

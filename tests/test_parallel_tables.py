@@ -13,7 +13,7 @@ import diffcdc.engine.run as run_module
 from diffcdc.cli.main import main
 from diffcdc.engine.run import table_parallelism
 from diffcdc.sinks.openmirroring.replay import replay
-from diffcdc.sinks.storage.base import LocalStorage
+from diffcdc.sinks.storage.local import LocalStorage
 
 NAMES = ["A", "B", "Bad", "C", "D"]
 

@@ -10,9 +10,6 @@ from pydantic import ValidationError
 
 from diffcdc.core.quality import (
     ChangeCounts,
-    CheckResult,
-    GateReport,
-    QualityConfig,
     SnapshotStats,
     check_names,
     compute_snapshot_stats,
@@ -21,6 +18,8 @@ from diffcdc.core.quality import (
     snapshot_stats_exprs,
     validate_overrides,
 )
+from diffcdc.core.quality_config import QualityConfig
+from diffcdc.core.quality_report import CheckResult, GateReport
 from diffcdc.errors import ConfigError, QualityGateFailed
 
 DATA = Path(__file__).parent / "data" / "quality"

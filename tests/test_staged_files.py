@@ -10,7 +10,7 @@ import pytest
 
 from diffcdc import staged_files
 from diffcdc.errors import StateError
-from diffcdc.sinks.openmirroring.contract import stage_parquet_files
+from diffcdc.sinks.openmirroring.staging import stage_parquet_files
 from diffcdc.sinks.openmirroring.text import TextFormat
 from diffcdc.sinks.storage.base import file_sha256
 from diffcdc.spark import read_written

@@ -21,7 +21,7 @@ from diffcdc.config_file import load_config
 from diffcdc.errors import ConfigError
 from diffcdc.sinks.openmirroring.contract import table_folder
 from diffcdc.sinks.openmirroring.replay import replay
-from diffcdc.sinks.storage.base import LocalStorage
+from diffcdc.sinks.storage.local import LocalStorage
 from diffcdc.state.lease import Lease
 from tests.dfs_server import DfsServer
 from tests.test_remote_landing import cli_logging  # noqa: F401 - a fixture

@@ -152,7 +152,8 @@ def check_landing_moved(table: Any, record: Any, state_given: bool) -> None:
 
 def _published_output(table: Any) -> str | None:
     """Where one of the table's Open Mirroring sinks already holds ``_metadata.json``."""
-    from diffcdc.sinks.openmirroring.contract import METADATA_FILE, table_folder
+    from diffcdc.sinks.openmirroring.contract import table_folder
+    from diffcdc.sinks.openmirroring.metadata import METADATA_FILE
     from diffcdc.sinks.storage.base import join, open_landing
 
     for sink in table.landing_sinks():

@@ -144,7 +144,7 @@ def _split_override(value: str, tables: list[str]) -> tuple[str | None, str]:
     for at in (i for i, c in enumerate(value) if c == ":"):
         if value[:at] in tables:
             return value[:at], value[at + 1:]
-    from diffcdc.core.quality import BUILTIN_CHECKS
+    from diffcdc.core.quality_config import BUILTIN_CHECKS
 
     prefix, _, rest = value.partition(":")
     if ":" in value and (len(tables) > 1 or rest in BUILTIN_CHECKS):

@@ -11,221 +11,25 @@ Each returns a :class:`GateReport` (JSON-friendly, kept with the state); the eng
 :meth:`GateReport.raise_if_failed` to refuse the snapshot with one line. The key statistics are
 meant to be computed by the engine in the same Spark job as the fingerprint
 (:func:`snapshot_stats_exprs`); offending-key samples are only computed when a check fails.
+
+This module holds the checks and the snapshot statistics they need. The settings are in
+:mod:`diffcdc.core.quality_config`, the results in :mod:`diffcdc.core.quality_report`, and the
+great-expectations part in :mod:`diffcdc.core.quality_gx`.
 """
 
 from __future__ import annotations
 
-import math
-import shlex
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
-
-from diffcdc.errors import ConfigError, QualityGateFailed
+from diffcdc.core.quality_config import BUILTIN_CHECKS, NOT_OVERRIDABLE, QualityConfig
+from diffcdc.core.quality_report import SAMPLE_SIZE, CheckResult, GateReport, to_jsonable
+from diffcdc.errors import ConfigError
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, Row
-
-#: Built-in checks of each stage, in report order.
-SNAPSHOT_CHECKS = ("keys_present", "keys_not_null", "keys_unique", "not_empty", "row_count_ratio")
-CHANGE_CHECKS = ("delete_ratio", "change_ratio")
-BUILTIN_CHECKS = SNAPSHOT_CHECKS + CHANGE_CHECKS
-#: The diff itself needs present, non-NULL, unique keys: these can never be overridden.
-NOT_OVERRIDABLE = frozenset({"keys_present", "keys_not_null", "keys_unique"})
-#: Ratio checks need this many rows (previous or new snapshot) unless configured otherwise.
-DEFAULT_MIN_ROWS_FOR_RATIOS = 1000
-#: At most this many offending keys are sampled per failed check.
-SAMPLE_SIZE = 5
-
-
-class ExpectationSpec(BaseModel):
-    """A great-expectations expectation written in the diffcdc config."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True,
-                              strict=True)
-
-    type: str = Field(pattern=r"^expect_[a-z0-9_]+$")
-    """GX expectation type in snake case, e.g. ``expect_column_values_to_not_be_null``."""
-    kwargs: dict[str, Any] = Field(default_factory=dict)
-    """The expectation's arguments, e.g. ``{"column": "amount", "min_value": 0}``."""
-    blocking: bool = True
-    """A failure refuses the snapshot; ``false`` only reports it as a warning."""
-    name: str | None = None
-    """Check name in reports and overrides; default ``<type>:<column>``."""
-
-
-class QualityConfig(BaseModel):
-    """Gate thresholds and user expectations; global defaults merged with per-table settings."""
-
-    model_config = ConfigDict(
-        extra="forbid", frozen=True, use_attribute_docstrings=True, allow_inf_nan=False,
-        strict=True,
-    )
-
-    min_row_ratio: float | None = Field(default=0.5, ge=0)
-    """Snapshot rows at least this share of the previous snapshot's rows (``null``: no check)."""
-    max_row_ratio: float | None = Field(default=2.0, ge=0)
-    """Snapshot rows at most this multiple of the previous snapshot's rows (``null``: no check)."""
-    max_delete_ratio: float | None = Field(default=0.2, ge=0)
-    """Deleted rows at most this share of the previous row count (``null``: no check)."""
-    max_change_ratio: float | None = Field(default=None, ge=0)
-    """Inserted + updated + deleted rows at most this share of the previous row count."""
-    min_rows_for_ratios: int = Field(default=DEFAULT_MIN_ROWS_FOR_RATIOS, ge=0)
-    """The ratio checks are skipped while both the previous and the new snapshot have fewer
-    rows than this: on a small table an ordinary night moves a large share of its rows."""
-    allow_empty: bool = False
-    """Accept an empty snapshot although the table already has rows."""
-    expectation_suite: str | None = None
-    """Path to a great-expectations ExpectationSuite JSON file run against every snapshot."""
-    expectations: list[ExpectationSpec] = Field(default_factory=list)
-    """Expectations written in the config, each blocking or warn-only."""
-    suite_blocking: bool = True
-    """Failures from ``expectation_suite`` block (expectations with severity other than
-    ``critical`` or ``meta.blocking: false`` only warn either way)."""
-    data_docs_dir: str | None = None
-    """Build great-expectations Data Docs HTML for the user expectations in this folder."""
-
-    @model_validator(mode="after")
-    def _max_not_below_min(self) -> QualityConfig:
-        low, high = self.min_row_ratio, self.max_row_ratio
-        if low is not None and high is not None and high < low:
-            raise ValueError(f"max_row_ratio {high} is below min_row_ratio {low}")
-        return self
-
-    def merged(self, table: QualityConfig | Mapping[str, Any] | None) -> QualityConfig:
-        """These (global) settings with every field the table sets explicitly replacing them.
-
-        Lists are replaced, not appended: a table's ``expectations`` are its whole list.
-        """
-        if table is None:
-            return self
-        if isinstance(table, QualityConfig):
-            table = table.model_dump(exclude_unset=True)
-        return QualityConfig.model_validate({**self.model_dump(exclude_unset=True), **table})
-
-
-@dataclass(frozen=True)
-class CheckResult:
-    """The outcome of one check; ``observed`` and ``threshold`` are JSON-friendly."""
-
-    name: str
-    passed: bool
-    blocking: bool
-    observed: Any = None
-    threshold: Any = None
-    sample_keys: list[dict[str, Any]] = field(default_factory=list)
-    overridden: bool = False
-    detail: str = ""
-
-    @property
-    def blocks(self) -> bool:
-        """True when this result refuses the snapshot."""
-        return not self.passed and self.blocking and not self.overridden
-
-    def describe(self) -> str:
-        """``name: observed X, threshold Y, keys (..), (..)`` for the one-line message."""
-        text = f"{self.name}: observed {_fmt(self.observed)}"
-        if self.threshold is not None:
-            text += f", threshold {_fmt(self.threshold)}"
-        if self.sample_keys:
-            text += ", keys " + ", ".join(_fmt_key(k) for k in self.sample_keys)
-        elif self.detail and not self.passed:
-            text += f" ({self.detail})"
-        return text
-
-
-@dataclass(frozen=True)
-class GateReport:
-    """All check results of one gate stage (``snapshot`` or ``changes``)."""
-
-    stage: Literal["snapshot", "changes"]
-    checks: list[CheckResult]
-
-    @property
-    def failed_blocking(self) -> list[CheckResult]:
-        """Failed blocking checks that were not overridden."""
-        return [c for c in self.checks if c.blocks]
-
-    @property
-    def warnings(self) -> list[CheckResult]:
-        """Failed warn-only checks."""
-        return [c for c in self.checks if not c.passed and not c.blocking]
-
-    @property
-    def overridden(self) -> list[CheckResult]:
-        """Failed blocking checks let pass by an operator override for this run."""
-        return [c for c in self.checks if not c.passed and c.blocking and c.overridden]
-
-    @property
-    def passed(self) -> bool:
-        """True when nothing blocks."""
-        return not self.failed_blocking
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-serialisable form (saved with the table's state)."""
-        return {
-            "stage": self.stage,
-            "passed": self.passed,
-            "checks": [{**asdict(c), "blocks": c.blocks} for c in self.checks],
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> GateReport:
-        """Read back what :meth:`to_dict` wrote."""
-        names = CheckResult.__dataclass_fields__
-        checks = [CheckResult(**{k: v for k, v in c.items() if k in names})
-                  for c in data["checks"]]
-        return cls(stage=data["stage"], checks=checks)
-
-    def summary(self) -> str:
-        """One line for ``diffcdc status`` and logs."""
-        outcome = "passed" if self.passed else "FAILED: " + "; ".join(
-            c.describe() for c in self.failed_blocking
-        )
-        text = f"{self.stage} gate {outcome} ({len(self.checks)} checks"
-        if self.overridden:
-            text += "; overridden: " + ", ".join(c.name for c in self.overridden)
-        if self.warnings:
-            text += "; warnings: " + ", ".join(c.name for c in self.warnings)
-        return text + ")"
-
-    def raise_if_failed(self, table: str | None, snapshot: str | None) -> None:
-        """Raise :class:`QualityGateFailed` naming every failed blocking check, on one line."""
-        raise_if_refused([self], table, snapshot)
-
-
-def raise_if_refused(reports: Sequence[GateReport], table: str | None,
-                     snapshot: str | None) -> None:
-    """Raise :class:`QualityGateFailed` naming every failed blocking check of every stage on
-    one line, ending with what to do (the exact override options when overriding can help:
-    all of them at once, so that typing them is enough)."""
-    refused = [r for r in reports if r.failed_blocking]
-    if not refused:
-        return
-    failed = [c for r in refused for c in r.failed_blocking]
-    raise QualityGateFailed(
-        f"quality gate ({', '.join(r.stage for r in refused)}) refused the snapshot: "
-        + "; ".join(c.describe() for c in failed),
-        table=table,
-        snapshot=snapshot,
-        hint=gate_hint(failed, table),
-    )
-
-
-def gate_hint(failed: Sequence[CheckResult], table: str | None) -> str:
-    """What to do about failed checks: the exact override options when overriding can help."""
-    fixed = [c.name for c in failed if c.name in NOT_OVERRIDABLE]
-    if fixed:
-        return (f"fix or replace the snapshot: {', '.join(fixed)} cannot be overridden (the "
-                "diff needs present, unique, non-NULL keys)")
-    flags = " ".join(
-        "--override-check " + shlex.quote(f"{table}:{c.name}" if table else c.name) for c in failed
-    )
-    return (f"fix or replace the snapshot; if the change is legitimate, let it pass for one run "
-            f"with: {flags}")
 
 
 @dataclass(frozen=True)
@@ -455,36 +259,3 @@ def _require_keys(keys: Sequence[str]) -> None:
     if isinstance(keys, str) or not keys:
         raise ConfigError(f"key columns must be a non-empty list of names, got {keys!r}")
 
-
-def to_jsonable(value: Any) -> Any:
-    """``value`` with everything JSON cannot hold turned into plain types or strings."""
-    if value is None or isinstance(value, (bool, int, str)):
-        return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else str(value)
-    if isinstance(value, Mapping):
-        return {str(k): to_jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return [to_jsonable(v) for v in value]
-    if hasattr(value, "item") and callable(value.item):  # numpy scalars
-        return to_jsonable(value.item())
-    return str(value)
-
-
-def _fmt(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    if isinstance(value, list):
-        return "[" + ", ".join(_fmt(v) for v in value) + "]"
-    if isinstance(value, Mapping):
-        return "{" + ", ".join(f"{k}={_fmt(v)}" for k, v in value.items()) + "}"
-    if value is None:
-        return "none"
-    text = str(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _fmt_key(key: Mapping[str, Any]) -> str:
-    parts = ["NULL" if v is None else repr(v) if isinstance(v, str) else _fmt(v)
-             for v in key.values()]
-    return parts[0] if len(parts) == 1 else "(" + ", ".join(parts) + ")"

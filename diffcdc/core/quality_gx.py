@@ -15,13 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from diffcdc.core.quality import (
-    BUILTIN_CHECKS,
-    SAMPLE_SIZE,
-    CheckResult,
-    QualityConfig,
-    to_jsonable,
-)
+from diffcdc.core.quality_config import BUILTIN_CHECKS, QualityConfig
+from diffcdc.core.quality_report import SAMPLE_SIZE, CheckResult, to_jsonable
 from diffcdc.errors import ConfigError
 
 if TYPE_CHECKING:

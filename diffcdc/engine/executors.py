@@ -3,7 +3,7 @@
 The diff itself is Spark SQL in the JVM, but every commit runs small Python tasks on the
 executors: the state manifest (sizes, footer rows and checksums of the state files,
 :mod:`diffcdc.state.integrity`), the landing files' facts and text conversion
-(:mod:`diffcdc.sinks.openmirroring.contract`) and the Kafka sink's Avro encoding
+(:mod:`diffcdc.sinks.openmirroring.staging`) and the Kafka sink's Avro encoding
 (:mod:`diffcdc.sinks.kafka.stage`), all through :func:`diffcdc.staged_files.on_executors`,
 so that files written by executors are read where they are. Those tasks run with the driver's ``PYSPARK_PYTHON`` (or
 ``spark.pyspark.python``) on every executor, which must be the driver's Python version and be
@@ -29,7 +29,7 @@ def _probe(_: Any) -> str:
     import sys
 
     import diffcdc.sinks.kafka.stage  # noqa: F401 - the imports are the test
-    import diffcdc.sinks.openmirroring.contract  # noqa: F401
+    import diffcdc.sinks.openmirroring.staging  # noqa: F401
     import diffcdc.state.integrity  # noqa: F401
 
     return f"{sys.version_info[0]}.{sys.version_info[1]}"

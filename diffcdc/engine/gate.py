@@ -7,16 +7,14 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame
 
 from diffcdc.core.quality import (
-    NOT_OVERRIDABLE,
     ChangeCounts,
-    GateReport,
-    QualityConfig,
     SnapshotStats,
     gate_changes,
     gate_snapshot,
-    raise_if_refused,
     validate_overrides,
 )
+from diffcdc.core.quality_config import NOT_OVERRIDABLE, QualityConfig
+from diffcdc.core.quality_report import GateReport, raise_if_refused
 from diffcdc.errors import DiffcdcError
 
 

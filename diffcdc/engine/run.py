@@ -18,7 +18,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from diffcdc.config import RunConfig, TableConfig
-from diffcdc.core.quality import QualityConfig
+from diffcdc.core.quality_config import QualityConfig
 from diffcdc.engine.context import RunContext
 from diffcdc.engine.gate import Gate
 from diffcdc.engine.progress import MessageObserver, RunObserver

@@ -121,7 +121,7 @@ def _read_json(state: TableState, path: str) -> dict[str, Any] | None:
 
 def _gate_summary(report: dict[str, Any]) -> str | None:
     """One line about the last run's quality gate (refusal, overrides, warnings)."""
-    from diffcdc.core.quality import GateReport
+    from diffcdc.core.quality_report import GateReport
 
     stages = report.get("refused_gate") or next(
         (s.get("gate") for s in reversed(report.get("snapshots", [])) if s.get("gate")), None

@@ -20,7 +20,8 @@ from diffcdc.core.fingerprint import quote
 from diffcdc.errors import ConfigError
 from diffcdc.sinks.base import OP
 from diffcdc.sinks.openmirroring.config import OpenMirroringSinkConfig
-from diffcdc.sinks.openmirroring.contract import metadata_document, to_landing_columns
+from diffcdc.sinks.openmirroring.metadata import metadata_document
+from diffcdc.sinks.openmirroring.rows import to_landing_columns
 from diffcdc.sinks.openmirroring.text import TextFormat, schema_definition
 
 

@@ -13,9 +13,8 @@ from typing import Any
 
 from diffcdc.errors import StateError
 from diffcdc.faults import crash_point
-from diffcdc.sinks.openmirroring.contract import (
-    check_continuation,
-    last_data_mtime,
+from diffcdc.sinks.openmirroring.contract import check_continuation, last_data_mtime
+from diffcdc.sinks.openmirroring.metadata import (
     metadata_document,
     metadata_item,
     publish_metadata,

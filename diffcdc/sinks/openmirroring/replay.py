@@ -21,14 +21,14 @@ import pyarrow.parquet as pq
 from diffcdc.core.compare import norm_value
 from diffcdc.errors import LandingZoneMismatch
 from diffcdc.sinks.base import Replayed
-from diffcdc.sinks.openmirroring.contract import (
+from diffcdc.sinks.openmirroring.contract import sequence_numbers
+from diffcdc.sinks.openmirroring.metadata import METADATA_FILE
+from diffcdc.sinks.openmirroring.rows import (
     MARKER_DELETE,
     MARKER_INSERT,
     MARKER_UPDATE,
     MARKER_UPSERT,
-    METADATA_FILE,
     ROW_MARKER,
-    sequence_numbers,
 )
 from diffcdc.sinks.openmirroring.text_read import coerce, read_text_file
 from diffcdc.sinks.storage.base import LandingStorage, join

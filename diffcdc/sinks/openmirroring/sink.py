@@ -17,21 +17,17 @@ from pyspark.sql import types as T
 from diffcdc.errors import StateError
 from diffcdc.sinks.base import ChangeSet, Replayed, Sink, SinkHistory, SinkTable
 from diffcdc.sinks.openmirroring.config import OpenMirroringSinkConfig
-from diffcdc.sinks.openmirroring.contract import (
-    ROW_MARKER,
-    check_continuation,
+from diffcdc.sinks.openmirroring.contract import check_continuation, known_files, table_folder
+from diffcdc.sinks.openmirroring.metadata import (
     check_published_metadata,
     ensure_partner_events,
-    known_files,
-    landing_changes,
     metadata_item,
-    stage_parquet_files,
-    table_folder,
-    to_landing_columns,
 )
 from diffcdc.sinks.openmirroring.plan import landing_plan, text_schema_problem
 from diffcdc.sinks.openmirroring.publish import Marks, publish_batch
 from diffcdc.sinks.openmirroring.replay import replay
+from diffcdc.sinks.openmirroring.rows import ROW_MARKER, landing_changes, to_landing_columns
+from diffcdc.sinks.openmirroring.staging import stage_parquet_files
 from diffcdc.sinks.storage.base import LandingStorage, open_landing
 from diffcdc.staged_files import HadoopFolder
 

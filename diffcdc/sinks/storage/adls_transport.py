@@ -1,4 +1,5 @@
-"""The ADLS sink's HTTP side: bounded retries and secrets kept out of messages and logs.
+"""The ADLS sink's HTTP side: bounded retries, secrets kept out of messages and logs, and SDK
+exceptions mapped to diffcdc's storage errors.
 
 Every retry is logged on the ``diffcdc.sinks.storage.adls`` logger; SAS signatures and the secrets a
 storage was opened with are scrubbed from error messages and from the SDK's and urllib3's
@@ -17,8 +18,15 @@ from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from azure.core.exceptions import AzureError, ServiceRequestError, ServiceResponseError
+from azure.core.exceptions import (
+    AzureError,
+    ClientAuthenticationError,
+    ServiceRequestError,
+    ServiceResponseError,
+)
 from azure.storage.filedatalake import ExponentialRetry
+
+from diffcdc.errors import StorageError, TransientStorageError
 
 #: The logger retries and the storage's own records go to.
 LOGGER = "diffcdc.sinks.storage.adls"
@@ -229,3 +237,42 @@ def error_code(exc: BaseException) -> str | None:
 def first_line(text: str, limit: int = 240) -> str:
     line = text.strip().splitlines()[0] if text.strip() else ""
     return line[:limit]
+
+
+def storage_error(
+    exc: Exception, action: str, path: str, *, storage: str, credential_source: str, retries: int
+) -> StorageError:
+    """Map an SDK exception to ours, with no secret in the message.
+
+    ``storage`` is the storage's display name, ``credential_source`` where its credential came
+    from and ``retries`` how many times a request is retried.
+    """
+    status = getattr(exc, "status_code", None)
+    code = error_code(exc)
+    where = f"{action} {path or '/'} in {storage}"
+    detail = SCRUB(first_line(getattr(exc, "message", None) or str(exc)))
+    if status in (401, 403) or (isinstance(exc, ClientAuthenticationError) and status is None):
+        return StorageError(
+            f"{where}: access denied ({f'HTTP {status} ' if status else ''}{code or detail})",
+            path=path,
+            hint=f"check the credential (from {credential_source}) and its permissions",
+        )
+    if is_tls_verify_error(exc):
+        return StorageError(
+            f"{where}: the server's TLS certificate is not trusted",
+            path=path,
+            hint="give the CA bundle with the connection_verify option",
+        )
+    if isinstance(exc, (ServiceRequestError, ServiceResponseError)):
+        return TransientStorageError(
+            f"{where}: network error after {retries} retries ({type(exc).__name__}: {detail})",
+            path=path,
+            hint="the service or network is unavailable; run again later",
+        )
+    if status in RETRY_STATUS:
+        return TransientStorageError(
+            f"{where}: HTTP {status} {code or detail} after {retries} retries",
+            path=path,
+            hint="the service is busy or throttling; run again later",
+        )
+    return StorageError(f"{where}: HTTP {status} {code or detail}", path=path)

@@ -1,0 +1,157 @@
+"""The Open Mirroring metadata files (spec §1): a table's ``_metadata.json`` and the landing
+root's ``_partnerEvents.json``.
+
+:func:`metadata_document` builds the table's document and :func:`metadata_item` stages it;
+:func:`publish_metadata` puts it in place or checks the one in place, and
+:func:`check_published_metadata` refuses, before a commit, one that someone else changed.
+:func:`ensure_partner_events` writes the partner file once and refuses a different one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from diffcdc.errors import LandingZoneMismatch
+from diffcdc.sinks.openmirroring.text import TextFormat
+from diffcdc.sinks.storage.base import LandingStorage, PublishItem, file_sha256, join
+
+METADATA_FILE = "_metadata.json"
+PARTNER_EVENTS_FILE = "_partnerEvents.json"
+LAST_UPDATE_TIME_DETECTION = "LastUpdateTimeFileDetection"
+
+
+def metadata_document(
+    keys: Sequence[str],
+    *,
+    upsert_default: bool = False,
+    last_update_time: bool = False,
+    text: TextFormat | None = None,
+    schema: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The table's ``_metadata.json`` content.
+
+    ``text`` and ``schema`` (a ``SchemaDefinition``) are given for delimited text only. CSV
+    relies on the spec's default ``FileFormat``; every other extension says ``DelimitedText``.
+    """
+    doc: dict[str, Any] = {"keyColumns": list(keys)}
+    if last_update_time:
+        doc["fileDetectionStrategy"] = LAST_UPDATE_TIME_DETECTION
+    if upsert_default:
+        doc["isUpsertDefaultRowMarker"] = True
+    if text is not None:
+        if text.extension.lower() != "csv":
+            doc["FileFormat"] = "DelimitedText"
+        doc["FileExtension"] = text.extension
+        doc["SchemaDefinition"] = schema or {"Columns": []}
+        doc["FileFormatTypeProperties"] = text.properties()
+    return doc
+
+
+def metadata_item(staging_dir: str, folder: str, document: dict[str, Any]) -> PublishItem:
+    """Stage ``_metadata.json`` for publishing."""
+    path = os.path.join(staging_dir, METADATA_FILE)
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(document, handle, indent=2)
+    return PublishItem(path, join(folder, METADATA_FILE), file_sha256(path), os.path.getsize(path))
+
+
+def check_published_metadata(
+    storage: LandingStorage, folder: str, manifest: dict[str, Any], table: str
+) -> None:
+    """Before a commit: the table's ``_metadata.json`` is still the one we published.
+
+    Someone else's edit is refused here, before anything is committed, not at publish time.
+    A missing file is put back by the next publish.
+    """
+    ours = manifest.get("metadata_document")
+    target = join(folder, METADATA_FILE)
+    if ours is None or storage.stat(target) is None:
+        return
+    try:
+        existing = json.loads(storage.read_bytes(target))
+    except ValueError:
+        existing = None
+    if existing != ours:
+        raise LandingZoneMismatch(
+            f"_metadata.json in the landing zone was changed by someone else (it is "
+            f"{existing}, this engine published {ours})",
+            table=table,
+            path=f"{storage.describe()}/{target}",
+            hint="put back the published content (the table's consumer may already have read "
+            f"it), or re-create the table (diffcdc reload --table {table} --yes)",
+        )
+
+
+def publish_metadata(storage: LandingStorage, item: PublishItem, table: str) -> None:
+    """Put ``_metadata.json`` in place, or check that the one in place agrees with ours."""
+    if storage.stat(item.target) is None:
+        try:
+            storage.put_if_absent(item.local_path, item.target)
+            return
+        except FileExistsError:
+            pass
+    try:
+        existing = json.loads(storage.read_bytes(item.target))
+    except ValueError:
+        raise LandingZoneMismatch(
+            "_metadata.json in the landing zone is not valid JSON",
+            table=table,
+            path=item.target,
+            hint="fix or remove it (diffcdc reload re-creates the table)",
+        ) from None
+    with open(item.local_path, encoding="utf-8") as handle:
+        ours = json.load(handle)
+    if existing.get("keyColumns") != ours.get("keyColumns"):
+        raise LandingZoneMismatch(
+            f"keyColumns in the landing zone are {existing.get('keyColumns')}, this table has "
+            f"{ours.get('keyColumns')}; keyColumns can never change once published",
+            table=table,
+            path=item.target,
+            hint="re-create the table (diffcdc reload) to change its keys",
+        )
+    if existing != ours:
+        fields = sorted(k for k in {*existing, *ours} if existing.get(k) != ours.get(k))
+        raise LandingZoneMismatch(
+            f"_metadata.json in the landing zone differs from this table's settings in "
+            f"{', '.join(fields)} ({existing} vs {ours})",
+            table=table,
+            path=item.target,
+            hint="change the table settings back, or re-create the table (diffcdc reload)",
+        )
+
+
+def ensure_partner_events(
+    storage: LandingStorage, document: dict[str, Any], staging_dir: str, table: str
+) -> bool:
+    """Write ``_partnerEvents.json`` at the landing root once; refuse a different one.
+
+    Returns True when this call created it. The spec asks for one ``partnerName`` everywhere,
+    so a file with other content is an error, never overwritten.
+    """
+    os.makedirs(staging_dir, exist_ok=True)
+    path = os.path.join(staging_dir, PARTNER_EVENTS_FILE)
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(document, handle, indent=2)
+    if storage.stat(PARTNER_EVENTS_FILE) is None:
+        try:
+            storage.put_if_absent(path, PARTNER_EVENTS_FILE)
+            return True
+        except FileExistsError:
+            pass
+    try:
+        existing = json.loads(storage.read_bytes(PARTNER_EVENTS_FILE))
+    except ValueError:
+        existing = None
+    if existing != document:
+        raise LandingZoneMismatch(
+            f"{PARTNER_EVENTS_FILE} at the landing root says {json.dumps(existing)}, this "
+            f"table's [partner] settings say {json.dumps(document)}",
+            table=table,
+            path=f"{storage.describe()}/{PARTNER_EVENTS_FILE}",
+            hint="keep partner settings the same for every table of a landing zone; if the "
+            "file is stale, delete it and run again",
+        )
+    return False
