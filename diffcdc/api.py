@@ -92,14 +92,16 @@ def run_dataframe(
     except ConfigError as exc:
         exc.table = table
         raise
-    spark = require_settings(df.sparkSession)
-    return run_table(
-        spark,
-        config,
-        root,
-        keep_versions=keep_versions,
-        progress=progress,
-        quality=gate,
-        overrides=frozenset(override_checks),
-        source=DataFrameSource(df, config.name, snapshot_id),
-    )
+    try:
+        return run_table(
+            require_settings(df.sparkSession),
+            config,
+            root,
+            keep_versions=keep_versions,
+            progress=progress,
+            quality=gate,
+            overrides=frozenset(override_checks),
+            source=DataFrameSource(df, config.name, snapshot_id),
+        )
+    finally:
+        root.close()  # a URL root's HTTP client: a notebook calls this again and again

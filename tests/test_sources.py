@@ -13,6 +13,7 @@ from diffcdc.config_file import load_config
 from diffcdc.engine.verify import verify_table
 from diffcdc.errors import ConfigError, LateSnapshotError, QualityGateFailed, SourceError
 from diffcdc.sources.config import JdbcSourceConfig
+from diffcdc.state.root import StateRoot
 from diffcdc.state.store import TableState
 
 PG = "jdbc:postgresql://db:5432/erp"
@@ -106,15 +107,19 @@ def test_run_dataframe_reads_once_orders_and_keeps_copies(spark, tmp_path):
     assert TableState(str(tmp_path / "state"), "Orders").head().record.snapshot_path == "a Spark DataFrame"
 
 
-def test_run_dataframe_validates_gates_and_fails_cleanly(spark, tmp_path):
+def test_run_dataframe_validates_gates_and_fails_cleanly(spark, tmp_path, monkeypatch):
     ok = spark.range(0, 2000).selectExpr("id", "id * 2 AS v")  # above min_rows_for_ratios
     report = _run(ok, tmp_path, None)
     (snap,) = report.snapshots
     state = TableState(str(tmp_path / "state"), "Orders")
     assert snap.snapshot_id.endswith("Z") and not os.listdir(tmp_path / "state" / "Orders" / "snapshots")
     before = [c.version for c in state.commits()]
+    closed = []
+    real_close = StateRoot.close
+    monkeypatch.setattr(StateRoot, "close", lambda root: closed.append(root) or real_close(root))
     with pytest.raises(QualityGateFailed):  # default gate: at most 20 % of the rows deleted
         _run(ok.where("id < 1000"), tmp_path, None)
+    assert len(closed) == 1  # the root's clients are closed when a run fails, too
     with pytest.raises(QualityGateFailed, match="keys_unique"):
         _run(ok.selectExpr("id % 2 AS id", "v"), tmp_path, None)
     with pytest.raises(SourceError, match="the DataFrame could not be evaluated: .*boom"):
