@@ -177,6 +177,12 @@ def on_executors(
     """
     if not items:
         return []
-    if input_bytes is not None and input_bytes <= IN_PROCESS_BYTES and on_this_machine(spark):
+    if input_bytes is not None and in_process(spark, input_bytes):
         return list(work(iter(items)))
     return spark.sparkContext.parallelize(list(items), len(items)).mapPartitions(work).collect()
+
+
+def in_process(spark: SparkSession, input_bytes: int) -> bool:
+    """Whether work over ``input_bytes`` of files is cheaper right here than in a Spark job:
+    at most :data:`IN_PROCESS_BYTES`, and the executors share this machine's disk."""
+    return input_bytes <= IN_PROCESS_BYTES and on_this_machine(spark)

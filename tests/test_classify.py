@@ -8,10 +8,23 @@ apart: a tombstone in the previous state, a key re-inserted after its delete, du
 
 from __future__ import annotations
 
+import glob
+
+import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import types as T
 
-from diffcdc.core.classify import CHANGE, DELETE, DUP, INSERT, UNCHANGED, UPDATE, classify
+from diffcdc.core.classify import (
+    CHANGE,
+    DELETE,
+    DUP,
+    INSERT,
+    UNCHANGED,
+    UPDATE,
+    classify,
+    state_counts,
+    state_metrics,
+)
 from diffcdc.core.fingerprint import FP, FP_HI
 
 KEYS = ["k1", "k2"]
@@ -38,7 +51,7 @@ def _model(snapshot, previous, width):
 
 @pytest.mark.parametrize("width", [1, 2])
 @pytest.mark.parametrize("first_load", [False, True])
-def test_classify_matches_the_model(spark, width, first_load):
+def test_classify_matches_the_model(spark, tmp_path, width, first_load):
     fp_cols = [FP, FP_HI][:width]
     key_fields = [T.StructField("k1", T.StringType()), T.StructField("k2", T.IntegerType())]
     fp_fields = [T.StructField(c, T.LongType(), False) for c in fp_cols]
@@ -87,3 +100,12 @@ def test_classify_matches_the_model(spark, width, first_load):
     assert [f.name for f in classify(snap_df, prev_df, KEYS, fp_cols).schema.fields] == [
         *KEYS, *fp_cols, CHANGE, DUP
     ]
+
+    # The run's counts, by Spark and from the state's files read with Arrow, agree.
+    folder = str(tmp_path / "state")
+    classify(snap_df, prev_df, KEYS, fp_cols).repartition(3).write.parquet(folder)
+    (by_spark,) = spark.read.parquet(folder).agg(*state_metrics(KEYS)).collect()
+    parts = [pq.read_table(p) for p in sorted(glob.glob(f"{folder}/*.parquet"))]
+    counts = state_counts(parts, KEYS)
+    assert counts == {k: int(v or 0) for k, v in by_spark.asDict().items()}
+    assert counts["duplicate_keys"] == 3 and counts["null_keys"] == 3 and counts["rows"] == 12

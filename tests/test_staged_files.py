@@ -101,6 +101,25 @@ def test_in_process_and_executor_manifests_agree(spark, tmp_path, monkeypatch):
     assert describe_state(spark, folder, "T") == here and here.rows == 40
 
 
+def test_a_small_state_is_counted_in_process_as_spark_counts_it(spark, tmp_path, monkeypatch):
+    from diffcdc.engine.snapshot import write_state
+
+    rows = [(1, "a"), (2, None), (None, "c"), (3, "d"), (3, "e"), (4, "f")]
+    df = spark.createDataFrame(rows, "id long, v string").repartition(2)
+    old = str(tmp_path / "old")
+    write_state(spark, df.where("id IS NULL OR id <> 4"), None, ["id"], [], 64, old, "T")
+    jobs = _jobs(spark)
+    here = write_state(spark, df.where("id IS NULL OR id <> 1"), old, ["id"], [], 64, str(tmp_path / "a"), "T")
+    jobs_here = _jobs(spark) - jobs
+    monkeypatch.setattr(staged_files, "IN_PROCESS_BYTES", -1)
+    jobs = _jobs(spark)
+    spark_side = write_state(spark, df.where("id IS NULL OR id <> 1"), old, ["id"], [], 64, str(tmp_path / "b"), "T")
+    assert _jobs(spark) - jobs > jobs_here  # the counting job is not run for a small state
+    assert here == spark_side
+    assert (here.counts["inserted"], here.counts["deleted"], here.counts["duplicate_keys"],
+            here.counts["null_keys"], here.counts["rows"]) == (1, 1, 1, 1, 5)
+
+
 @pytest.mark.parametrize("text", [None, "csv"])
 def test_landing_parts_are_staged_without_driver_os_calls(spark, tmp_path, monkeypatch, text):
     frame = spark.range(0, 25).selectExpr("id", "cast(id * 2 as string) as v").repartition(3)

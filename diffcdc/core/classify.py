@@ -22,8 +22,10 @@ that were inserted or updated.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
@@ -127,6 +129,26 @@ def state_metrics(keys: Sequence[str]) -> list[Column]:
         # rows, not keys: the NULL-key rows of a snapshot collapse into one state row
         F.sum(F.when(null_key, _c(DUP)).otherwise(0)).cast("long").alias("null_keys"),
     ]
+
+
+def state_counts(parts: Iterable[pa.Table], keys: Sequence[str]) -> dict[str, int]:
+    """:func:`state_metrics` over a classified state's files read as Arrow tables (a small
+    state needs no Spark job); ``keys`` are the key columns' names as the state has them."""
+    totals = dict.fromkeys(
+        ("rows", "inserted", "updated", "deleted", "unchanged", "duplicate_keys", "null_keys"), 0
+    )
+    for part in parts:
+        change, dup = part.column(CHANGE), part.column(DUP)
+        null_key = pa.repeat(False, part.num_rows)
+        for k in keys:
+            null_key = pc.or_(null_key, pc.is_null(part.column(k)))
+        totals["rows"] += pc.sum(dup).as_py() or 0
+        for name, value in (("inserted", INSERT), ("updated", UPDATE), ("deleted", DELETE),
+                            ("unchanged", UNCHANGED)):
+            totals[name] += pc.sum(pc.equal(change, value)).as_py() or 0
+        totals["duplicate_keys"] += pc.sum(pc.greater(dup, 1)).as_py() or 0
+        totals["null_keys"] += pc.sum(pc.filter(dup, null_key)).as_py() or 0
+    return totals
 
 
 def _count_where(condition: Column, name: str) -> Column:

@@ -88,7 +88,7 @@ def repair_table(
             df = read_snapshot(spark, entry, table.name, table.csv_infer_schema, table.csv_encoding)
             previous = state.abspath(base.record.state_path) if base is not None else None
             values = write_state(spark, df, previous, record.keys, record.exclude,
-                                 record.fingerprint.bits, target).counts
+                                 record.fingerprint.bits, target, table.name).counts
             got = {k: int(values[k] or 0) for k in _COUNTS}
             want = {k: getattr(record.counts, k) for k in _COUNTS}
             if got != want:
