@@ -17,7 +17,7 @@ import pytest
 
 from diffcdc.cli.main import main as cli
 from diffcdc.engine.repair import head_damage, repair_table
-from diffcdc.engine.run import unexpected_error
+from diffcdc.engine.unexpected import unexpected_error
 from diffcdc.errors import DiffcdcError, InputRefused, LandingZoneMismatch, StateError, StorageError
 from diffcdc.state.integrity import data_files
 from diffcdc.state.reports import TableReports

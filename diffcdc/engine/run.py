@@ -7,10 +7,8 @@ sink), then processes new snapshots oldest first, each committed once for every 
 
 from __future__ import annotations
 
-import errno
 import logging
 import os
-import re
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -26,7 +24,8 @@ from diffcdc.engine.publish import configured_unpublished, publish_version
 from diffcdc.engine.report import Progress, SnapshotResult, TableReport
 from diffcdc.engine.rollback import rollback_entry
 from diffcdc.engine.snapshot import process_snapshot
-from diffcdc.errors import DiffcdcError, InputRefused, StateError, StateOwnerError, StorageError
+from diffcdc.engine.unexpected import unexpected_error
+from diffcdc.errors import DiffcdcError, InputRefused, StateError, StateOwnerError
 from diffcdc.sources.base import PendingSnapshot, Source
 from diffcdc.sources.copies import SnapshotCopies
 from diffcdc.sources.files import pending_snapshots
@@ -186,54 +185,6 @@ def run_many(
 def table_parallelism(configured: int | None) -> int:
     """Tables at once: as configured, else the machine's cores (at least 2, at most 8)."""
     return configured or min(8, max(2, os.cpu_count() or 1))
-
-
-_UNREADABLE = (
-    "FAILED_READ_FILE",
-    "CANNOT_READ_FILE_FOOTER",
-    "MALFORMED",
-    "is not a Parquet file",
-    "PARQUET_COLUMN_DATA_TYPE_MISMATCH",
-)
-
-
-_FILE_URI = re.compile(r"file:(?://)?(/[^\s'\"\],;]+)")
-_ROOT_CAUSE = re.compile(r"^(?:Caused by: )?(?:\S+(?:Exception|Error)): (.+)$", re.M)
-
-
-def unexpected_error(
-    exc: BaseException, snapshot: PendingSnapshot | None = None, state_dir: str | None = None
-) -> DiffcdcError:
-    """Turn a Spark/OS exception into a one-line DiffcdcError (the trace stays chained).
-
-    A snapshot Spark cannot read names the part file and the root cause (not "An error
-    occurred while calling o123.parquet"); a full disk says so.
-    """
-    text = str(exc).strip()
-    first = text.splitlines()[0] if text else type(exc).__name__
-    if getattr(exc, "errno", None) == errno.ENOSPC or "No space left on device" in text:
-        return StorageError(
-            "no space left on the device" + (f" under {state_dir}" if state_dir else ""),
-            snapshot=snapshot.snapshot_id if snapshot else None,
-            hint="free space on the state and staging disk, then run again (nothing was "
-            "published; the half-written version is removed)",
-        )
-    if snapshot is not None and any(marker in text for marker in _UNREADABLE):
-        inside = os.path.abspath(snapshot.path)
-        files = [p.rstrip(".") for p in _FILE_URI.findall(text) if p.startswith(inside)]
-        causes = [c.strip() for c in _ROOT_CAUSE.findall(text) if "calling o" not in c]
-        reason = causes[-1] if causes else first
-        return InputRefused(
-            f"cannot read snapshot: {reason[:300]}",
-            snapshot=snapshot.snapshot_id,
-            path=next((p for p in files if p != inside), snapshot.path),
-            hint="the file is corrupt, truncated or ragged; replace it and run again",
-        )
-    return DiffcdcError(
-        f"{type(exc).__name__}: {first[:300]}",
-        snapshot=snapshot.snapshot_id if snapshot else None,
-        hint="run again with --debug for the full trace",
-    )
 
 
 def _run_locked(
