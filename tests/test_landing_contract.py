@@ -532,7 +532,9 @@ def test_text_of_whole_columns_equals_the_rules_one_value_at_a_time(spec):
                 pa.timestamp("us", tz="UTC")),
         "paris": (when.map(lambda t: t.replace(tzinfo=dt.timezone.utc)),
                   pa.timestamp("us", tz="Europe/Paris")),
-        "x": (st.floats(allow_nan=True, allow_infinity=True), pa.float64()),
+        "x": (st.floats() | st.sampled_from([1e-4, 0.00009999999999999999, 1e10, -0.0, 5e-324,
+                                             9999999999.999998, 123.0, 0.1, 1e16]), pa.float64()),
+        "single": (st.floats(width=32), pa.float32()),
         "money": (st.decimals(-(10**15), 10**15, places=2), pa.decimal128(18, 2)),
         "tiny": (st.decimals(-(10**17), 10**17, places=20), pa.decimal128(38, 20)),
     }

@@ -5,9 +5,10 @@ The quoting rules are :meth:`TextFormat.field <diffcdc.sinks.openmirroring.text.
 ``pyarrow.compute`` (substring tests, replacements, element-wise joins), so strings, integers,
 booleans, decimals, dates and microsecond timestamps never pass through Python one value at a
 time. The value texts Arrow's casts make are the ones the spec asks for (checked against
-Python's own formatting in tests/test_landing_contract.py). Floats (``repr`` is the shortest
-round-trip form), times, binary and nested values, and a decimal column Arrow would write in
-scientific notation, are formatted in Python. A value the declared characters cannot represent
+Python's own formatting in tests/test_landing_contract.py); so are doubles between 1e-4 and
+1e10, where Arrow's shortest round-trip text is ``repr``'s but for a whole number's ``.0``.
+Other doubles, singles, times, binary and nested values, and a decimal column Arrow would write
+in scientific notation, are formatted in Python. A value the declared characters cannot represent
 is refused with the message the scalar rules give.
 """
 
@@ -35,8 +36,6 @@ _TEXT = pa.large_string()  # 64-bit offsets: one file's text may pass 2 GiB
 def _char_class(chars: str) -> str:
     """An RE2 character class of exactly ``chars`` (each written as a code point)."""
     return "[" + "".join(f"\\x{{{ord(c):x}}}" for c in sorted(set(chars))) + "]"
-
-
 
 
 def write_text_file(part: str, target: str, fmt: TextFormat, codec: str) -> None:
@@ -99,6 +98,8 @@ def text_values(column: pa.ChunkedArray) -> pa.Array:
         text = pc.cast(array, _TEXT)  # plain notation, except tiny values at large scales
         if not pc.any(pc.match_substring(text, "E")).as_py():
             return text
+    if pa.types.is_float64(kind):
+        return _double_texts(array)
     if pa.types.is_timestamp(kind) and kind.unit == "us":
         # instants as UTC wall time plus Z; Arrow writes "YYYY-MM-DD HH:MM:SS.ffffff"
         wall = pc.cast(array, pa.timestamp("us")) if kind.tz is not None else array
@@ -107,6 +108,28 @@ def text_values(column: pa.ChunkedArray) -> pa.Array:
             text = pc.binary_join_element_wise(text, pa.scalar("Z", _TEXT), pa.scalar("", _TEXT))
         return text
     return pa.array(python_text(array), _TEXT)
+
+
+def _double_texts(array: pa.Array) -> pa.Array:
+    """Doubles as ``repr`` writes them (shortest round-trip digits). Arrow's cast writes the
+    same digits, in positional notation between 1e-6 and 1e10 where ``repr`` does so between
+    1e-4 and 1e16, and without ``repr``'s ``.0`` after a whole number: between 1e-4 and 1e10 the
+    two differ only by that ``.0``; other values (and NaN, infinities) are written in Python."""
+    text = pc.cast(array, _TEXT)
+    size = pc.abs(array)
+    arrow = pc.and_(
+        pc.and_(pc.is_finite(array), pc.less(size, 1e10)),
+        pc.and_(pc.or_(pc.greater_equal(size, 1e-4), pc.equal(size, 0)),
+                pc.invert(pc.match_substring(text, "e"))),
+    )
+    whole = pc.invert(pc.match_substring(text, "."))
+    text = pc.if_else(whole, pc.binary_join_element_wise(text, pa.scalar(".0", _TEXT),
+                                                         pa.scalar("", _TEXT)), text)
+    rest = pc.and_(pc.invert(arrow), pc.is_valid(array))
+    if not pc.any(rest).as_py():
+        return text
+    formatted = python_text(pc.filter(array, rest))
+    return pc.replace_with_mask(text, pc.fill_null(rest, False), pa.array(formatted, _TEXT))
 
 
 def python_text(array: pa.Array) -> list[str | None]:
