@@ -182,8 +182,8 @@ def test_status_shows_pending_reload_and_unfinished_drop(spark, base, capsys):
     assert main([*status, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["tables"][0]["pending"] == []
 
-    state.request_reload("requested with diffcdc reload")
-    state.request_drop("T")
+    state.requests.request_reload("requested with diffcdc reload")
+    state.requests.request_drop("T")
     assert main([*status, "--json"]) == 0
     pending = json.loads(capsys.readouterr().out)["tables"][0]["pending"]
     assert len(pending) == 2
@@ -191,9 +191,9 @@ def test_status_shows_pending_reload_and_unfinished_drop(spark, base, capsys):
     assert main(status) == 0
     out = capsys.readouterr().out
     assert "T: pending: re-creation requested" in out and "run `diffcdc drop` again" in out
-    assert os.path.exists(state.reload_path)  # status only reads
+    assert os.path.exists(state.requests.reload_path)  # status only reads
 
-    os.unlink(state.drop_path)
+    os.unlink(state.requests.drop_path)
     assert main(["reload", *run_args(base)[1:], "--yes"]) == 0  # carries the request out
     capsys.readouterr()
     assert main([*status, "--json"]) == 0

@@ -20,6 +20,7 @@ from diffcdc.engine.repair import head_damage, repair_table
 from diffcdc.engine.unexpected import unexpected_error
 from diffcdc.errors import DiffcdcError, InputRefused, LandingZoneMismatch, StateError, StorageError
 from diffcdc.state.integrity import data_files
+from diffcdc.state.prune import prune_versions
 from diffcdc.state.reports import TableReports
 from diffcdc.state.store import TableState
 from tests.helpers import Workspace
@@ -127,7 +128,7 @@ def test_a_flipped_byte_is_found_by_the_full_check(spark, ws):
 def test_negative_retention_never_prunes_the_head(spark, ws):
     two_versions(spark, ws)
     state = TableState(ws.state, "T")
-    state.prune(-5)
+    prune_versions(state, -5)
     assert os.path.isdir(head_state_dir(ws)) and ws.run(spark).outcome == "nothing to do"
 
 

@@ -206,7 +206,7 @@ def test_plan_shows_work_without_spark(spark, base, capsys, monkeypatch):
     write(str(base / "src" / "A" / "2.parquet"), rows(3, changed=1))
     state = TableState(str(base / "state"), "A")
     os.unlink(os.path.join(state.storage.describe("log"), f"{1:020d}.published.open_mirroring.json"))
-    state.request_reload("requested with diffcdc reload")
+    state.requests.request_reload("requested with diffcdc reload")
     import diffcdc.spark
 
     monkeypatch.setattr(diffcdc.spark, "build_spark", lambda *a, **k: pytest.fail("Spark started"))

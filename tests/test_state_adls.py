@@ -82,8 +82,8 @@ def test_table_state_keeps_requests_marks_and_reports_on_adls(server, tmp_path):
     state = TableState(str(tmp_path), "T", storage=open_storage(server))
     with state.lock("run-1", 30):
         assert server.names("ws", "lake/state/T") == [LEASE_PATH]
-        request = state.request_reload("because")
-        assert state.reload_request() == request and state.has_history()
+        request = state.requests.request_reload("because")
+        assert state.requests.reload_request() == request and state.has_history()
         state.mark_published(1, "lake", {"files": 2})
         state.mark_published(1, "lake", {"files": 3})  # written once: the first stays
         state.sink_marks("lake").put(1, "dropped")

@@ -102,7 +102,11 @@ def check_state_roots(config: Any, *, reload: frozenset[str] = frozenset(),
                 if commits and table.name not in reload:
                     check_landing_moved(table, commits[-1].record, state_given)
                 continue
-            if table.name in reload or state.has_reload_request() or state.has_drop_request():
+            if (
+                table.name in reload
+                or state.requests.has_reload_request()
+                or state.requests.has_drop_request()
+            ):
                 continue
         except DiffcdcError as exc:  # e.g. a remote state root that cannot be reached
             exc.table = exc.table or table.name

@@ -57,14 +57,14 @@ def plan_table(table: TableConfig, state: TableState) -> TablePlan:
     sinks = tuple(cfg.sink_id for cfg in table.sinks)
     unpublished = tuple(s for s in head.unpublished if s in sinks) if head else ()
     reload = _reload_request(state)
-    drop = state.has_drop_request()
+    drop = state.requests.has_drop_request()
     plan = TablePlan(table.name, sinks, head, unpublished=unpublished, reload=reload, drop=drop)
     try:
         if drop:
             raise StateError(
                 "a drop of this table was started and has not finished",
                 table=table.name,
-                path=state.drop_path,
+                path=state.requests.drop_path,
                 hint=f"finish it with 'diffcdc drop --table {table.name} --yes', then run again",
             )
         commits = state.commits()
@@ -99,10 +99,10 @@ def _reload_from_head(source: Source, head: Commit, table: TableConfig) -> list[
 def _reload_request(state: TableState) -> dict[str, Any] | None:
     """The pending reload request, read only (the engine removes a carried-out one)."""
     try:
-        request = state.read_document(state.RELOAD)
+        request = state.read_document(state.requests.RELOAD)
     except ValueError:
         request = {}  # damaged: the engine's own read reports it
     if request is None or not isinstance(request, dict):
         return None
-    return None if state.reload_carried_out(request) else request
+    return None if state.requests.reload_carried_out(request) else request
 

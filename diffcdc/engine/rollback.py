@@ -30,7 +30,7 @@ def rollback_entry(ctx: RunContext, version: int) -> PendingSnapshot:
     if target is commits[-1]:
         raise UsageError(f"version {version} is the head already; nothing to roll back",
                          table=table.name)
-    if state.reload_request() is not None:
+    if state.requests.reload_request() is not None:
         raise UsageError("a reload of this table is pending; finish it first ('diffcdc run')",
                          table=table.name)
     record = target.record

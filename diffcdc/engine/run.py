@@ -31,6 +31,7 @@ from diffcdc.sources.copies import SnapshotCopies
 from diffcdc.sources.files import pending_snapshots
 from diffcdc.state.lease import DEFAULT_LEASE_SECONDS
 from diffcdc.state.owner import check_owner
+from diffcdc.state.prune import prune_versions
 from diffcdc.state.root import StateRoot
 from diffcdc.state.store import TableState, new_run_id, now_iso
 
@@ -76,7 +77,7 @@ def run_table(
         with state.lock(report.run_id, lease_seconds):
             check_owner(state, table.name, table.schema_name)
             if reload:
-                state.request_reload("requested with diffcdc reload")
+                state.requests.request_reload("requested with diffcdc reload")
             try:
                 ctx = RunContext.open(
                     spark, table, state, report.run_id,
@@ -85,7 +86,7 @@ def run_table(
                 )
                 _run_locked(ctx, report, rollback_to, watch)
             finally:
-                state.prune(keep_versions)
+                prune_versions(state, keep_versions)
                 # Copies of read-once sources: the last keep_snapshots committed ones stay.
                 SnapshotCopies(state.dir, table.name).prune(
                     table.keep_snapshots, [c.snapshot_id for c in state.commits()]
@@ -200,16 +201,16 @@ def _run_pending(
     ctx: RunContext, report: TableReport, rollback_to: int | None, watch: RunObserver
 ) -> None:
     table, state, say = ctx.table, ctx.state, ctx.say
-    if state.has_drop_request():
+    if state.requests.has_drop_request():
         raise StateError(
             "a drop of this table was started and has not finished",
             table=table.name,
-            path=state.drop_path,
+            path=state.requests.drop_path,
             hint=f"finish it with 'diffcdc drop --table {table.name} --yes', then run again",
         )
     for sink in ctx.sinks.values():  # under the lock: our temporary uploads are debris
         sink.prepare(state.dir)
-    request = state.reload_request()
+    request = state.requests.reload_request()
     head = state.head()
     if head is not None and configured_unpublished(ctx, head):
         if request is not None:

@@ -145,7 +145,7 @@ def process_snapshot(
         state.claim(record)
         committed = True
         if reload_request is not None:
-            state.clear_reload_request()
+            state.requests.clear_reload_request()
     finally:
         if not committed:
             shutil.rmtree(vdir, ignore_errors=True)

@@ -96,13 +96,14 @@ def _sinks(head: Commit) -> list[dict[str, Any]]:
 def _pending(state: TableState) -> list[str]:
     """Operator requests recorded in state but not carried out yet (reload, a broken drop)."""
     pending = []
-    reload = _read_json(state, state.RELOAD)  # read only: status takes no lock, writes nothing
-    if reload is not None and not state.reload_carried_out(reload):
+    # read only: status takes no lock, writes nothing
+    reload = _read_json(state, state.requests.RELOAD)
+    if reload is not None and not state.requests.reload_carried_out(reload):
         pending.append(
             f"re-creation requested {reload.get('requested_at', '')} ({reload.get('reason', '')}): "
             "the next run drops the table folder and publishes a fresh initial load"
         )
-    drop = _read_json(state, state.DROP)
+    drop = _read_json(state, state.requests.DROP)
     if drop is not None:
         pending.append(
             f"drop of {drop.get('folder', '?')} started {drop.get('requested_at', '')} did not "

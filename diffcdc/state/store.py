@@ -10,6 +10,8 @@ Layout under ``<state root>/<table>/``::
                                                   staged output (``sinks/<sink>/``)
     reports/<run id>.json                    one report per run (passed or failed;
                                              :mod:`diffcdc.state.reports`)
+    reload.json, drop.json                   a pending reload or drop request
+                                             (:mod:`diffcdc.state.requests`)
     lease.json                               the run lease while a run works on the table
                                              (:mod:`diffcdc.state.lease`; ``.lock`` is the
                                              flock file of diffcdc before leases)
@@ -21,6 +23,9 @@ that both computed version N+1, exactly one commits; the other gets
 :class:`ConcurrentRunError` and changes nothing. Once a record exists its batch is
 decided: a later run publishes it (idempotently) before doing anything new, and never
 recomputes it. The head of the table is the highest committed version.
+
+Version folders beyond the retention are removed by
+:func:`diffcdc.state.prune.prune_versions`.
 """
 
 from __future__ import annotations
@@ -28,8 +33,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import shutil
-import uuid
 from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
@@ -47,6 +50,7 @@ from diffcdc.state.records import (
     now_iso,
 )
 from diffcdc.state.reports import TableReports
+from diffcdc.state.requests import TableRequests
 from diffcdc.state.root import StateRoot
 from diffcdc.state.storage.base import StateStorage
 
@@ -76,6 +80,7 @@ class TableState:
         self.versions_dir = os.path.join(self.dir, "versions")
         self.storage = storage or self.location.documents(table)
         self.reports = TableReports(self.storage)
+        self.requests = TableRequests(self.storage, self.commits)
         self._lease: Lease | None = None
         #: What :meth:`commits` has read so far: records by log name, marks found complete.
         self._records: dict[str, CommitRecord] = {}
@@ -261,58 +266,6 @@ class TableState:
             ),
         )
 
-    # -- re-creating and dropping the table ---------------------------------------------------
-
-    RELOAD = "reload.json"
-    DROP = "drop.json"
-
-    @property
-    def reload_path(self) -> str:
-        return self.storage.describe(self.RELOAD)
-
-    @property
-    def drop_path(self) -> str:
-        return self.storage.describe(self.DROP)
-
-    def request_reload(self, reason: str) -> dict[str, Any]:
-        """Record that the next commit must re-create the table (kept until it is committed)."""
-        existing = self.reload_request()
-        if existing is not None:
-            return existing
-        request = {"id": uuid.uuid4().hex, "requested_at": now_iso(), "reason": reason}
-        self.storage.put(self.RELOAD, encode_json(request))
-        return request
-
-    def reload_request(self) -> dict[str, Any] | None:
-        """The pending reload request, or None (also once a commit has carried it out)."""
-        request = self.read_document(self.RELOAD)
-        if request is None:
-            return None
-        if self.reload_carried_out(request):
-            self.storage.delete(self.RELOAD)  # a crash right after the commit left it behind
-            return None
-        return dict(request)
-
-    def reload_carried_out(self, request: dict[str, Any]) -> bool:
-        """Whether a commit has re-created the table for this reload request."""
-        return any(
-            c.record.recreate is not None and c.record.recreate.request == request.get("id")
-            for c in self.commits()
-        )
-
-    def clear_reload_request(self) -> None:
-        self.storage.delete(self.RELOAD)
-
-    def has_reload_request(self) -> bool:
-        return self.storage.exists(self.RELOAD)
-
-    def request_drop(self, folder: str) -> None:
-        """Record that a drop of the landing folder ``folder`` has started."""
-        self.storage.put(self.DROP, encode_json({"requested_at": now_iso(), "folder": folder}))
-
-    def has_drop_request(self) -> bool:
-        return self.storage.exists(self.DROP)
-
     def sink_marks(self, sink_id: str) -> SinkMarks:
         """Per-version marks a sink keeps in the log (e.g. "the old folder is dropped")."""
         return SinkMarks(self.storage, sink_id)
@@ -333,41 +286,9 @@ class TableState:
         A folder without (one a run created, then failed in before its first commit) is not
         a table: nothing keeps a report there and ``status`` does not list it.
         """
-        if self.has_reload_request() or self.has_drop_request():
+        if self.requests.has_reload_request() or self.requests.has_drop_request():
             return True
         return any(
             _LOG_RE.match(name) and self.storage.exists(f"log/{name}")
             for name in self.storage.list("log")
         )
-
-    # -- housekeeping ----------------------------------------------------------------------
-
-    def prune(self, keep_versions: int) -> list[str]:
-        """Remove abandoned version folders and state versions beyond the retention.
-
-        Only called while holding the lock, so an uncommitted folder is never one being
-        written. Staged landing files of published versions are removed too (they live in the
-        landing zone now).
-        """
-        removed = []
-        commits = self.commits()
-        committed = {c.record.version_dir: c for c in commits}
-        keep = {c.record.version_dir for c in commits[-max(1, keep_versions):]}
-        try:
-            names = os.listdir(self.versions_dir)
-        except FileNotFoundError:
-            return removed
-        for name in names:
-            rel = f"versions/{name}"
-            commit = committed.get(rel)
-            path = os.path.join(self.versions_dir, name)
-            if commit is None or rel not in keep:
-                shutil.rmtree(path, ignore_errors=True)
-                removed.append(rel)
-            elif commit.published:
-                for staged in ("landing", "sinks", "changes"):  # published: only state is kept
-                    shutil.rmtree(os.path.join(path, staged), ignore_errors=True)
-                for entry in os.listdir(path):  # state folders a repair replaced
-                    if entry.startswith("state") and f"{rel}/{entry}" != commit.record.state_path:
-                        shutil.rmtree(os.path.join(path, entry), ignore_errors=True)
-        return removed

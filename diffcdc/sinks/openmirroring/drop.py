@@ -33,7 +33,7 @@ def drop_table(
     folder = table_folder(table.name, table.schema_name)
     places = []
     with state.lock():
-        state.request_drop(folder)
+        state.requests.request_drop(folder)
         for sink in table.landing_sinks():
             storage = open_landing(sink.landing, **sink.landing_options)
             try:
