@@ -35,6 +35,7 @@ import pyarrow as pa
 from pyspark.sql import types as T
 
 from diffcdc.errors import InputRefused, LandingZoneMismatch
+from diffcdc.sinks.openmirroring.text_encode import encode_table
 
 #: The spec's DataType values.
 DATA_TYPES = ("Double", "Single", "Int16", "Int32", "Int64", "DateTime", "IDate", "ITime",
@@ -127,8 +128,6 @@ class TextFormat:
 
     def encode_table(self, table: pa.Table) -> bytes:
         """A whole file: header row, then one line per row, every line ends with the separator."""
-        from diffcdc.sinks.openmirroring.text_encode import encode_table
-
         return encode_table(self, table)
 
     def checked_field(self, value: str | None, column: str) -> str:

@@ -26,6 +26,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from diffcdc.errors import InputRefused
+from diffcdc.sinks.openmirroring.text_codecs import compress
 
 if TYPE_CHECKING:
     from diffcdc.sinks.openmirroring.text import TextFormat
@@ -40,8 +41,6 @@ def _char_class(chars: str) -> str:
 
 def write_text_file(part: str, target: str, fmt: TextFormat, codec: str) -> None:
     """Convert one staged Parquet part into a text landing file."""
-    from diffcdc.sinks.openmirroring.text_codecs import compress
-
     data = encode_table(fmt, pq.read_table(part))
     with open(target, "wb") as handle:
         handle.write(compress(data, codec))
