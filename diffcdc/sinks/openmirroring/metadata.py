@@ -70,10 +70,7 @@ def check_published_metadata(
     target = join(folder, METADATA_FILE)
     if ours is None or storage.stat(target) is None:
         return
-    try:
-        existing = json.loads(storage.read_bytes(target))
-    except ValueError:
-        existing = None
+    existing = _published_json(storage, target)
     if existing != ours:
         raise LandingZoneMismatch(
             f"_metadata.json in the landing zone was changed by someone else (it is "
@@ -83,6 +80,15 @@ def check_published_metadata(
             hint="put back the published content (the table's consumer may already have read "
             f"it), or re-create the table (diffcdc reload --table {table} --yes)",
         )
+
+
+def _published_json(storage: LandingStorage, path: str) -> Any:
+    """The JSON document at ``path`` in the landing zone; None when it is not valid JSON (it
+    then differs from anything this engine wrote)."""
+    try:
+        return json.loads(storage.read_bytes(path))
+    except ValueError:
+        return None
 
 
 def publish_metadata(storage: LandingStorage, item: PublishItem, table: str) -> None:
@@ -141,10 +147,7 @@ def ensure_partner_events(
             return True
         except FileExistsError:
             pass
-    try:
-        existing = json.loads(storage.read_bytes(PARTNER_EVENTS_FILE))
-    except ValueError:
-        existing = None
+    existing = _published_json(storage, PARTNER_EVENTS_FILE)
     if existing != document:
         raise LandingZoneMismatch(
             f"{PARTNER_EVENTS_FILE} at the landing root says {json.dumps(existing)}, this "
