@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import argparse
 import textwrap
-from typing import Any, NoReturn
+from typing import Any
 
 from diffcdc import __version__
-from diffcdc.errors import UsageError
+from diffcdc.cli.arguments import (
+    Parser,
+    add_landing_contract_args,
+    add_landing_option_arg,
+    csv_list,
+)
 
 #: The exit codes, for ``--help`` (the README has the same table).
 EXIT_CODES = """\
@@ -31,76 +36,13 @@ examples:
   diffcdc reload --config diffcdc.toml --table Employees --yes"""
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        """A bad option: one line and where to read more (exit 2), not the whole usage."""
-        raise UsageError(message, hint=f"see '{self.prog} --help'")
-
-    def parse_args(self, args: Any = None, namespace: Any = None) -> Any:  # type: ignore[override]
-        """Unknown options are reported with the help of the command they were given to."""
-        parsed, extras = self.parse_known_args(args, namespace)
-        if extras:
-            command = getattr(parsed, "command", None)
-            prog = f"{self.prog} {command}" if command else self.prog
-            raise UsageError(f"unrecognized arguments: {' '.join(extras)}",
-                             hint=f"see '{prog} --help'")
-        return parsed
-
-
-def _csv(value: str) -> list[str]:
-    return [v.strip() for v in value.split(",") if v.strip()]
-
-
-#: Landing options that are secrets: never taken from the command line (process lists and shell
-#: histories show it); they come from the environment or a config file.
-
-
-SECRET_LANDING_OPTIONS = ("account_key", "sas_token", "credential")
-
-
-def _landing_option(text: str) -> tuple[str, Any]:
-    """``KEY=VALUE`` → (key, value); true/false and numbers are typed. Never echoes a value."""
-    key, sep, raw = text.partition("=")
-    key = key.strip()
-    if not sep or not key:
-        raise argparse.ArgumentTypeError("expected KEY=VALUE (e.g. max_workers=8)")
-    if key in SECRET_LANDING_OPTIONS:
-        raise argparse.ArgumentTypeError(
-            f"{key} is a secret and is not taken from the command line; set it in the "
-            f"environment or in the config file's landing_options (see docs/remote-landing.md)"
-        )
-    raw = raw.strip()
-    if raw.lower() in ("true", "false"):
-        return key, raw.lower() == "true"
-    for cast in (int, float):
-        try:
-            return key, cast(raw)
-        except ValueError:
-            pass
-    return key, raw
-
-
-def _add_landing_option_arg(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--landing-option",
-        dest="landing_options",
-        type=_landing_option,
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="option of a remote landing root (max_workers=8, retry_total=3, "
-        "connection_verify=ca.pem, account_key_env=VAR, ...); repeatable; secrets only from "
-        "the environment or a config file",
-    )
-
-
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--json", action="store_true", help="machine-readable output on stdout")
     common.add_argument("--debug", action="store_true", help="show the full trace on errors")
     common.add_argument("--quiet", action="store_true", help="no progress lines")
 
-    parser = _Parser(
+    parser = Parser(
         prog="diffcdc",
         description=_wrap("Snapshot-diff CDC: compares each new full snapshot of a table with the last "
         "one and publishes the inserted, updated and deleted rows, exactly once, to the table's "
@@ -110,7 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"diffcdc {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
 
     run = sub.add_parser(
         "run", parents=[common], help="process pending snapshots",
@@ -122,12 +64,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--config", help="TOML file with many tables (see README)")
     run.add_argument("--source", help="folder with one entry per snapshot (lexical order)")
-    run.add_argument("--keys", type=_csv, help="key columns, comma-separated")
+    run.add_argument("--keys", type=csv_list, help="key columns, comma-separated")
     run.add_argument("--table", help="landing table name")
     run.add_argument("--landing", help="landing zone root: a folder, abfss://... or https://...")
-    _add_landing_option_arg(run)
+    add_landing_option_arg(run)
     run.add_argument("--state", default=None, help="state root (default ./state)")
-    run.add_argument("--exclude", type=_csv, default=None, help="columns left out of the fingerprint")
+    run.add_argument("--exclude", type=csv_list, default=None, help="columns left out of the fingerprint")
     run.add_argument("--schema", dest="schema_name", help="schema folder name (<schema>.schema/)")
     run.add_argument("--codec", choices=["snappy", "zstd", "gzip", "none"],
                      help="landing file codec (default: snappy for Parquet, none for text)")
@@ -139,7 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--parallelism", type=int, default=None,
                      help="with --config: tables processed at once (default: the cores, 2 to 8)")
     run.add_argument("--master", help="Spark master (default local[*])")
-    run.add_argument("--only", type=_csv, help="with --config: run only these tables")
+    run.add_argument("--only", type=csv_list, help="with --config: run only these tables")
     run.add_argument(
         "--override-check",
         action="append",
@@ -154,7 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--max-row-ratio", type=float, help="gate: rows / previous rows at most")
     run.add_argument("--min-rows-for-ratios", type=int,
                      help="gate: the ratio checks apply from this many rows (default 1000)")
-    _add_landing_contract_args(run)
+    add_landing_contract_args(run)
     _add_reload_and_drop(sub, run, common)
 
     _add_plan(sub, run)
@@ -180,7 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
         "head state fully (--state)",
     )
     verify.add_argument("--landing", help="landing zone root (default: the table's, with --config)")
-    _add_landing_option_arg(verify)
+    add_landing_option_arg(verify)
     verify.add_argument("--config", help="TOML config: the table's landing root and options")
     verify.add_argument("--table", help="table name (with --state and --config: default every table)")
     verify.add_argument("--snapshot", help="snapshot file or folder to compare the sinks with")
@@ -193,7 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     verify.add_argument("--csv-encoding", help="with --state: encoding of a CSV snapshot "
                         "(default: the table's csv_encoding, else utf-8)")
-    verify.add_argument("--ignore", type=_csv, default=None, help="columns not compared")
+    verify.add_argument("--ignore", type=csv_list, default=None, help="columns not compared")
     verify.add_argument("--sink", help="only this sink of the table (default: every sink)")
     verify.add_argument("--master", help="Spark master (default local[*])")
 
@@ -223,31 +165,6 @@ def build_parser() -> argparse.ArgumentParser:
 def _wrap(text: str) -> str:
     """A paragraph for ``--help`` (descriptions are printed as given: wrap them here)."""
     return textwrap.fill(" ".join(text.split()), 88)
-
-
-def _add_landing_contract_args(run: argparse.ArgumentParser) -> None:
-    add = run.add_argument
-    add("--format", dest="file_format", choices=["parquet", "csv", "tsv", "psv", "text"],
-        help="landing files: parquet (default) or delimited text")
-    add("--file-extension", help="extension of text files (needed with --format text)")
-    add("--row-separator", help="text: \\r\\n (default), \\n or \\r")
-    add("--column-separator", help="text: one character (default from --format; \\t for tab)")
-    add("--quote-char", dest="quote_character", help='text: quote character (default "), or ""')
-    add("--escape-char", dest="escape_character", help="text: escape character (default \\), or ''")
-    add("--null-value", help="text: how NULL is written (default: empty)")
-    add("--encoding", help="text: character encoding (default UTF-8)")
-    add("--upsert-default", action="store_true", default=None,
-        help="_metadata.json isUpsertDefaultRowMarker: inserts and updates land as UPSERT (4)")
-    add("--file-detection", choices=["sequential", "last_update_time"],
-        help="last_update_time: fileDetectionStrategy LastUpdateTimeFileDetection")
-    add("--schema-policy", choices=["fail", "recreate"],
-        help="removed, renamed or retyped columns: fail (default, exit 3) or recreate the table")
-    add("--removed-columns", choices=["policy", "null"],
-        help="null: a removed column continues as NULL instead of following --schema-policy")
-    add("--partner-name", help="_partnerEvents.json partnerName (with --partner-source-type)")
-    add("--partner-source-type", help="_partnerEvents.json sourceInfo.sourceType (SQL, Oracle...)")
-    add("--partner-source-version", help="_partnerEvents.json sourceInfo.sourceVersion")
-    add("--drop-timeout", type=float, help="seconds to wait for a dropped table folder to vanish")
 
 
 def _take_run_options(parser: argparse.ArgumentParser, run: argparse.ArgumentParser) -> None:
@@ -301,6 +218,6 @@ def _add_reload_and_drop(
     drop.add_argument("--schema", dest="schema_name", help="schema folder name")
     drop.add_argument("--landing", help="landing zone root (or --config)")
     drop.add_argument("--config", help="TOML config holding the table")
-    _add_landing_option_arg(drop)
+    add_landing_option_arg(drop)
     drop.add_argument("--state", default=None, help="state root (default ./state)")
     drop.add_argument("--yes", action="store_true", help="confirm: the mirrored table is dropped")
