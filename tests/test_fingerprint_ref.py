@@ -36,7 +36,7 @@ ATOMIC = [
 ]
 MAP_KEYS = [pa.string(), pa.int32(), pa.int64(), pa.float64(), pa.date32(), pa.bool_(), pa.decimal128(5, 2)]
 NESTED_VECTORIZED = "spark.sql.parquet.enableNestedColumnVectorizedReader"
-NAMES = st.text(alphabet="abAB_é. 9", min_size=1, max_size=5)
+NAMES = st.text(alphabet="abAB_é. 9'`\\😀", min_size=1, max_size=5)
 
 
 def decimal_types() -> st.SearchStrategy[pa.DataType]:

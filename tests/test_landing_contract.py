@@ -617,3 +617,45 @@ def test_adls_publishes_in_last_modified_order_and_drops(tmp_path, monkeypatch):
         finally:
             storage.close()
         assert server.errors == []
+
+
+def test_complex_columns_land_as_json_with_maps_sorted_at_every_depth(spark):
+    from pyspark.sql import types as T
+
+    from diffcdc.sinks.openmirroring.rows import to_landing_columns
+
+    schema = T.StructType([
+        T.StructField("id", T.IntegerType()),
+        T.StructField("m", T.MapType(T.StringType(), T.MapType(T.StringType(), T.IntegerType()))),
+        T.StructField("s t", T.StructType([
+            T.StructField("a'b", T.MapType(T.IntegerType(), T.StringType())),
+            T.StructField("z`", T.IntegerType()),
+        ])),
+        T.StructField("arr", T.ArrayType(T.MapType(T.StringType(), T.IntegerType()))),
+        T.StructField("plain", T.StructType([T.StructField("p", T.IntegerType())])),
+        T.StructField("nums", T.ArrayType(T.IntegerType())),
+    ])
+    rows = [
+        (1, {"b": {"y": 1, "x": 2}, "a": None, "c": {}}, ({3: "c", 1: "a", 2: None}, 5),
+         [{"q": 1, "p": 2}, None, {}], (1,), [3, None, 1]),
+        (2, None, None, None, None, None),
+        (3, {}, (None, None), [], (None,), []),
+    ]
+    # maps built in SQL keep their entries in the order given (unlike a Python dict's)
+    unsorted = spark.sql(
+        "SELECT 4 AS id, map('b', map('y', 1, 'x', 2), 'a', map('k', 0)) AS m, "
+        "named_struct('a\\'b', map(3, 'c', 1, 'a'), 'z`', 5) AS `s t`, "
+        "array(map('q', 1, 'p', 2)) AS arr, named_struct('p', 1) AS plain, array(2, 1) AS nums"
+    )
+    out = to_landing_columns(spark.createDataFrame(rows, schema).unionByName(unsorted))
+    assert out.schema.simpleString() == (
+        "struct<id:int,m:string,s t:string,arr:string,plain:string,nums:string>"
+    )
+    assert [list(r) for r in out.orderBy("id").collect()] == [
+        [1, '{"a":null,"b":{"x":2,"y":1},"c":{}}', '{"a\'b":{"1":"a","2":null,"3":"c"},"z`":5}',
+         '[{"p":2,"q":1},null,{}]', '{"p":1}', "[3,null,1]"],
+        [2, None, None, None, None, None],
+        [3, "{}", "{}", "[]", "{}", "[]"],
+        [4, '{"a":{"k":0},"b":{"x":2,"y":1}}', '{"a\'b":{"1":"a","3":"c"},"z`":5}',
+         '[{"p":2,"q":1}]', '{"p":1}', "[2,1]"],
+    ]

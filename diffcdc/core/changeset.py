@@ -15,7 +15,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from diffcdc.core.classify import CHANGE, DELETE, INSERT, UPDATE
-from diffcdc.core.fingerprint import quote
+from diffcdc.core.sql import quote
 from diffcdc.sinks.base import OP, OP_DELETE, OP_INSERT, OP_UPDATE
 
 assert (OP_INSERT, OP_UPDATE, OP_DELETE) == (INSERT, UPDATE, DELETE)  # one numbering
@@ -33,28 +33,21 @@ def change_frame(
 
     ``state`` is the new state version (key, fingerprint, change kind); ``columns`` the
     snapshot's columns in their order. ``broadcast_keys`` broadcasts the changed keys to pick
-    the full rows (when they are few enough to fit in memory).
+    the full rows (when they are few enough to fit in memory). The expressions are Spark SQL
+    text, each parsed in one call to the JVM (see :func:`~diffcdc.core.fingerprint.fingerprint_exprs`).
     """
-    changed = state.filter(F.col(CHANGE).isin(INSERT, UPDATE)).select(
-        *[quote(k) for k in keys], F.col(CHANGE).alias(OP)
+    key_cols, out = [quote(k) for k in keys], [*[quote(c) for c in columns], quote(OP)]
+    changed = state.filter(f"{CHANGE} IN ({INSERT}, {UPDATE})").selectExpr(
+        *key_cols, f"{CHANGE} AS {quote(OP)}"
     )
     if broadcast_keys:
         changed = F.broadcast(changed)
-    upserts = snapshot.join(changed, on=list(keys), how="inner").select(
-        *[F.col(quote(c)) for c in columns], F.col(OP)
-    )
-    types = dict(snapshot.dtypes)
-    key_set = {k.lower() for k in keys}
-    deletes = state.filter(F.col(CHANGE) == DELETE).select(
-        *[
-            (F.col(quote(c)) if c.lower() in key_set else F.lit(None).cast(types[c]).alias(c))
-            for c in columns
-        ],
-        F.lit(OP_DELETE).alias(OP),
-    )
-    return deletes.unionByName(upserts)
+    upserts = snapshot.join(changed, on=list(keys), how="inner").selectExpr(*out)
+    # The other columns of a delete are NULLs of the snapshot's types (the union adds them).
+    deletes = state.filter(f"{CHANGE} = {DELETE}").selectExpr(*key_cols, f"{OP_DELETE} AS {quote(OP)}")
+    return deletes.unionByName(upserts, allowMissingColumns=True).selectExpr(*out)
 
 
 def initial_frame(snapshot: DataFrame, columns: Sequence[str]) -> DataFrame:
     """Every snapshot row as an insert: a first load, or a full image for a new sink."""
-    return snapshot.select(*[F.col(quote(c)) for c in columns], F.lit(OP_INSERT).alias(OP))
+    return snapshot.selectExpr(*[quote(c) for c in columns], f"{OP_INSERT} AS {quote(OP)}")

@@ -29,7 +29,7 @@ import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from diffcdc.core.fingerprint import quote
+from diffcdc.core.sql import quote
 
 CHANGE = "__diffcdc_change"
 DUP = "__diffcdc_n"  # rows per key in the snapshot (>1 means a duplicate key)
@@ -45,7 +45,7 @@ def _c(name: str) -> Column:
 
 def live_state(state: DataFrame) -> DataFrame:
     """The keys alive in a state version (tombstones dropped)."""
-    return state.filter(F.col(CHANGE) != F.lit(DELETE)).drop(CHANGE)
+    return state.filter(f"{CHANGE} != {DELETE}").drop(CHANGE)
 
 
 def classify(
@@ -65,52 +65,49 @@ def classify(
     duplicate aggregate cost more; see benchmarks/README.md). The rows are shuffled before
     they are aggregated because keys are (nearly) unique: the map-side partial aggregation
     Spark would otherwise plan only costs time.
+
+    The expressions are Spark SQL text, each parsed in one call to the JVM (see
+    :func:`diffcdc.core.fingerprint.fingerprint_exprs` for why).
     """
-    key_cols = [_c(k) for k in keys]
+    key_cols = [quote(k) for k in keys]
     new_fp = [f"{RESERVED_PREFIX}_new{c}" for c in fp_cols]
     old_fp = [f"{RESERVED_PREFIX}_old{c}" for c in fp_cols]
     # A first load has no old side: its old fingerprints are added as NULLs after the shuffle.
     carried_old = old_fp if previous is not None else []
-    sides = snapshot_fp.select(
+    sides = snapshot_fp.selectExpr(
         *key_cols,
-        *[_c(c).alias(n) for c, n in zip(fp_cols, new_fp)],
-        *[F.lit(None).cast("long").alias(o) for o in carried_old],
-        F.lit(1).alias(DUP),
+        *[f"{quote(c)} AS {n}" for c, n in zip(fp_cols, new_fp)],
+        *[f"CAST(NULL AS BIGINT) AS {o}" for o in carried_old],
+        f"1 AS {DUP}",
     )
     if previous is not None:
-        old = live_state(previous).select(
+        old = live_state(previous).selectExpr(
             *key_cols,
-            *[F.lit(None).cast("long").alias(n) for n in new_fp],
-            *[_c(c).alias(o) for c, o in zip(fp_cols, old_fp)],
-            F.lit(0).alias(DUP),
+            *[f"CAST(NULL AS BIGINT) AS {n}" for n in new_fp],
+            *[f"{quote(c)} AS {o}" for c, o in zip(fp_cols, old_fp)],
+            f"0 AS {DUP}",
         )
         sides = sides.unionByName(old)
     grouped = (
-        sides.repartition(*key_cols)
+        sides.repartition(*[_c(k) for k in keys])
         .groupBy(*key_cols)
         .agg(
-            *[F.max(c).alias(c) for c in new_fp + carried_old],
-            F.sum(DUP).cast("long").alias(DUP),
+            *[F.expr(f"max({c}) AS {c}") for c in new_fp + carried_old],
+            F.expr(f"CAST(sum({DUP}) AS BIGINT) AS {DUP}"),
         )
     )
     if previous is None:
-        grouped = grouped.select("*", *[F.lit(None).cast("long").alias(o) for o in old_fp])
-    new_present = F.col(DUP) > 0
-    old_present = F.col(old_fp[0]).isNotNull()
-    same = F.lit(True)
-    for n, o in zip(new_fp, old_fp):
-        same = same & (F.col(n) == F.col(o))
+        grouped = grouped.selectExpr("*", *[f"CAST(NULL AS BIGINT) AS {o}" for o in old_fp])
+    same = " AND ".join(f"{n} = {o}" for n, o in zip(new_fp, old_fp))
     change = (
-        F.when(~old_present, F.lit(INSERT))
-        .when(~new_present, F.lit(DELETE))
-        .when(same, F.lit(UNCHANGED))
-        .otherwise(F.lit(UPDATE))
+        f"CASE WHEN {old_fp[0]} IS NULL THEN {INSERT} WHEN NOT ({DUP} > 0) THEN {DELETE} "
+        f"WHEN {same} THEN {UNCHANGED} ELSE {UPDATE} END"
     )
-    return grouped.select(
+    return grouped.selectExpr(
         *key_cols,
-        *[F.coalesce(F.col(n), F.col(o)).alias(c) for c, n, o in zip(fp_cols, new_fp, old_fp)],
-        change.alias(CHANGE),
-        _c(DUP),
+        *[f"coalesce({n}, {o}) AS {c}" for c, n, o in zip(fp_cols, new_fp, old_fp)],
+        f"{change} AS {CHANGE}",
+        DUP,
     )
 
 

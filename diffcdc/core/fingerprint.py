@@ -1,4 +1,4 @@
-"""The row fingerprint: pure Spark expressions, no IO, no Python UDF.
+"""The row fingerprint: pure Spark SQL expressions, no IO, no Python UDF.
 
 The fingerprint decides what counts as "changed", so it is part of the data contract and is
 versioned (:data:`FINGERPRINT_VERSION`); state records the version it was computed with.
@@ -42,6 +42,8 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from diffcdc.core.sql import quote, sorted_entries, text, variable
+
 FINGERPRINT_VERSION = 1
 FP = "__diffcdc_fp"
 FP_HI = "__diffcdc_fp_hi"
@@ -66,70 +68,56 @@ def hashed_columns(
     return sorted(fields, key=lambda f: f.name)
 
 
-def _element(name: str, value: Column, dtype: T.DataType) -> Column | None:
+def _element(name: str, value: str, dtype: T.DataType, depth: int) -> str | None:
     """NULL when ``value`` is NULL, else struct(name, canon(value)); None for void columns."""
     if isinstance(dtype, T.NullType):
         return None
-    pair = F.struct(F.lit(name).alias("n"), canon(value, dtype).alias("v"))
-    return F.when(value.isNotNull(), pair)
+    pair = f"named_struct('n', {text(name)}, 'v', {canon(value, dtype, depth)})"
+    return f"CASE WHEN {value} IS NOT NULL THEN {pair} END"
 
 
-def canon(value: Column, dtype: T.DataType) -> Column:
-    """The canonical form of a non-NULL value of ``dtype`` (see the module docstring)."""
+def canon(value: str, dtype: T.DataType, depth: int = 0) -> str:
+    """The canonical form of a non-NULL value of ``dtype`` (see the module docstring), as
+    Spark SQL over the expression ``value``; ``depth`` names the lambda variables apart."""
     if isinstance(dtype, (T.ByteType, T.ShortType, T.IntegerType, T.LongType)):
-        return value.cast("long")
+        return f"CAST({value} AS BIGINT)"
     if isinstance(dtype, (T.FloatType, T.DoubleType)):
-        d = value.cast("double")
-        return (
-            F.when(F.isnan(d), F.lit(float("nan")))
-            .when(d == F.lit(0.0), F.lit(0.0))
-            .otherwise(d)
-        )
+        d = f"CAST({value} AS DOUBLE)"
+        return f"CASE WHEN isnan({d}) THEN CAST('NaN' AS DOUBLE) WHEN {d} = 0.0D THEN 0.0D ELSE {d} END"
     if isinstance(dtype, T.DateType):
-        return F.unix_date(value)
+        return f"unix_date({value})"
     if isinstance(dtype, T.TimestampType):
-        return F.unix_micros(value)
+        return f"unix_micros({value})"
     if isinstance(dtype, T.TimestampNTZType):
-        return F.unix_micros(value.cast("timestamp"))
+        return f"unix_micros(CAST({value} AS TIMESTAMP))"
     if isinstance(dtype, T.StructType):
         elements = [
-            _element(f.name, value.getField(f.name), f.dataType)
+            _element(f.name, f"{value}.{quote(f.name)}", f.dataType, depth)
             for f in sorted(dtype.fields, key=lambda f: f.name)
         ]
-        kept = [e.alias(f"e{i}") for i, e in enumerate(elements) if e is not None]
-        return F.struct(*kept) if kept else F.lit(0)
+        kept = [e for e in elements if e is not None]
+        if not kept:
+            return "0"
+        return "named_struct(" + ", ".join(f"'e{i}', {e}" for i, e in enumerate(kept)) + ")"
+    x = variable(depth)
     if isinstance(dtype, T.ArrayType):
-        element_type = dtype.elementType
-        items = F.transform(
-            value,
-            lambda x: F.struct(x.isNull().alias("z"), _canon_or_null(x, element_type).alias("v")),
-        )
-        return F.struct(F.size(value).alias("size"), items.alias("items"))
+        item = f"named_struct('z', {x} IS NULL, 'v', {_canon_or_null(x, dtype.elementType, depth + 1)})"
+        return f"named_struct('size', size({value}), 'items', transform({value}, {x} -> {item}))"
     if isinstance(dtype, T.MapType):
-        entries = F.array_sort(
-            F.map_entries(value),
-            lambda left, right: F.when(left["key"] < right["key"], -1)
-            .when(left["key"] > right["key"], 1)
-            .otherwise(0),
+        entries = sorted_entries(value, depth)
+        item = (
+            f"named_struct('k', {canon(f'{x}.key', dtype.keyType, depth + 1)}, "
+            f"'z', {x}.value IS NULL, 'v', {_canon_or_null(f'{x}.value', dtype.valueType, depth + 1)})"
         )
-        key_type, value_type = dtype.keyType, dtype.valueType
-        items = F.transform(
-            entries,
-            lambda e: F.struct(
-                canon(e["key"], key_type).alias("k"),
-                e["value"].isNull().alias("z"),
-                _canon_or_null(e["value"], value_type).alias("v"),
-            ),
-        )
-        return F.struct(F.size(value).alias("size"), items.alias("items"))
+        return f"named_struct('size', size({value}), 'items', transform({entries}, {x} -> {item}))"
     # string, binary, boolean and anything Spark can hash directly.
     return value
 
 
-def _canon_or_null(value: Column, dtype: T.DataType) -> Column:
+def _canon_or_null(value: str, dtype: T.DataType, depth: int) -> str:
     if isinstance(dtype, T.NullType):
-        return F.lit(None)
-    return F.when(value.isNotNull(), canon(value, dtype))
+        return "NULL"
+    return f"CASE WHEN {value} IS NOT NULL THEN {canon(value, dtype, depth)} END"
 
 
 def fingerprint_exprs(
@@ -138,21 +126,20 @@ def fingerprint_exprs(
     exclude: Sequence[str] = (),
     bits: int = 64,
 ) -> list[Column]:
-    """Spark expressions computing the fingerprint column(s) for rows of ``schema``."""
+    """Spark expressions computing the fingerprint column(s) for rows of ``schema``.
+
+    Each is one Spark SQL expression, parsed by Spark in a single call (see
+    :mod:`diffcdc.core.sql`); the frame's columns must be unqualified.
+    """
     fields = hashed_columns(schema, keys, exclude)
-    candidates = (_element(f.name, F.col(quote(f.name)), f.dataType) for f in fields)
+    candidates = (_element(f.name, quote(f.name), f.dataType, 0) for f in fields)
     elements = [e for e in candidates if e is not None]
     if not elements:
         # No hashed columns (the key is the whole row): every present row is "unchanged".
-        elements = [F.lit(None).cast("string")]
-    exprs = [F.xxhash64(*elements).alias(FP)]
-    if bits == 128:
-        exprs.append(F.xxhash64(F.lit(_HI_SALT), *elements).alias(FP_HI))
-    elif bits != 64:
+        elements = ["CAST(NULL AS STRING)"]
+    if bits not in (64, 128):
         raise ValueError(f"fingerprint bits must be 64 or 128, not {bits}")
+    exprs = [F.expr(f"xxhash64({', '.join(elements)})").alias(FP)]
+    if bits == 128:
+        exprs.append(F.expr(f"xxhash64({text(_HI_SALT)}, {', '.join(elements)})").alias(FP_HI))
     return exprs
-
-
-def quote(name: str) -> str:
-    """Backtick-quote a column name for ``F.col`` (names may contain dots or spaces)."""
-    return "`" + name.replace("`", "``") + "`"

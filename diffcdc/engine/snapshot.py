@@ -24,9 +24,9 @@ from diffcdc.core.fingerprint import (
     FINGERPRINT_VERSION,
     fingerprint_columns,
     fingerprint_exprs,
-    quote,
 )
 from diffcdc.core.schema import check_snapshot_columns, resolve_columns
+from diffcdc.core.sql import quote
 from diffcdc.engine.context import RunContext, sink_history
 from diffcdc.engine.gate import run_gate
 from diffcdc.engine.plan import decide_recreate

@@ -22,7 +22,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from diffcdc.core.fingerprint import quote
+from diffcdc.core.sql import quote
 from diffcdc.errors import SchemaChangeError
 from diffcdc.sinks.base import OP, OP_DELETE
 from diffcdc.sinks.kafka.binary import FieldPlan

@@ -16,7 +16,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from diffcdc.core.fingerprint import quote
+from diffcdc.core.sql import quote
 from diffcdc.errors import ConfigError
 from diffcdc.sinks.base import OP
 from diffcdc.sinks.openmirroring.config import OpenMirroringSinkConfig

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pyspark.sql import Column, DataFrame
-from pyspark.sql import functions as F
+from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
-from diffcdc.core.fingerprint import quote
+from diffcdc.core.sql import quote, sorted_entries, text, variable
 from diffcdc.sinks.base import OP, OP_DELETE, OP_INSERT
 
 #: The row-marker column, last in every incremental file, and its values (spec §1).
@@ -21,28 +20,23 @@ MARKER_INSERT, MARKER_UPDATE, MARKER_DELETE, MARKER_UPSERT = 0, 1, 2, 4
 _GRP = "__diffcdc_grp"
 
 
-def _stable(col: Column, dtype: T.DataType) -> Column:
-    """``col`` with the entries of every map (at any depth) sorted by key."""
+def _stable(value: str, dtype: T.DataType, depth: int = 0) -> str:
+    """SQL of ``value`` with the entries of every map (at any depth) sorted by key."""
+    x = variable(depth)
     if isinstance(dtype, T.MapType):
-        value = col
         if _has_map(dtype.valueType):
-            value = F.transform_values(col, lambda _k, v: _stable(v, dtype.valueType))
-        return F.map_from_entries(
-            F.array_sort(
-                F.map_entries(value),
-                lambda left, right: F.when(left["key"] < right["key"], -1)
-                .when(left["key"] > right["key"], 1)
-                .otherwise(0),
-            )
-        )
+            inner = _stable(f"{x}v", dtype.valueType, depth + 1)
+            value = f"transform_values({value}, ({x}k, {x}v) -> {inner})"
+        return f"map_from_entries({sorted_entries(value, depth)})"
     if isinstance(dtype, T.ArrayType) and _has_map(dtype.elementType):
-        return F.transform(col, lambda x: _stable(x, dtype.elementType))
+        return f"transform({value}, {x} -> {_stable(x, dtype.elementType, depth + 1)})"
     if isinstance(dtype, T.StructType) and _has_map(dtype):
-        return F.when(
-            col.isNotNull(),
-            F.struct(*[_stable(col[f.name], f.dataType).alias(f.name) for f in dtype.fields]),
+        fields = ", ".join(
+            f"{text(f.name)}, {_stable(f'{value}.{quote(f.name)}', f.dataType, depth)}"
+            for f in dtype.fields
         )
-    return col
+        return f"CASE WHEN {value} IS NOT NULL THEN named_struct({fields}) END"
+    return value
 
 
 def _has_map(dtype: T.DataType) -> bool:
@@ -64,14 +58,13 @@ def to_landing_columns(df: DataFrame) -> DataFrame:
     """
     out = []
     for field in df.schema.fields:
-        col = F.col(quote(field.name))
+        col = quote(field.name)
         if isinstance(field.dataType, (T.MapType, T.StructType, T.ArrayType)):
-            out.append(
-                F.when(col.isNotNull(), F.to_json(_stable(col, field.dataType))).alias(field.name)
-            )
+            stable = _stable(col, field.dataType)
+            out.append(f"CASE WHEN {col} IS NOT NULL THEN to_json({stable}) END AS {col}")
         else:
             out.append(col)
-    return df.select(*out)
+    return df.selectExpr(*out)
 
 
 def landing_changes(
@@ -92,23 +85,22 @@ def landing_changes(
     small change set in one task instead of a range shuffle (which needs a sampling pass).
     With ``upsert`` (``isUpsertDefaultRowMarker``) inserts and updates carry UPSERT (4).
     """
+    cols = [quote(c) for c in columns]
     if initial:
-        return changes.select(*[F.col(quote(c)) for c in columns])
-    op = F.col(OP)
+        return changes.selectExpr(*cols)
     marker = (
-        F.when(op == OP_DELETE, F.lit(MARKER_DELETE))
-        .when(op == OP_INSERT, F.lit(MARKER_UPSERT if upsert else MARKER_INSERT))
-        .otherwise(F.lit(MARKER_UPSERT if upsert else MARKER_UPDATE))
+        f"CASE WHEN {OP} = {OP_DELETE} THEN {MARKER_DELETE} "
+        f"WHEN {OP} = {OP_INSERT} THEN {MARKER_UPSERT if upsert else MARKER_INSERT} "
+        f"ELSE {MARKER_UPSERT if upsert else MARKER_UPDATE} END"
     )
-    combined = changes.select(
-        *[F.col(quote(c)) for c in columns],
-        marker.alias(ROW_MARKER),
-        F.when(op == OP_DELETE, 0).otherwise(1).alias(_GRP),
+    combined = changes.selectExpr(
+        *cols,
+        f"{marker} AS {ROW_MARKER}",
+        f"CASE WHEN {OP} = {OP_DELETE} THEN 0 ELSE 1 END AS {_GRP}",
     )
-    key_cols = [F.col(quote(k)) for k in keys]
+    key_cols = [quote(k) for k in keys]
     if single_partition:
         ordered = combined.repartition(1).sortWithinPartitions(_GRP, *key_cols)
     else:
         ordered = combined.orderBy(_GRP, *key_cols)
     return ordered.drop(_GRP)
-
