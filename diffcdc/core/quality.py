@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from diffcdc.core.quality_config import BUILTIN_CHECKS, NOT_OVERRIDABLE, QualityConfig
 from diffcdc.core.quality_report import SAMPLE_SIZE, CheckResult, GateReport, to_jsonable
+from diffcdc.core.sql import quote
 from diffcdc.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -245,7 +246,7 @@ def _duplicate_key_sample(df: DataFrame, keys: Sequence[str]) -> list[dict[str, 
 def _col(name: str) -> Column:
     from pyspark.sql import functions as F
 
-    return F.col("`" + name.replace("`", "``") + "`")  # names may contain dots or spaces
+    return F.col(quote(name))  # names may contain dots or spaces
 
 
 def _any_null(keys: Sequence[str]) -> Column:

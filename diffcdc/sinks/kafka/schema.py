@@ -18,8 +18,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from pyspark.sql import Column, DataFrame
-from pyspark.sql import functions as F
+from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
 from diffcdc.core.sql import quote
@@ -119,26 +118,26 @@ def json_columns(df: DataFrame) -> DataFrame:
     """Nested columns (struct, array, map, variant) replaced by their JSON text, in place."""
     if not any(isinstance(f.dataType, _NESTED) for f in df.schema.fields):
         return df
-    return df.select(
+    return df.selectExpr(
         *[
-            F.to_json(F.col(quote(f.name))).alias(f.name)
+            f"to_json({quote(f.name)}) AS {quote(f.name)}"
             if isinstance(f.dataType, _NESTED)
-            else F.col(quote(f.name))
+            else quote(f.name)
             for f in df.schema.fields
         ]
     )
 
 
 def to_publish_frame(frame: DataFrame, layout: AvroLayout) -> DataFrame:
-    """The change set's frame as the encoder reads it: field order, JSON for nested, ``sys_op``."""
-    cols: list[Column] = []
+    """The change set's frame as the encoder reads it: field order, JSON for nested, ``sys_op``
+    (SQL text: one call to the JVM, see :mod:`diffcdc.core.sql`)."""
+    cols: list[str] = []
     types = {f.name: f.dataType for f in frame.schema.fields}
     for i, name in enumerate(layout.columns):
-        col = F.col(quote(name))
+        col = quote(name)
         if isinstance(types[name], _NESTED):
-            col = F.to_json(col)
-        cols.append(col.alias(f"c{i}"))
+            col = f"to_json({col})"
+        cols.append(f"{col} AS c{i}")
     if layout.logical:
-        op = F.when(F.col(quote(OP)) == F.lit(OP_DELETE), F.lit(1)).otherwise(F.lit(0))
-        cols.append(op.cast("int").alias(SYS_OP))
-    return frame.select(*cols)
+        cols.append(f"CAST(CASE WHEN {quote(OP)} = {OP_DELETE} THEN 1 ELSE 0 END AS INT) AS {SYS_OP}")
+    return frame.selectExpr(*cols)
