@@ -34,7 +34,7 @@ def change_frame(
     ``state`` is the new state version (key, fingerprint, change kind); ``columns`` the
     snapshot's columns in their order. ``broadcast_keys`` broadcasts the changed keys to pick
     the full rows (when they are few enough to fit in memory). The expressions are Spark SQL
-    text, each parsed in one call to the JVM (see :func:`~diffcdc.core.fingerprint.fingerprint_exprs`).
+    text, each parsed in one call to the JVM (see :mod:`diffcdc.core.sql`).
     """
     key_cols, out = [quote(k) for k in keys], [*[quote(c) for c in columns], quote(OP)]
     changed = state.filter(f"{CHANGE} IN ({INSERT}, {UPDATE})").selectExpr(

@@ -67,7 +67,7 @@ def classify(
     Spark would otherwise plan only costs time.
 
     The expressions are Spark SQL text, each parsed in one call to the JVM (see
-    :func:`diffcdc.core.fingerprint.fingerprint_exprs` for why).
+    :mod:`diffcdc.core.sql` for why).
     """
     key_cols = [quote(k) for k in keys]
     new_fp = [f"{RESERVED_PREFIX}_new{c}" for c in fp_cols]

@@ -3,8 +3,8 @@
 diffcdc writes its per-column expressions as Spark SQL text (``selectExpr``, ``F.expr``)
 rather than building them from ``Column`` objects. With PySpark's classic API every function,
 literal, cast and alias of a ``Column`` is a call to the JVM (~0.1-0.3 ms each, measured), so
-one column's fingerprint cost ~3.5 ms and a small table's run spent a fifth of its time
-building expressions; text is parsed by Spark in one call per expression.
+one column's fingerprint cost ~3.5 ms to build; text is parsed by Spark in one call per
+expression (a steady small table's run: 5-14% faster, benchmarks/README.md).
 
 The text must mean exactly what the ``Column`` would: names are backtick-quoted, strings are
 written as their UTF-8 bytes (so no parser setting can change them), and the frames the
