@@ -13,7 +13,8 @@ from diffcdc.sinks.base import Replayed
 
 
 def norm_value(value: Any) -> Any:
-    """A comparable, hashable form of a value (NaN equals NaN; -0.0 equals 0.0)."""
+    """A comparable, hashable form of a value (NaN equals NaN; -0.0 equals 0.0; a map's
+    entries in any order are the same map, as for the fingerprint)."""
     if isinstance(value, float):
         if math.isnan(value):
             return ("NaN",)
@@ -21,6 +22,11 @@ def norm_value(value: Any) -> Any:
     if isinstance(value, decimal.Decimal):
         return value.normalize() if not value.is_nan() else ("NaN",)
     if isinstance(value, list):
+        items = tuple(norm_value(v) for v in value)
+        if value and all(isinstance(v, tuple) for v in value):  # a map: Arrow's (key, value) pairs
+            return tuple(sorted(items, key=repr))
+        return items
+    if isinstance(value, tuple):
         return tuple(norm_value(v) for v in value)
     if isinstance(value, dict):
         return tuple(sorted((k, norm_value(v)) for k, v in value.items()))

@@ -14,6 +14,8 @@ expressions run on have unqualified columns (every source reads them so), which 
 
 from __future__ import annotations
 
+from pyspark.sql import types as T
+
 #: Lambda variables are named with this and their depth (reserved prefix: no snapshot
 #: column has it, so a variable never hides a column).
 _LAMBDA = "__diffcdc_x"
@@ -42,3 +44,34 @@ def sorted_entries(value: str, depth: int) -> str:
         f"array_sort(map_entries({value}), ({left}, {right}) -> CASE WHEN {left}.key < "
         f"{right}.key THEN -1 WHEN {left}.key > {right}.key THEN 1 ELSE 0 END)"
     )
+
+
+def sorted_maps(value: str, dtype: T.DataType, depth: int = 0) -> str:
+    """``value`` with the entries of every map in it (at any depth) sorted by key: the same
+    map always gives the same ``to_json`` text, whatever order its entries came in."""
+    x = variable(depth)
+    if isinstance(dtype, T.MapType):
+        if has_map(dtype.valueType):
+            inner = sorted_maps(f"{x}v", dtype.valueType, depth + 1)
+            value = f"transform_values({value}, ({x}k, {x}v) -> {inner})"
+        return f"map_from_entries({sorted_entries(value, depth)})"
+    if isinstance(dtype, T.ArrayType) and has_map(dtype.elementType):
+        return f"transform({value}, {x} -> {sorted_maps(x, dtype.elementType, depth + 1)})"
+    if isinstance(dtype, T.StructType) and has_map(dtype):
+        fields = ", ".join(
+            f"{text(f.name)}, {sorted_maps(f'{value}.{quote(f.name)}', f.dataType, depth)}"
+            for f in dtype.fields
+        )
+        return f"CASE WHEN {value} IS NOT NULL THEN named_struct({fields}) END"
+    return value
+
+
+def has_map(dtype: T.DataType) -> bool:
+    """Whether ``dtype`` holds a map at any depth."""
+    if isinstance(dtype, T.MapType):
+        return True
+    if isinstance(dtype, T.ArrayType):
+        return has_map(dtype.elementType)
+    if isinstance(dtype, T.StructType):
+        return any(has_map(f.dataType) for f in dtype.fields)
+    return False

@@ -19,6 +19,7 @@ from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from deltalake.exceptions import DeltaError, TableNotFoundError
 from pyspark.sql import SparkSession
 
+from diffcdc.core.sql import quote
 from diffcdc.errors import StorageError, TargetMismatch
 from diffcdc.faults import crash_point
 from diffcdc.sinks.base import (
@@ -140,8 +141,8 @@ class DeltaSink(Sink):
     ) -> None:
         columns = [c for c in data.column_names if c != OP]
         gone = [f.name for f in table.schema().fields if f.name not in columns]
-        values = {**{c: f"s.`{c}`" for c in columns}, **{c: "NULL" for c in gone}}
-        on = " AND ".join(f"t.`{k}` = s.`{k}`" for k in keys)
+        values = {**{c: f"s.{quote(c)}" for c in columns}, **{c: "NULL" for c in gone}}
+        on = " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in keys)
         (
             table.merge(data, predicate=on, source_alias="s", target_alias="t",
                         merge_schema=True, commit_properties=props)

@@ -21,7 +21,7 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
-from diffcdc.core.sql import quote
+from diffcdc.core.sql import quote, sorted_maps
 from diffcdc.errors import SchemaChangeError
 from diffcdc.sinks.base import OP, OP_DELETE
 from diffcdc.sinks.kafka.binary import FieldPlan
@@ -115,12 +115,13 @@ def avro_layout(
 
 
 def json_columns(df: DataFrame) -> DataFrame:
-    """Nested columns (struct, array, map, variant) replaced by their JSON text, in place."""
+    """Nested columns (struct, array, map, variant) replaced by their JSON text, in place (map
+    entries sorted by key at every depth, as in landing files: one map, one text)."""
     if not any(isinstance(f.dataType, _NESTED) for f in df.schema.fields):
         return df
     return df.selectExpr(
         *[
-            f"to_json({quote(f.name)}) AS {quote(f.name)}"
+            f"to_json({sorted_maps(quote(f.name), f.dataType)}) AS {quote(f.name)}"
             if isinstance(f.dataType, _NESTED)
             else quote(f.name)
             for f in df.schema.fields
@@ -136,7 +137,7 @@ def to_publish_frame(frame: DataFrame, layout: AvroLayout) -> DataFrame:
     for i, name in enumerate(layout.columns):
         col = quote(name)
         if isinstance(types[name], _NESTED):
-            col = f"to_json({col})"
+            col = f"to_json({sorted_maps(col, types[name])})"
         cols.append(f"{col} AS c{i}")
     if layout.logical:
         cols.append(f"CAST(CASE WHEN {quote(OP)} = {OP_DELETE} THEN 1 ELSE 0 END AS INT) AS {SYS_OP}")

@@ -11,42 +11,13 @@ from collections.abc import Sequence
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
-from diffcdc.core.sql import quote, sorted_entries, text, variable
+from diffcdc.core.sql import quote, sorted_maps
 from diffcdc.sinks.base import OP, OP_DELETE, OP_INSERT
 
 #: The row-marker column, last in every incremental file, and its values (spec §1).
 ROW_MARKER = "__rowMarker__"
 MARKER_INSERT, MARKER_UPDATE, MARKER_DELETE, MARKER_UPSERT = 0, 1, 2, 4
 _GRP = "__diffcdc_grp"
-
-
-def _stable(value: str, dtype: T.DataType, depth: int = 0) -> str:
-    """SQL of ``value`` with the entries of every map (at any depth) sorted by key."""
-    x = variable(depth)
-    if isinstance(dtype, T.MapType):
-        if _has_map(dtype.valueType):
-            inner = _stable(f"{x}v", dtype.valueType, depth + 1)
-            value = f"transform_values({value}, ({x}k, {x}v) -> {inner})"
-        return f"map_from_entries({sorted_entries(value, depth)})"
-    if isinstance(dtype, T.ArrayType) and _has_map(dtype.elementType):
-        return f"transform({value}, {x} -> {_stable(x, dtype.elementType, depth + 1)})"
-    if isinstance(dtype, T.StructType) and _has_map(dtype):
-        fields = ", ".join(
-            f"{text(f.name)}, {_stable(f'{value}.{quote(f.name)}', f.dataType, depth)}"
-            for f in dtype.fields
-        )
-        return f"CASE WHEN {value} IS NOT NULL THEN named_struct({fields}) END"
-    return value
-
-
-def _has_map(dtype: T.DataType) -> bool:
-    if isinstance(dtype, T.MapType):
-        return True
-    if isinstance(dtype, T.ArrayType):
-        return _has_map(dtype.elementType)
-    if isinstance(dtype, T.StructType):
-        return any(_has_map(f.dataType) for f in dtype.fields)
-    return False
 
 
 def to_landing_columns(df: DataFrame) -> DataFrame:
@@ -60,7 +31,7 @@ def to_landing_columns(df: DataFrame) -> DataFrame:
     for field in df.schema.fields:
         col = quote(field.name)
         if isinstance(field.dataType, (T.MapType, T.StructType, T.ArrayType)):
-            stable = _stable(col, field.dataType)
+            stable = sorted_maps(col, field.dataType)
             out.append(f"CASE WHEN {col} IS NOT NULL THEN to_json({stable}) END AS {col}")
         else:
             out.append(col)
