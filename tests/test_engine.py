@@ -336,35 +336,3 @@ def test_the_commit_log_is_read_once_per_record_by_a_table_state(spark, ws):
     assert sorted(reads) == [f"log/{4:020d}.json", f"log/{4:020d}.published.open_mirroring.json"]
     state.forget()  # a drop: nothing read before is taken for the table any more
     assert state.commits() == []
-
-
-def test_names_that_need_quoting_work_end_to_end(spark, tmp_path):
-    """Keys, columns and struct fields named with dots, spaces, quotes, backticks and
-    backslashes: a change inside such a field is found, a map's entry order is no change."""
-    key = "k.1 `x`"
-    schema = pa.schema([
-        (key, pa.int64()),
-        ("it's", pa.string()),
-        ("back\\slash", pa.float64()),
-        ("s t", pa.struct([("a.b", pa.int32()), ("c'`", pa.string())])),
-        ("m", pa.map_(pa.string(), pa.int32())),
-    ])
-
-    def row(k, text, number, ab, c, entries):
-        return {key: k, "it's": text, "back\\slash": number, "s t": {"a.b": ab, "c'`": c}, "m": entries}
-
-    ws = Workspace(str(tmp_path), keys=(key,))
-    ws.write("0001.parquet", [
-        row(1, "a", 1.0, 1, "x", [("b", 1), ("a", 2)]),
-        row(2, None, None, 2, "y", None),
-        row(3, "c", -0.0, None, None, []),
-    ], schema)
-    ws.write("0002.parquet", [
-        row(1, "a", 1.0, 1, "x", [("a", 2), ("b", 1)]),  # the same map in another order
-        row(2, None, None, 20, "y", None),  # only the field "a.b" of "s t" changed
-        row(4, "it's", 2.5, 4, "`", [("c", None)]),
-    ], schema)
-    report = ws.run(spark)
-    counts = [(s.inserted, s.updated, s.deleted) for s in report.snapshots]
-    assert counts == [(3, 0, 0), (1, 1, 1)]
-    ws.assert_mirror_equals(spark, "0002.parquet")
