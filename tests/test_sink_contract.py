@@ -86,6 +86,27 @@ def test_replaying_a_sink_gives_every_snapshot(spark, servers, kind):
     body()
 
 
+def _run_snapshots(spark, servers, kind: SinkKind, root: str, keys: list[str], schema,
+                   snapshots: list[list[dict]]) -> list[tuple[int, int, int]]:
+    """Each snapshot run through ``kind`` and replayed; (inserted, updated, deleted) of each."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    source = os.path.join(root, "source")
+    os.makedirs(source)
+    table = TableConfig(name="T", source=source, keys=keys, sinks=[kind.entry(root, servers)])
+    state = os.path.join(root, "state")
+    counts = []
+    for i, rows in enumerate(snapshots):
+        sid = f"{i + 1:08d}.parquet"
+        pq.write_table(pa.Table.from_pylist(rows, schema), os.path.join(source, sid))
+        (result,) = run_table(spark, table, state, quality=PERMISSIVE).snapshots
+        counts.append((result.inserted, result.updated, result.deleted))
+        _assert_replays(spark, table, state, sid)
+    kind.assert_once(TableState(state, "T"), table.sinks[0].sink_id, servers)
+    return counts
+
+
 AWKWARD_KEY = "k.1 `x`"
 
 
@@ -100,7 +121,6 @@ def test_names_that_need_quoting_and_reordered_maps_replay_in_every_sink(spark, 
     """Dots, spaces, quotes, backticks and backslashes in the key, columns and struct fields;
     a map whose entries come in another order is the same map (no change, and still equal)."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     schema = pa.schema([
         (AWKWARD_KEY, pa.int64()), ("it's", pa.string()), ("back\\slash", pa.float64()),
@@ -113,20 +133,42 @@ def test_names_that_need_quoting_and_reordered_maps_replay_in_every_sink(spark, 
         [_awkward_row(1, "a", 1.0, 1, "x", [("a", 2), ("b", 1)]),
          _awkward_row(2, None, None, 20, "y", None), _awkward_row(4, "it's", 2.5, 4, "`", [("c", None)])],
     ]
-    root = str(tmp_path)
-    source = os.path.join(root, "source")
-    os.makedirs(source)
-    table = TableConfig(name="T", source=source, keys=[AWKWARD_KEY], sinks=[kind.entry(root, servers)])
-    state = os.path.join(root, "state")
-    counts = []
-    for i, rows in enumerate(snapshots):
-        sid = f"{i + 1:08d}.parquet"
-        pq.write_table(pa.Table.from_pylist(rows, schema), os.path.join(source, sid))
-        (result,) = run_table(spark, table, state, quality=PERMISSIVE).snapshots
-        counts.append((result.inserted, result.updated, result.deleted))
-        _assert_replays(spark, table, state, sid)
+    counts = _run_snapshots(spark, servers, kind, str(tmp_path), [AWKWARD_KEY], schema, snapshots)
     assert counts == [(3, 0, 0), (1, 1, 1)]
-    kind.assert_once(TableState(state, "T"), table.sinks[0].sink_id, servers)
+
+
+def _typed_row(i: int, v: int) -> dict:
+    import datetime as dt
+    from decimal import Decimal
+
+    return {
+        "kd": dt.date(2000, 1, 1) + dt.timedelta(days=i),
+        "kdec": Decimal(f"{i}.123456789012345678"), "kb": bytes([i, 0, 255]),
+        "ntz": dt.datetime(1999, 12, 31, 23, 59, 59, 999999) if v else None,
+        "f32": 1.5 * v, "i8": -128 + v, "i16": 32767 - v, "big": Decimal(10**37 + v),
+        "ls": "é" * v, "los": [{"x": v, "y": ["a", None]}, None] if v % 2 else [],
+        "ms": [(2, {"z": float(v)}), (1, None)] if v % 3 else None,
+    }
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=[k.name for k in KINDS])
+def test_typed_keys_and_nested_values_replay_in_every_sink(spark, servers, kind, tmp_path):
+    """A key of a date, a decimal(38, 18) and bytes; timestamp without time zone, float32,
+    int8/int16, decimal(38, 0), large strings, lists of structs of lists, maps of structs."""
+    import pyarrow as pa
+
+    schema = pa.schema([
+        ("kd", pa.date32()), ("kdec", pa.decimal128(38, 18)), ("kb", pa.binary()),
+        ("ntz", pa.timestamp("us")), ("f32", pa.float32()), ("i8", pa.int8()),
+        ("i16", pa.int16()), ("big", pa.decimal128(38, 0)), ("ls", pa.large_string()),
+        ("los", pa.list_(pa.struct([("x", pa.int64()), ("y", pa.list_(pa.string()))]))),
+        ("ms", pa.map_(pa.int64(), pa.struct([("z", pa.float64())]))),
+    ])
+    snapshots = [[_typed_row(i, i) for i in range(6)],
+                 [_typed_row(i, i + i % 2) for i in range(1, 8)]]
+    counts = _run_snapshots(spark, servers, kind, str(tmp_path), ["kd", "kdec", "kb"], schema,
+                            snapshots)
+    assert counts == [(6, 0, 0), (2, 3, 1)]
 
 
 FIRST = {(i, "a"): {"s1": f"n{i}", "s2": None, "n": i, "d": None, "dec": None, "day": None,
