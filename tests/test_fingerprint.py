@@ -183,7 +183,20 @@ GOLDEN_FINGERPRINTS = [  # computed by the Column-built expressions of diffcdc <
 ]
 
 
-def test_fingerprints_of_every_type_are_pinned(spark):
+@pytest.mark.parametrize("conf", [
+    {},
+    {"spark.sql.ansi.enforceReservedKeywords": "true"},
+    {"spark.sql.parser.escapedStringLiterals": "true"},
+    {"spark.sql.ansi.enabled": "false"},
+], ids=["default", "reserved-keywords", "escaped-literals", "ansi-off"])
+def test_fingerprints_of_every_type_are_pinned(spark, conf):
     """The fingerprint is a data contract: any change to these values is a new
-    ``FINGERPRINT_VERSION``, never an edit of this list."""
-    assert fps(spark, GOLDEN_ROWS, GOLDEN_SCHEMA, exclude=("skip",), bits=128) == GOLDEN_FINGERPRINTS
+    ``FINGERPRINT_VERSION``, never an edit of this list. The expressions are SQL text, so the
+    parser settings a user's session may have must not change them either."""
+    try:
+        for key, value in conf.items():
+            spark.conf.set(key, value)
+        assert fps(spark, GOLDEN_ROWS, GOLDEN_SCHEMA, exclude=("skip",), bits=128) == GOLDEN_FINGERPRINTS
+    finally:
+        for key in conf:
+            spark.conf.unset(key)

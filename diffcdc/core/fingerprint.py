@@ -106,8 +106,8 @@ def canon(value: str, dtype: T.DataType, depth: int = 0) -> str:
     if isinstance(dtype, T.MapType):
         entries = sorted_entries(value, depth)
         item = (
-            f"named_struct('k', {canon(f'{x}.key', dtype.keyType, depth + 1)}, "
-            f"'z', {x}.value IS NULL, 'v', {_canon_or_null(f'{x}.value', dtype.valueType, depth + 1)})"
+            f"named_struct('k', {canon(f'{x}.`key`', dtype.keyType, depth + 1)}, "
+            f"'z', {x}.`value` IS NULL, 'v', {_canon_or_null(f'{x}.`value`', dtype.valueType, depth + 1)})"
         )
         return f"named_struct('size', size({value}), 'items', transform({entries}, {x} -> {item}))"
     # string, binary, boolean and anything Spark can hash directly.

@@ -41,8 +41,8 @@ def sorted_entries(value: str, depth: int) -> str:
     """The entries of the map ``value`` as an array of (key, value) structs, sorted by key."""
     left, right = f"{variable(depth)}l", f"{variable(depth)}r"
     return (
-        f"array_sort(map_entries({value}), ({left}, {right}) -> CASE WHEN {left}.key < "
-        f"{right}.key THEN -1 WHEN {left}.key > {right}.key THEN 1 ELSE 0 END)"
+        f"array_sort(map_entries({value}), ({left}, {right}) -> CASE WHEN {left}.`key` < "
+        f"{right}.`key` THEN -1 WHEN {left}.`key` > {right}.`key` THEN 1 ELSE 0 END)"
     )
 
 
