@@ -43,11 +43,6 @@ def _c(name: str) -> Column:
     return F.col(quote(name))
 
 
-def live_state(state: DataFrame) -> DataFrame:
-    """The keys alive in a state version (tombstones dropped)."""
-    return state.filter(f"{CHANGE} != {DELETE}").drop(CHANGE)
-
-
 def classify(
     snapshot_fp: DataFrame, previous: DataFrame | None, keys: Sequence[str], fp_cols: Sequence[str]
 ) -> DataFrame:
@@ -81,7 +76,7 @@ def classify(
         f"1 AS {DUP}",
     )
     if previous is not None:
-        old = live_state(previous).selectExpr(
+        old = previous.filter(f"{CHANGE} != {DELETE}").selectExpr(  # tombstones dropped
             *key_cols,
             *[f"CAST(NULL AS BIGINT) AS {n}" for n in new_fp],
             *[f"{quote(c)} AS {o}" for c, o in zip(fp_cols, old_fp)],
