@@ -37,6 +37,11 @@ DUP = "__diffcdc_n"  # rows per key in the snapshot (>1 means a duplicate key)
 RESERVED_PREFIX = "__diffcdc"
 
 UNCHANGED, INSERT, UPDATE, DELETE = 0, 1, 2, 3
+#: The run's count of each change kind, by name.
+_KIND_COUNTS = (("inserted", INSERT), ("updated", UPDATE), ("deleted", DELETE),
+                ("unchanged", UNCHANGED))
+#: The counts of a classified state, in the order :func:`state_metrics` gives them.
+STATE_COUNTS = ("rows", *(name for name, _ in _KIND_COUNTS), "duplicate_keys", "null_keys")
 
 
 def _c(name: str) -> Column:
@@ -113,10 +118,7 @@ def state_metrics(keys: Sequence[str]) -> list[Column]:
         null_key = null_key | _c(k).isNull()
     return [
         F.sum(_c(DUP)).cast("long").alias("rows"),
-        _count_where(F.col(CHANGE) == INSERT, "inserted"),
-        _count_where(F.col(CHANGE) == UPDATE, "updated"),
-        _count_where(F.col(CHANGE) == DELETE, "deleted"),
-        _count_where(F.col(CHANGE) == UNCHANGED, "unchanged"),
+        *[_count_where(F.col(CHANGE) == value, name) for name, value in _KIND_COUNTS],
         _count_where(F.col(DUP) > 1, "duplicate_keys"),
         # rows, not keys: the NULL-key rows of a snapshot collapse into one state row
         F.sum(F.when(null_key, _c(DUP)).otherwise(0)).cast("long").alias("null_keys"),
@@ -126,17 +128,14 @@ def state_metrics(keys: Sequence[str]) -> list[Column]:
 def state_counts(parts: Iterable[pa.Table], keys: Sequence[str]) -> dict[str, int]:
     """:func:`state_metrics` over a classified state's files read as Arrow tables (a small
     state needs no Spark job); ``keys`` are the key columns' names as the state has them."""
-    totals = dict.fromkeys(
-        ("rows", "inserted", "updated", "deleted", "unchanged", "duplicate_keys", "null_keys"), 0
-    )
+    totals = dict.fromkeys(STATE_COUNTS, 0)
     for part in parts:
         change, dup = part.column(CHANGE), part.column(DUP)
         null_key = pa.repeat(False, part.num_rows)
         for k in keys:
             null_key = pc.or_(null_key, pc.is_null(part.column(k)))
         totals["rows"] += pc.sum(dup).as_py() or 0
-        for name, value in (("inserted", INSERT), ("updated", UPDATE), ("deleted", DELETE),
-                            ("unchanged", UNCHANGED)):
+        for name, value in _KIND_COUNTS:
             totals[name] += pc.sum(pc.equal(change, value)).as_py() or 0
         totals["duplicate_keys"] += pc.sum(pc.greater(dup, 1)).as_py() or 0
         totals["null_keys"] += pc.sum(pc.filter(dup, null_key)).as_py() or 0

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow.parquet as pq
@@ -37,7 +37,7 @@ from diffcdc.faults import crash_point
 from diffcdc.sinks.base import ChangeSet, SinkHistory, SinkTable
 from diffcdc.sources.base import PendingSnapshot
 from diffcdc.spark import literal_path, read_written
-from diffcdc.staged_files import HadoopFolder, in_process
+from diffcdc.staged_files import HadoopFile, HadoopFolder, in_process
 from diffcdc.state.commit import CommitRecord, Counts, Fingerprint, Recreate, SinkEntry
 from diffcdc.state.guard import check_head_state
 from diffcdc.state.integrity import describe_state
@@ -129,7 +129,9 @@ def process_snapshot(
             snapshot_id=sid,
             snapshot_path=snapshot.path,
             snapshot_identity=snapshot.identity,
-            state_manifest=describe_state(df.sparkSession, os.path.join(vdir, "state"), table.name),
+            state_manifest=describe_state(
+                df.sparkSession, os.path.join(vdir, "state"), table.name, written.files
+            ),
             version_dir=os.path.relpath(vdir, state.dir),
             state_path=os.path.join(os.path.relpath(vdir, state.dir), "state"),
             keys=keys,
@@ -181,10 +183,12 @@ def _stage_state(
 
 @dataclass(frozen=True)
 class WrittenState:
-    """A state version just written: its counts and the schema it was written with."""
+    """A state version just written: its counts, the schema it was written with and its
+    data files (listed once, for the counts and the state manifest)."""
 
     counts: dict[str, int]
     schema: StructType
+    files: list[HadoopFile] = field(compare=False)  # where, not what: equal states compare equal
 
 
 def write_state(
@@ -207,22 +211,22 @@ def write_state(
     # ``observe`` on the write evaluated them row by row and cost ~0.7 s at 5M rows. A small
     # state on this machine's disk is counted right here: a Spark job would cost more.
     schema = classified.schema
-    counts = _counts_in_process(spark, target, schema.names[: len(keys)], table)
+    files = HadoopFolder(spark, target, table=table).data_files()
+    counts = _counts_in_process(spark, files, schema.names[: len(keys)])
     if counts is None:
         (values,) = read_written(spark, target, schema).agg(*state_metrics(keys)).collect()
         counts = {k: int(v or 0) for k, v in values.asDict().items()}
-    return WrittenState(counts, schema)
+    return WrittenState(counts, schema, files)
 
 
 def _counts_in_process(
-    spark: SparkSession, target: str, keys: list[str], table: str
+    spark: SparkSession, files: list[HadoopFile], keys: list[str]
 ) -> dict[str, int] | None:
-    """The counts of the state at ``target`` read in this process, or None when it is too
+    """The counts of the state in ``files`` read in this process, or None when it is too
     large for that or not on this machine's disk."""
-    found = HadoopFolder(spark, target, table=table).data_files()
-    if any(f.local is None for f in found) or not in_process(spark, sum(f.size for f in found)):
+    if any(f.local is None for f in files) or not in_process(spark, sum(f.size for f in files)):
         return None
-    return state_counts((pq.read_table(f.local) for f in found if f.local), keys)
+    return state_counts((pq.read_table(f.local) for f in files if f.local), keys)
 
 
 def _stage_sinks(

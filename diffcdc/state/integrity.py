@@ -24,6 +24,8 @@ import xxhash
 if TYPE_CHECKING:  # reading state stays light (status, plan): no Spark import
     from pyspark.sql import SparkSession
 
+    from diffcdc.staged_files import HadoopFile
+
 _CHUNK = 4 << 20
 
 
@@ -99,15 +101,18 @@ def footer_rows(path: str) -> int:
         raise ValueError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
 
 
-def describe_state(spark: SparkSession, folder: str, table: str) -> StateManifest:
+def describe_state(
+    spark: SparkSession, folder: str, table: str, files: list[HadoopFile] | None = None
+) -> StateManifest:
     """The manifest of a state folder just written (footers read, bytes hashed).
 
-    The files are found through Hadoop and read by the executors, one task per file (they
-    wrote them; the driver collects only name, size, rows and checksum).
+    The files are found through Hadoop (or given: ``files``, the folder's data files as
+    ``HadoopFolder.data_files`` listed them) and read by the executors, one task per file
+    (they wrote them; the driver collects only name, size, rows and checksum).
     """
     from diffcdc.staged_files import HadoopFolder, on_executors
 
-    found = HadoopFolder(spark, folder, table=table).data_files()
+    found = files if files is not None else HadoopFolder(spark, folder, table=table).data_files()
     tasks = [(f.name, f.on_nodes(table, "state file")) for f in found]
     size = sum(f.size for f in found)
     files = sorted(on_executors(spark, tasks, _describe_files, input_bytes=size), key=lambda f: f.name)
