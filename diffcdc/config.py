@@ -219,8 +219,9 @@ class RunConfig(BaseModel):
     )
     state_data: PathText | None = Field(
         default=None,
-        description="With a URL state root: the folder for the state Parquet and staged output, "
-        "opened at the same path by the Spark driver and every executor.",
+        description="The folder for the state Parquet and staged output: with a URL state root "
+        "a folder the Spark driver and every executor open at the same path, or (with any "
+        "state root) a webhdfs://namenode:port/path URL.",
     )
     state_options: dict[str, Any] = Field(
         default_factory=dict,

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 from py4j.protocol import Py4JJavaError
 from pyspark.sql import SparkSession
 
+from diffcdc import datafs
 from diffcdc.errors import StateError
 from diffcdc.spark import on_this_machine
 
@@ -42,17 +43,20 @@ class HadoopFile:
 
 
 def on_nodes(local: str | None, uri: str, table: str, what: str) -> str:
-    """``local``, the path every node opens ``uri`` by; a one-line StateError when there is
-    none (the file or folder is not on a file system mounted on every node)."""
-    if local is None:
-        raise StateError(
-            f"{what} {uri} is not on a file system mounted on every node",
-            table=table,
-            path=uri,
-            hint="give a state root on a local path or a mount that the Spark driver and "
-            "executors share (see docs/state.md)",
-        )
-    return local
+    """The path every node opens ``uri`` by (through :mod:`diffcdc.datafs`): ``local`` for a
+    file on the node's own file system, the URI itself on a file system diffcdc reads by URL
+    (``webhdfs://``); a one-line StateError for any other (its files are out of reach)."""
+    if local is not None:
+        return local
+    if datafs.scheme(uri) in datafs.DATA_SCHEMES:
+        return uri
+    raise StateError(
+        f"{what} {uri} is on a file system diffcdc's own reads do not reach",
+        table=table,
+        path=uri,
+        hint="give state_data as a local path, a mount the Spark driver and executors share, "
+        f"or a {' or '.join(s + '://' for s in datafs.DATA_SCHEMES)} URL (see docs/state.md)",
+    )
 
 
 class HadoopFolder:

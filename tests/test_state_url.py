@@ -125,8 +125,9 @@ def test_a_url_state_root_keeps_documents_remote_and_parquet_in_state_data(
     ("settings", "expected"),
     [
         ({"state_data": ""}, "set state_data in [diffcdc]"),
-        ({"state_data": '"abfss://fs@acct.dfs.core.windows.net/data"'}, "state_data must be a folder"),
-        ({"state": '"state"', "state_options": ""}, "state_data is for a URL state root"),
+        ({"state_data": '"abfss://fs@acct.dfs.core.windows.net/data"'}, "is not a folder diffcdc can use"),
+        ({"state_data": '"webhdfs://nn:9870/data?user.name=x"'}, "is not a folder diffcdc can use"),
+        ({"state": '"state"', "state_options": ""}, "state_data is a folder for a URL state root"),
         ({"state": '"state"', "state_data": ""}, "state_options are for a URL state root"),
         ({"state": '"https://127.0.0.1:1/ws/x?sig=Sig42Secret"'}, "must not carry a query string"),
         ({"state": '"s3://bucket/state"', "state_options": ""}, "unsupported state root"),

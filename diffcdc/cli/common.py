@@ -31,7 +31,8 @@ def error_fields(error: dict[str, Any]) -> dict[str, Any]:
 
 def state_root_of(given: str | None, config: Any | None) -> Any:
     """The state root a command works on: ``--state`` (a URL there takes ``state_data`` and
-    ``state_options`` from the config), else the config's, else ``./state``."""
+    ``state_options`` from the config, a folder a URL ``state_data``), else the config's,
+    else ``./state``."""
     from diffcdc.state.root import StateRoot, is_url
 
     if config is None:
@@ -40,7 +41,15 @@ def state_root_of(given: str | None, config: Any | None) -> Any:
         return config.state_root()
     if is_url(given):
         return StateRoot(given, config.state_data, config.state_options)
-    return StateRoot(given)
+    return StateRoot(given, url_data(config.state_data))
+
+
+def url_data(state_data: str | None) -> str | None:
+    """``state_data`` when it is a URL (a local state root keeps such a data folder), else
+    None (a local folder for a URL root's data: a local state root holds its data itself)."""
+    from diffcdc import datafs
+
+    return state_data if state_data and datafs.is_url(state_data) else None
 
 
 def located_table(args: Any, command: str) -> tuple[Any, Any]:

@@ -34,7 +34,7 @@ def cmd_repair(args: argparse.Namespace) -> int:
     else:
         from diffcdc.runlog import logged_spark
 
-        spark, _ = logged_spark(state_root.data, args.debug, args.master or master, conf)
+        spark, _ = logged_spark(state_root.logs_base(), args.debug, args.master or master, conf)
         result = repair_table(spark, table, state_root)
     if args.json:
         print(json.dumps({"ok": True, "table": result.table, "version": result.version,

@@ -11,6 +11,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from diffcdc.cli.common import url_data
 from diffcdc.config import RunConfig, TableConfig
 from diffcdc.config_errors import describe_error
 from diffcdc.errors import ConfigError
@@ -83,8 +84,10 @@ def apply_options(config: RunConfig, **settings: Any) -> RunConfig:
     file's own (None: not given)."""
     given = _given(settings)
     if "state" in given and not is_url(given["state"]):
-        # A local --state holds its own data; the file's URL settings are not for it.
-        given = {**given, "state_data": None, "state_options": {}}
+        # A local --state holds its own data unless that is at a URL; the file's URL
+        # settings are not for it.
+        data = url_data(config.state_data)
+        given = {**given, "state_data": data, "state_options": {}}
     try:
         return RunConfig.model_validate({**dict(config), **_spark(config, given)})
     except ValidationError as exc:

@@ -38,7 +38,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
                 "--config), or name the columns to leave out with --ignore (--ignore '' for none)",
             )
         ignore = list(head.record.exclude)
-    spark, _ = logged_spark(state_root.data, args.debug, args.master)
+    spark, _ = logged_spark(state_root.logs_base(), args.debug, args.master)
     results = verify_table(spark, table, state_root, args.snapshot, ignore=ignore,
                            only=args.sink)
     if args.json:

@@ -11,12 +11,11 @@ holds the version's output, so nothing is published.
 
 from __future__ import annotations
 
-import os
-import shutil
 from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
 
+from diffcdc import datafs
 from diffcdc.config import TableConfig
 from diffcdc.core.fingerprint import FINGERPRINT_VERSION
 from diffcdc.engine.snapshot import write_state
@@ -82,8 +81,8 @@ def repair_table(
                 raise refuse(f"the state of version {base.version} it was diffed against is "
                              f"damaged or pruned too ({base_damage.reason})")
         vdir = state.abspath(record.version_dir)
-        os.makedirs(vdir, exist_ok=True)
-        target = os.path.join(vdir, f"state-repair-{new_run_id()}")
+        datafs.makedirs(vdir, exist_ok=True)
+        target = datafs.join(vdir, f"state-repair-{new_run_id()}")
         try:
             df = read_snapshot(spark, entry, table.name, table.csv_infer_schema, table.csv_encoding)
             previous = state.abspath(base.record.state_path) if base is not None else None
@@ -95,10 +94,10 @@ def repair_table(
                 raise refuse(f"the rebuilt state counts {got}, the commit recorded {want}")
             manifest = describe_state(spark, target, table.name)
             state.record_repaired_state(
-                head.version, os.path.relpath(target, state.dir), manifest, damage.reason
+                head.version, datafs.relative(target, state.dir), manifest, damage.reason
             )
         except BaseException:
-            shutil.rmtree(target, ignore_errors=True)
+            datafs.remove_tree(target)
             raise
         return RepairResult(table.name, head.version, True, True, f"{damage.reason}: {damage.path}")
 

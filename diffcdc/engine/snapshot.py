@@ -8,8 +8,7 @@ swap, freezes the batch for every sink at once; from then on it is only ever pub
 
 from __future__ import annotations
 
-import os
-import shutil
+import posixpath
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,6 +17,7 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
+from diffcdc import datafs
 from diffcdc.core.changeset import change_frame, initial_frame
 from diffcdc.core.classify import classify, state_counts, state_metrics
 from diffcdc.core.fingerprint import (
@@ -130,10 +130,10 @@ def process_snapshot(
             snapshot_path=snapshot.path,
             snapshot_identity=snapshot.identity,
             state_manifest=describe_state(
-                df.sparkSession, os.path.join(vdir, "state"), table.name, written.files
+                df.sparkSession, datafs.join(vdir, "state"), table.name, written.files
             ),
-            version_dir=os.path.relpath(vdir, state.dir),
-            state_path=os.path.join(os.path.relpath(vdir, state.dir), "state"),
+            version_dir=datafs.relative(vdir, state.dir),
+            state_path=posixpath.join(datafs.relative(vdir, state.dir), "state"),
             keys=keys,
             exclude=exclude,
             schema=df.schema.jsonValue(),
@@ -150,7 +150,7 @@ def process_snapshot(
             state.requests.clear_reload_request()
     finally:
         if not committed:
-            shutil.rmtree(vdir, ignore_errors=True)
+            datafs.remove_tree(vdir)
     crash_point("after_claim")
     commit = state.head()
     assert commit is not None and commit.version == version
@@ -177,7 +177,7 @@ def _stage_state(
     previous = ctx.state.abspath(head.record.state_path) if head else None
     return write_state(
         ctx.spark, df, previous, keys, exclude, ctx.table.fingerprint_bits,
-        os.path.join(vdir, "state"), ctx.table.name,
+        datafs.join(vdir, "state"), ctx.table.name,
     )
 
 
@@ -251,13 +251,13 @@ def _stage_sinks(
     continuing = [s for s in ctx.sinks if base is not None and histories[s].manifests]
     diff = None
     if continuing:
-        state_df = read_written(ctx.spark, os.path.join(vdir, "state"), written.schema)
+        state_df = read_written(ctx.spark, datafs.join(vdir, "state"), written.schema)
         changed = metrics["inserted"] + metrics["updated"]
         diff = change_frame(
             df, state_df, ident.keys, columns, broadcast_keys=changed <= BROADCAST_CHANGED_KEYS
         )
         if len(continuing) > 1 and changed + metrics["deleted"]:
-            path = os.path.join(vdir, "changes")
+            path = datafs.join(vdir, "changes")
             diff.write.mode("errorifexists").parquet(path)
             diff = read_written(ctx.spark, path, diff.schema)
     change_sets = {}
@@ -278,7 +278,7 @@ def _stage_sinks(
     out = {}
     for sink_id, sink in ctx.sinks.items():
         changes = change_sets[sink_id]
-        manifest = sink.stage(changes, os.path.join(vdir, "sinks", sink_id), histories[sink_id])
+        manifest = sink.stage(changes, datafs.join(vdir, "sinks", sink_id), histories[sink_id])
         manifest = {**manifest, "initial": changes.initial, "rows": changes.rows,
                     "snapshot_id": sid}
         out[sink_id] = SinkEntry(sink.type, manifest)

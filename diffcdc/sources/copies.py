@@ -10,13 +10,12 @@ snapshot, is removed while the table's lease is held.
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 import uuid
 
 from pyspark.sql import DataFrame
 
+from diffcdc import datafs
 from diffcdc.errors import InputRefused
 from diffcdc.staged_files import HadoopFolder
 
@@ -28,7 +27,7 @@ class SnapshotCopies:
     """The materialized snapshots of one table."""
 
     def __init__(self, state_dir: str, table: str) -> None:
-        self.dir = os.path.join(state_dir, "snapshots")
+        self.dir = datafs.join(state_dir, "snapshots")
         self.table = table
 
     def path(self, snapshot_id: str) -> str:
@@ -40,7 +39,7 @@ class SnapshotCopies:
                 snapshot=snapshot_id,
                 hint="change the snapshot id query (or snapshot_id) to return such a value",
             )
-        return os.path.join(self.dir, snapshot_id)
+        return datafs.join(self.dir, snapshot_id)
 
     def write(self, df: DataFrame, snapshot_id: str) -> str:
         """Write ``df`` once as the copy of ``snapshot_id``; returns the copy's folder."""
@@ -66,13 +65,9 @@ class SnapshotCopies:
     def prune(self, keep: int, committed: list[str]) -> list[str]:
         """Keep the copies of the last ``keep`` committed snapshot ids; remove the rest."""
         wanted = set(committed[-keep:]) if keep > 0 else set()
-        try:
-            names = os.listdir(self.dir)
-        except FileNotFoundError:
-            return []
         removed = []
-        for name in sorted(names):
+        for name in datafs.listdir(self.dir):
             if name not in wanted:
-                shutil.rmtree(os.path.join(self.dir, name), ignore_errors=True)
+                datafs.remove_tree(datafs.join(self.dir, name))
                 removed.append(name)
         return removed

@@ -9,7 +9,6 @@ read (single-threaded scans), so a row is found again by its position (:func:`ke
 from __future__ import annotations
 
 import csv
-import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from itertools import repeat
@@ -23,6 +22,7 @@ import pyarrow.dataset as ds
 import xxhash
 from pyspark.sql import types as T
 
+from diffcdc import datafs
 from diffcdc.core.arrow_types import spark_type
 from diffcdc.core.classify import CHANGE, DELETE, DUP
 from diffcdc.core.fingerprint import fingerprint_columns
@@ -106,7 +106,8 @@ def parquet_dataset(path: str) -> ds.Dataset:
         read_options=ds.ParquetReadOptions(coerce_int96_timestamp_unit="us"),
         default_fragment_scan_options=ds.ParquetFragmentScanOptions(pre_buffer=False),
     )
-    return ds.dataset(path, format=fmt)
+    filesystem, inner = datafs.arrow_source(path)  # a state folder may be at a URL
+    return ds.dataset(inner, format=fmt, filesystem=filesystem)
 
 
 def _scan(path: str, columns: Sequence[str], batch_rows: int) -> Iterator[pa.RecordBatch]:
@@ -203,7 +204,7 @@ def _count(mask: pa.Array) -> int:
 
 def read_state(path: str, keys: Sequence[str], bits: int, batch_rows: int = BATCH_ROWS) -> StateSide:
     """The live side of a state version (tombstones counted, not kept)."""
-    if not os.path.isdir(path):
+    if not datafs.isdir(path):
         raise StateError("state folder does not exist", path=path)
     schema = parquet_dataset(path).schema
     key_cols = resolve(schema, keys, path)

@@ -14,12 +14,13 @@ refuses a missing folder, an empty folder and unreadable footers.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import xxhash
+
+from diffcdc import datafs
 
 if TYPE_CHECKING:  # reading state stays light (status, plan): no Spark import
     from pyspark.sql import SparkSession
@@ -72,18 +73,9 @@ class Damage:
     reason: str
 
 
-def data_files(folder: str) -> Iterator[str]:
-    """The data files of a Parquet folder written by Spark (hidden and ``_`` files skipped)."""
-    for root, dirs, names in os.walk(folder):
-        dirs[:] = sorted(d for d in dirs if not d.startswith((".", "_")))
-        for name in sorted(names):
-            if not name.startswith((".", "_")):
-                yield os.path.relpath(os.path.join(root, name), folder)
-
-
 def checksum(path: str) -> str:
     digest = xxhash.xxh3_128()
-    with open(path, "rb") as handle:
+    with datafs.open_read(path) as handle:
         while chunk := handle.read(_CHUNK):
             digest.update(chunk)
     return digest.hexdigest()
@@ -94,7 +86,8 @@ def footer_rows(path: str) -> int:
     try:
         import pyarrow.parquet as pq  # here: reading state stays light (status, plan)
 
-        return int(pq.read_metadata(path).num_rows)
+        with datafs.open_read(path) as handle:
+            return int(pq.read_metadata(handle).num_rows)
     except OSError:
         raise
     except Exception as exc:  # pyarrow raises ArrowInvalid (a ValueError) and others
@@ -122,19 +115,19 @@ def describe_state(
 def _describe_files(files: Iterator[tuple[str, str]]) -> Iterator[StateFile]:
     """Executor work: (name, local path) → its :class:`StateFile`."""
     for name, path in files:
-        yield StateFile(name, os.path.getsize(path), footer_rows(path), checksum(path))
+        yield StateFile(name, datafs.size(path), footer_rows(path), checksum(path))
 
 
 def find_damage(folder: str, manifest: StateManifest | None, *, checksums: bool) -> Damage | None:
     """The first problem with a state folder, or None when it is intact."""
-    if not os.path.isdir(folder):
+    if not datafs.isdir(folder):
         return Damage(folder, "the state folder is missing")
-    present = set(data_files(folder))
+    present = set(datafs.data_files(folder))
     if manifest is None:  # a version committed before manifests: what can still be checked
         if not present:
             return Damage(folder, "the state folder has no data files")
         for name in sorted(present):
-            path = os.path.join(folder, name)
+            path = datafs.join(folder, name)
             try:
                 footer_rows(path)
             except (OSError, ValueError) as exc:
@@ -142,12 +135,12 @@ def find_damage(folder: str, manifest: StateManifest | None, *, checksums: bool)
         return None
     listed = {f.name for f in manifest.files}
     for name in sorted(present - listed):
-        return Damage(os.path.join(folder, name), "a file the commit does not list")
+        return Damage(datafs.join(folder, name), "a file the commit does not list")
     for f in manifest.files:
-        path = os.path.join(folder, f.name)
+        path = datafs.join(folder, f.name)
         if f.name not in present:
             return Damage(path, "the file is missing")
-        size = os.path.getsize(path)
+        size = datafs.size(path)
         if size != f.bytes:
             return Damage(path, f"size is {size} bytes, the commit recorded {f.bytes}")
         try:

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import os
-import shutil
-
+from diffcdc import datafs
 from diffcdc.state.store import TableState
 
 
@@ -19,21 +17,17 @@ def prune_versions(state: TableState, keep_versions: int) -> list[str]:
     commits = state.commits()
     committed = {c.record.version_dir: c for c in commits}
     keep = {c.record.version_dir for c in commits[-max(1, keep_versions):]}
-    try:
-        names = os.listdir(state.versions_dir)
-    except FileNotFoundError:
-        return removed
-    for name in names:
+    for name in datafs.listdir(state.versions_dir):
         rel = f"versions/{name}"
         commit = committed.get(rel)
-        path = os.path.join(state.versions_dir, name)
+        path = datafs.join(state.versions_dir, name)
         if commit is None or rel not in keep:
-            shutil.rmtree(path, ignore_errors=True)
+            datafs.remove_tree(path)
             removed.append(rel)
         elif commit.published:
             for staged in ("landing", "sinks", "changes"):  # published: only state is kept
-                shutil.rmtree(os.path.join(path, staged), ignore_errors=True)
-            for entry in os.listdir(path):  # state folders a repair replaced
+                datafs.remove_tree(datafs.join(path, staged))
+            for entry in datafs.listdir(path):  # state folders a repair replaced
                 if entry.startswith("state") and f"{rel}/{entry}" != commit.record.state_path:
-                    shutil.rmtree(os.path.join(path, entry), ignore_errors=True)
+                    datafs.remove_tree(datafs.join(path, entry))
     return removed

@@ -20,6 +20,7 @@ import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from diffcdc import datafs
 from diffcdc.errors import ConfigError
 from diffcdc.state.storage.base import StateStorage
 from diffcdc.state.storage.local import LocalStateStorage
@@ -51,13 +52,6 @@ class StateRoot:
                     hint="set state_data in [diffcdc] to a folder the Spark driver and every "
                     "executor open at the same path (docs/state.md)",
                 )
-            if "://" in data:
-                raise ConfigError(
-                    f"state_data must be a folder path, not the URL {_shown(data)!r}: executors "
-                    "open the state's files by local path",
-                    hint="mount the store on the driver and every executor (Fabric "
-                    "/lakehouse/default/Files/..., Databricks /Volumes/...) and give that path",
-                )
             if "?" in location:
                 raise ConfigError(
                     "the state root URL must not carry a query string (a SAS token is a secret)",
@@ -77,13 +71,14 @@ class StateRoot:
                     hint="remove state_options, or give state as an abfss:// or https:// URL",
                 )
             self.location = os.path.abspath(location)
-            if data and os.path.abspath(data) != self.location:
+            if data and not datafs.is_url(data) and os.path.abspath(data) != self.location:
                 raise ConfigError(
-                    f"state_data is for a URL state root; this one is the local folder "
+                    f"state_data is a folder for a URL state root; this one is the local folder "
                     f"{self.location}, which holds its data itself",
-                    hint="remove state_data (or give state as an abfss:// or https:// URL)",
+                    hint="remove state_data, give it as a webhdfs:// URL, or give state as an "
+                    "abfss:// or https:// URL",
                 )
-        self.data = os.path.abspath(data) if self.remote and data else self.location
+        self.data = _data_folder(data) if data else self.location
         self.options = dict(options or {})
         self._remote_storage: AdlsStorage | None = None
         self._lock = threading.Lock()
@@ -102,6 +97,16 @@ class StateRoot:
     def describe(self) -> str:
         """The location for messages (a URL shown without secrets)."""
         return _shown(self.location) if self.remote else self.location
+
+    def logs_base(self) -> str:
+        """The local folder whose ``_logs/`` holds the run logs (:mod:`diffcdc.runlog`): the
+        data folder, else a local state root, else ``$XDG_STATE_HOME/diffcdc`` (by default
+        ``~/.local/state/diffcdc``) when both are URLs."""
+        for folder in (self.data, self.location):
+            if not datafs.is_url(folder):
+                return folder
+        home = os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state")
+        return os.path.join(home, "diffcdc")
 
     # -- tables ----------------------------------------------------------------------------
 
@@ -136,11 +141,11 @@ class StateRoot:
     def forget(self, table: str) -> None:
         """Remove everything of ``table`` (documents and data); the caller holds its lease or
         knows no run works on it."""
-        import shutil
-
-        shutil.rmtree(os.path.join(self.data, table), ignore_errors=True)  # a local root: all
+        datafs.remove_tree(datafs.join(self.data, table))  # a local root's own: everything
         if self.remote:
             self._remote().delete_tree(table)
+        elif self.data != self.location:
+            datafs.remove_tree(os.path.join(self.location, table))
 
     def _remote(self) -> AdlsStorage:
         """One ADLS client for the whole root (shared by its tables' storages)."""
@@ -156,6 +161,23 @@ class StateRoot:
             if self._remote_storage is not None:
                 self._remote_storage.close()
                 self._remote_storage = None
+
+
+def _data_folder(data: str) -> str:
+    """``state_data`` as the state's data folder: an absolute path, or a URL of a file system
+    that both Spark and diffcdc's own reads reach (:data:`diffcdc.datafs.DATA_SCHEMES`)."""
+    if not datafs.is_url(data):
+        return os.path.abspath(datafs.local_path(data))
+    if datafs.scheme(data) not in datafs.DATA_SCHEMES or "?" in data:
+        raise ConfigError(
+            f"state_data {_shown(data)!r} is not a folder diffcdc can use: executors and the "
+            "driver open the state's files by local path or by a "
+            f"{' or '.join(s + '://' for s in datafs.DATA_SCHEMES)} URL",
+            hint="give a webhdfs://namenode:port/path URL, or mount the store on the driver "
+            "and every executor (Fabric /lakehouse/default/Files/..., Databricks "
+            "/Volumes/...) and give that path",
+        )
+    return data.rstrip("/")
 
 
 def _shown(location: str) -> str:

@@ -31,12 +31,12 @@ Version folders beyond the retention are removed by
 from __future__ import annotations
 
 import contextlib
-import os
 import re
 from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
+from diffcdc import datafs
 from diffcdc.errors import ConcurrentRunError, StateError
 from diffcdc.state.commit import LEGACY_SINK_ID, READABLE_FORMATS, STATE_FORMAT, CommitRecord
 from diffcdc.state.integrity import StateManifest
@@ -76,8 +76,8 @@ class TableState:
         self.location = StateRoot.of(root)
         self.root = self.location.data
         self.table = table
-        self.dir = os.path.join(self.root, table)  # the table's data: versions/, snapshots/
-        self.versions_dir = os.path.join(self.dir, "versions")
+        self.dir = datafs.join(self.root, table)  # the table's data: versions/, snapshots/
+        self.versions_dir = datafs.join(self.dir, "versions")
         self.storage = storage or self.location.documents(table)
         self.reports = TableReports(self.storage)
         self.requests = TableRequests(self.storage, self.commits)
@@ -216,14 +216,14 @@ class TableState:
         return commits[-1] if commits else None
 
     def abspath(self, relative: str) -> str:
-        return os.path.join(self.dir, relative)
+        return datafs.join(self.dir, relative)
 
     # -- writing ---------------------------------------------------------------------------
 
     def new_version_dir(self, version: int, run_id: str) -> str:
         """A fresh folder for a version being computed (not yet committed)."""
-        path = os.path.join(self.versions_dir, f"{version:020d}-{run_id}")
-        os.makedirs(path, exist_ok=False)
+        path = datafs.join(self.versions_dir, f"{version:020d}-{run_id}")
+        datafs.makedirs(path, exist_ok=False)
         return path
 
     def claim(self, record: CommitRecord) -> None:

@@ -19,6 +19,7 @@ from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from deltalake.exceptions import DeltaError, TableNotFoundError
 from pyspark.sql import SparkSession
 
+from diffcdc import datafs
 from diffcdc.core.sql import quote
 from diffcdc.errors import StorageError, TargetMismatch
 from diffcdc.faults import crash_point
@@ -121,7 +122,8 @@ class DeltaSink(Sink):
                              "diffcdc.snapshot_id": str(manifest.get("snapshot_id", ""))},
             app_transactions=[Transaction(self.app_id, version)],
         )
-        data = ds.dataset(staged, format="parquet").to_table()
+        filesystem, path = datafs.arrow_source(staged)
+        data = ds.dataset(path, filesystem=filesystem, format="parquet").to_table()
         try:
             if manifest.get("initial") or table is None:
                 write_deltalake(

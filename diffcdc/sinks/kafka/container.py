@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from diffcdc import datafs
 
 MAGIC = b"Obj\x01"
 #: Room left in a body for the block's record count and byte size (two varints) and sync marker.
@@ -112,17 +113,12 @@ class MessageWriter:
         """Write the pending records as one container file (nothing when none are pending)."""
         if not self._records:
             return
-        digest = hashlib.sha256()
-        path = os.path.join(self.folder, f"{uuid.uuid4().hex}.avro")
+        path = datafs.join(self.folder, f"{uuid.uuid4().hex}.avro")
         block_head = zigzag_varint(self._records) + zigzag_varint(self._bytes)
-        size = 0
-        with open(path, "wb") as fh:
-            for part in (self.header, block_head, *self._chunks, self.sync):
-                view = memoryview(part)
-                fh.write(view)
-                digest.update(view)
-                size += view.nbytes
-        self.written.append(WrittenBody(path, self._records, size, digest.hexdigest()))
+        body = b"".join((self.header, block_head, *self._chunks, self.sync))
+        datafs.write_bytes(path, body)
+        sha256 = hashlib.sha256(body).hexdigest()
+        self.written.append(WrittenBody(path, self._records, len(body), sha256))
         self._chunks, self._records, self._bytes = [], 0, 0
 
 

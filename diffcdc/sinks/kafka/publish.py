@@ -26,6 +26,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
+from diffcdc import datafs
 from diffcdc.errors import PublishConflict, StateError
 from diffcdc.faults import ENV as CRASH_ENV
 from diffcdc.faults import crash_point
@@ -98,10 +99,9 @@ def published_parts(
 
 
 def _read_part(staging_dir: str, part: dict[str, Any], table: str) -> bytes:
-    path = os.path.join(staging_dir, part["file"])
+    path = datafs.join(staging_dir, part["file"])
     try:
-        with open(path, "rb") as fh:
-            body = fh.read()
+        body = datafs.read_bytes(path)
     except OSError:
         body = b""
     if hashlib.sha256(body).hexdigest() != part["sha256"]:

@@ -19,6 +19,7 @@ import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from diffcdc import datafs
 from diffcdc.errors import StateError
 from diffcdc.sinks.base import ChangeSet
 from diffcdc.sinks.kafka.binary import FieldPlan, encode_batch
@@ -43,9 +44,10 @@ def _encoder(
 
         for index, path in files:
             writer = MessageWriter(folder, header, sync, max_records, max_bytes)
-            for batch in pq.ParquetFile(path).iter_batches(batch_size=BATCH_ROWS):
-                if batch.num_rows:
-                    writer.add(*encode_batch(list(batch.columns), plans))
+            with datafs.open_read(path) as handle:
+                for batch in pq.ParquetFile(handle).iter_batches(batch_size=BATCH_ROWS):
+                    if batch.num_rows:
+                        writer.add(*encode_batch(list(batch.columns), plans))
             writer.flush()
             for w in writer.written:
                 yield index, w.path, w.records, w.bytes, w.sha256

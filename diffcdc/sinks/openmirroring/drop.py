@@ -44,14 +44,14 @@ def drop_table(
             finally:
                 storage.close()
         graveyard = None
-        if not state.location.remote:
+        if not state.location.remote and state.location.data == state.location.location:
             # Forget the state in one rename (the name starts with '.', so status skips it).
             graveyard = os.path.join(state.root, f".dropped-{table.state_name}-{uuid.uuid4().hex[:8]}")
             os.rename(state.dir, graveyard)
     if graveyard is not None:
         shutil.rmtree(graveyard, ignore_errors=True)
     else:
-        # A URL state root: the data, then the documents (the drop request goes last, so a
+        # A URL state root or data folder: the data, then the documents (the drop request goes last, so a
         # drop killed half-way is still refused by runs and finished by the next drop).
         state.forget()
     where = ", ".join(places) or "(no landing zone)"

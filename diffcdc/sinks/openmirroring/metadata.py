@@ -10,10 +10,10 @@ root's ``_partnerEvents.json``.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Sequence
 from typing import Any
 
+from diffcdc import datafs
 from diffcdc.errors import LandingZoneMismatch
 from diffcdc.sinks.openmirroring.text import TextFormat
 from diffcdc.sinks.storage.base import LandingStorage, PublishItem, file_sha256, join
@@ -52,10 +52,9 @@ def metadata_document(
 
 def metadata_item(staging_dir: str, folder: str, document: dict[str, Any]) -> PublishItem:
     """Stage ``_metadata.json`` for publishing."""
-    path = os.path.join(staging_dir, METADATA_FILE)
-    with open(path, "w", encoding="utf-8") as handle:
-        json.dump(document, handle, indent=2)
-    return PublishItem(path, join(folder, METADATA_FILE), file_sha256(path), os.path.getsize(path))
+    path = datafs.join(staging_dir, METADATA_FILE)
+    datafs.write_bytes(path, json.dumps(document, indent=2).encode("utf-8"))
+    return PublishItem(path, join(folder, METADATA_FILE), file_sha256(path), datafs.size(path))
 
 
 def check_published_metadata(
@@ -108,8 +107,7 @@ def publish_metadata(storage: LandingStorage, item: PublishItem, table: str) -> 
             path=item.target,
             hint="fix or remove it (diffcdc reload re-creates the table)",
         ) from None
-    with open(item.local_path, encoding="utf-8") as handle:
-        ours = json.load(handle)
+    ours = json.loads(datafs.read_bytes(item.local_path).decode("utf-8"))
     if existing.get("keyColumns") != ours.get("keyColumns"):
         raise LandingZoneMismatch(
             f"keyColumns in the landing zone are {existing.get('keyColumns')}, this table has "
@@ -137,10 +135,9 @@ def ensure_partner_events(
     Returns True when this call created it. The spec asks for one ``partnerName`` everywhere,
     so a file with other content is an error, never overwritten.
     """
-    os.makedirs(staging_dir, exist_ok=True)
-    path = os.path.join(staging_dir, PARTNER_EVENTS_FILE)
-    with open(path, "w", encoding="utf-8") as handle:
-        json.dump(document, handle, indent=2)
+    datafs.makedirs(staging_dir)
+    path = datafs.join(staging_dir, PARTNER_EVENTS_FILE)
+    datafs.write_bytes(path, json.dumps(document, indent=2).encode("utf-8"))
     if storage.stat(PARTNER_EVENTS_FILE) is None:
         try:
             storage.put_if_absent(path, PARTNER_EVENTS_FILE)

@@ -8,9 +8,9 @@ each file lands exactly once.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
+from diffcdc import datafs
 from diffcdc.errors import StateError
 from diffcdc.faults import crash_point
 from diffcdc.sinks.openmirroring.contract import check_continuation, last_data_mtime
@@ -32,8 +32,8 @@ def staged_items(
     folder = manifest["landing_folder"]
     items = []
     for f in manifest["files"]:
-        local = os.path.join(staging_dir, "landing", f["name"])
-        if not os.path.exists(local) and storage.stat(join(folder, f["name"])) is None:
+        local = datafs.join(staging_dir, "landing", f["name"])
+        if not datafs.exists(local) and storage.stat(join(folder, f["name"])) is None:
             raise StateError(
                 f"staged file {f['name']} of committed version {version} is missing",
                 table=table,

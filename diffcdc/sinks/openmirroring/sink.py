@@ -8,12 +8,12 @@ the numbers, names, sizes and SHA-256 of the files, so a rerun publishes only wh
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
+from diffcdc import datafs
 from diffcdc.errors import StateError
 from diffcdc.sinks.base import ChangeSet, Replayed, Sink, SinkHistory, SinkTable
 from diffcdc.sinks.openmirroring.config import OpenMirroringSinkConfig
@@ -93,7 +93,7 @@ class OpenMirroringSink(Sink):
         return text_schema_problem(self.config, schema, last[1] if last else None)
 
     def stage(self, changes: ChangeSet, staging_dir: str, history: SinkHistory) -> dict[str, Any]:
-        os.makedirs(staging_dir, exist_ok=True)
+        datafs.makedirs(staging_dir)
         last = None if changes.initial else history.last
         previous = last[1] if last else None
         keys = list(self.table.keys)
@@ -117,11 +117,11 @@ class OpenMirroringSink(Sink):
                 upsert=self.config.upsert_default,
                 single_partition=changes.rows <= SINGLE_TASK_SORT_ROWS,
             )
-            raw = os.path.join(staging_dir, "raw")
+            raw = datafs.join(staging_dir, "raw")
             files = stage_parquet_files(
                 ordered,
                 raw,
-                os.path.join(staging_dir, "landing"),
+                datafs.join(staging_dir, "landing"),
                 codec=self.config.landing_codec,
                 max_rows_per_file=self.config.max_rows_per_file,
                 first_sequence=first,

@@ -8,7 +8,6 @@ delimited text when the table asks for it, and renames them to their sequence na
 
 from __future__ import annotations
 
-import os
 import re
 import uuid
 from collections.abc import Callable, Iterator
@@ -18,6 +17,7 @@ from typing import Any
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
 
+from diffcdc import datafs
 from diffcdc.sinks.openmirroring.contract import data_file_name
 from diffcdc.sinks.openmirroring.text import TextFormat
 from diffcdc.sinks.openmirroring.text_encode import write_text_file
@@ -112,7 +112,8 @@ def _part_facts(
 
     def facts(parts: Iterator[tuple[int, str]]) -> Iterator[tuple[int, int, int, str]]:
         for index, path in parts:
-            rows = pq.ParquetFile(path).metadata.num_rows
+            with datafs.open_read(path) as handle:
+                rows = pq.ParquetFile(handle).metadata.num_rows
             if rows == 0:
                 yield index, 0, 0, ""
                 continue
@@ -123,8 +124,8 @@ def _part_facts(
                 target = path + _TEXT_SUFFIX
                 attempt = f"{target}.{uuid.uuid4().hex}"
                 write_text_file(path, attempt, text, codec)
-                os.replace(attempt, target)
-            yield index, rows, os.path.getsize(target), file_sha256(target)
+                datafs.move(attempt, target)
+            yield index, rows, datafs.size(target), file_sha256(target)
 
     return facts
 

@@ -19,6 +19,7 @@ from azure.core import MatchConditions
 from azure.core.exceptions import AzureError, HttpResponseError
 from azure.storage.filedatalake import FileSystemClient
 
+from diffcdc import datafs
 from diffcdc.errors import StorageError, TransientStorageError
 from diffcdc.sinks.storage.adls_transport import LOGGER, error_code
 from diffcdc.sinks.storage.adls_url import AdlsLocation
@@ -59,7 +60,7 @@ class AdlsPublishing(LandingStorage):
         try:
             client.create_file()
             offset = 0
-            with open(local_path, "rb") as handle:
+            with datafs.open_read(local_path) as handle:
                 for chunk in iter(lambda: handle.read(self.chunk_size), b""):
                     client.append_data(chunk, offset=offset, length=len(chunk),
                                        validate_content=True)

@@ -48,8 +48,10 @@ def is_temp_name(name: str) -> bool:
 
 
 def file_sha256(path: str) -> str:
+    from diffcdc import datafs
+
     digest = hashlib.sha256()
-    with open(path, "rb") as handle:
+    with datafs.open_read(path) as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()

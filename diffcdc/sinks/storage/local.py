@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 
+from diffcdc import datafs
 from diffcdc.errors import StorageError
 from diffcdc.sinks.storage.base import FileInfo, LandingStorage, temp_name_for
 
@@ -65,7 +66,11 @@ class LocalStorage(LandingStorage):
         os.makedirs(folder, exist_ok=True)
         tmp = os.path.join(folder, temp_name_for(os.path.basename(final)))
         try:
-            shutil.copyfile(local_path, tmp)
+            if datafs.is_url(local_path):  # staged in a state data folder at a URL
+                with datafs.open_read(local_path) as source, open(tmp, "wb") as target:
+                    shutil.copyfileobj(source, target, 1 << 20)
+            else:
+                shutil.copyfile(local_path, tmp)
             with open(tmp, "rb") as handle:
                 os.fsync(handle.fileno())
             if after is not None:
