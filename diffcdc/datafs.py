@@ -9,8 +9,8 @@ local path by ``os`` exactly as before, a URL through fsspec (its WebHDFS client
 driver and on every executor alike.
 
 fsspec reads its options for a protocol from the environment as well
-(``FSSPEC_WEBHDFS_USER=etl``, ``FSSPEC_WEBHDFS='{"kerberos": true}'``), so a cluster that needs
-a user or Kerberos sets them on the driver and executors (docs/state.md).
+(``FSSPEC_WEBHDFS_USER=etl``, ``FSSPEC_WEBHDFS='{"kerberos": true}'``), so a cluster that
+needs a user or Kerberos sets them on the driver and executors (docs/state.md).
 """
 
 from __future__ import annotations

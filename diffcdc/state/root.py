@@ -11,6 +11,10 @@ documents then go to ``<url>/<table>/`` through :class:`~diffcdc.state.storage.a
 data goes to a separate folder, ``state_data``, that the Spark driver and every executor open
 at the same path (state Parquet is written by executors; see docs/state.md). The URL's
 credentials come from ``state_options`` (the same options as a remote landing root).
+
+With either kind of root, ``state_data`` may also be a ``webhdfs://`` URL (HDFS without a
+shared mount): Spark writes there through Hadoop, diffcdc's own code through
+:mod:`diffcdc.datafs`.
 """
 
 from __future__ import annotations
