@@ -31,6 +31,7 @@ from diffcdc.state.store import TableState
 from tests.helpers import PERMISSIVE, expected_counts
 from tests.sink_kinds import KINDS
 from tests.test_property_replay import _table
+from tests.webhdfs_server import webhdfs  # noqa: F401 - a fixture
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.integration]
 
@@ -76,10 +77,12 @@ def toml_value(value: Any) -> str:
 
 
 def write_config(root: str, tables: dict[str, list], servers: dict[str, Any],
-                 master: str | None, quality: dict[str, Any]) -> str:
+                 master: str | None, quality: dict[str, Any], state_data: str | None = None) -> str:
     """A config file: each table with its sinks (tests/sink_kinds.py entries, one folder per
-    table), ``[spark] master`` when given, the gate settings in ``[quality]``."""
-    lines = [f"[diffcdc]\nstate = {json.dumps(os.path.join(root, 'state'))}\nparallelism = 3\n"]
+    table), ``[spark] master`` when given, the gate settings in ``[quality]``, the state
+    Parquet in ``state_data`` when given."""
+    lines = [f"[diffcdc]\nstate = {json.dumps(os.path.join(root, 'state'))}\nparallelism = 3\n"
+             + (f"state_data = {json.dumps(state_data)}\n" if state_data else "")]
     if master:
         lines.append(f"[spark]\nmaster = {json.dumps(master)}\n")
     lines.append("[quality]\n" + "".join(f"{k} = {toml_value(v)}\n" for k, v in quality.items()))
@@ -113,10 +116,10 @@ def assert_every_sink_replays(spark, config_path: str, table: str, snapshot: str
     """Each sink's output replays to ``snapshot``, and its own check finds nothing twice."""
     config = load_config(config_path)
     (tcfg,) = [t for t in config.tables if t.name == table]
-    results = verify_table(spark, tcfg, config.state, os.path.join(tcfg.source, snapshot))
+    results = verify_table(spark, tcfg, config.state_root(), os.path.join(tcfg.source, snapshot))
     bad = {k: r.to_dict() for k, r in results.items() if not r.identical}
     assert not bad, bad
-    state = TableState(config.state, table)
+    state = TableState(config.state_root(), table)
     assert state.head().snapshot_id == snapshot and state.head().published
     for kind, sink in zip(kinds, tcfg.sinks):
         kind.assert_once(state, sink.sink_id, servers)
@@ -147,6 +150,20 @@ def spark_submit(cluster, root: str, *args: str) -> subprocess.CompletedProcess[
     command = [os.path.join(cluster.home, "bin", "spark-submit"), "--master", cluster.master_url,
                "--conf", "spark.sql.shuffle.partitions=3", launcher, "run", *args]
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=600, check=False)
+
+
+def kill_driver_while_staging(*args: str) -> None:
+    """``diffcdc run ARGS`` killed with SIGKILL once it logs that the sinks' output is staging."""
+    proc = subprocess.Popen([sys.executable, "-m", "diffcdc.cli", "run", *args],
+                            env=cli_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    seen = []
+    for line in proc.stderr:
+        seen.append(line)
+        if ": stage +" in line:
+            proc.send_signal(signal.SIGKILL)
+            break
+    proc.stderr.close()
+    assert proc.wait(60) == -signal.SIGKILL, "".join(seen)[-3000:]
 
 
 def new_apps(cluster, before: int) -> list:
@@ -209,16 +226,7 @@ def test_driver_killed_mid_run_then_rerun_replays_every_sink_exactly(
     # boundary itself is killed at every point by the contract tests, locally); the rerun is
     # started by spark-submit, whose --master the config does not override.
     write_snapshot(source, "2.parquet", snapshot_two(), 1)
-    proc = subprocess.Popen([sys.executable, "-m", "diffcdc.cli", "run", *on_cluster],
-                            env=cli_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    seen = []
-    for line in proc.stderr:
-        seen.append(line)
-        if ": stage +" in line:
-            proc.send_signal(signal.SIGKILL)
-            break
-    proc.stderr.close()
-    assert proc.wait(60) == -signal.SIGKILL, "".join(seen)[-3000:]
+    kill_driver_while_staging(*on_cluster)
     assert TableState(os.path.join(root, "state"), "T").head().snapshot_id == "1.parquet"
     apps = len(spark_cluster.applications())
     rerun = spark_submit(spark_cluster, root, "--config", config, "--quiet")
@@ -251,3 +259,35 @@ def test_executors_without_diffcdc_are_refused_before_anything_runs(spark_cluste
     assert "executors" in line and "table(s) T" in line and "ModuleNotFoundError" in line, line
     assert TableState(os.path.join(root, "state"), "T").head() is None
     assert not os.path.exists(os.path.join(root, "T", "landing"))
+
+
+def test_state_data_on_webhdfs_a_killed_driver_then_a_rerun_replays_every_sink(
+        spark, spark_cluster, broker, webhdfs, tmp_path):  # noqa: F811
+    """``state_data = "webhdfs://..."`` on the cluster: the executors write the state Parquet
+    and staged output through Hadoop's WebHdfsFileSystem and encode Kafka bodies and landing
+    text through fsspec, none of it on a path this machine shares with them."""
+    root = str(tmp_path)
+    servers = {"kafka": broker}
+    config = write_config(root, {"T": ALL_SINKS}, servers, spark_cluster.master_url,
+                          {"min_row_ratio": 0.0, "max_delete_ratio": 1.0},
+                          state_data=webhdfs.url("lake/diffcdc"))
+    source = os.path.join(root, "src", "T")
+    write_snapshot(source, "1.parquet", snapshot_one(), 0)
+    (table,) = load_config(config).tables
+    run_table(spark, table, load_config(config).state_root(), quality=PERMISSIVE)  # locally
+    apps = len(spark_cluster.applications())
+
+    write_snapshot(source, "2.parquet", snapshot_two(), 1)
+    kill_driver_while_staging("--config", config)
+    state = TableState(load_config(config).state_root(), "T")
+    assert state.head().snapshot_id == "1.parquet"
+    rerun = cli("--config", config, "--quiet")
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert len(new_apps(spark_cluster, apps)) == 2  # both runs were applications of the cluster
+    assert_every_sink_replays(spark, config, "T", "2.parquet", ALL_SINKS, servers)
+
+    # The state Parquet is on the server; the local state root holds only documents.
+    assert os.listdir(webhdfs.local(f"lake/diffcdc/T/{state.head().record.state_path}"))
+    local = [os.path.join(d, n) for d, _, names in os.walk(os.path.join(root, "state")) for n in names]
+    assert local and not [f for f in local if f.endswith(".parquet")], local
+    assert webhdfs.count("CREATE") > 0
