@@ -266,12 +266,12 @@ def test_state_data_on_webhdfs_a_killed_driver_then_a_rerun_replays_every_sink(
     """``state_data = "webhdfs://..."`` on the cluster: the executors write the state Parquet
     and staged output through Hadoop's WebHdfsFileSystem and encode Kafka bodies and landing
     text through fsspec, none of it on a path this machine shares with them."""
-    root = str(tmp_path)
+    root = str(tmp_path)  # the table's own name: its Kafka topic is not the other tests' one
     servers = {"kafka": broker}
-    config = write_config(root, {"T": ALL_SINKS}, servers, spark_cluster.master_url,
+    config = write_config(root, {"Hdfs": ALL_SINKS}, servers, spark_cluster.master_url,
                           {"min_row_ratio": 0.0, "max_delete_ratio": 1.0},
                           state_data=webhdfs.url("lake/diffcdc"))
-    source = os.path.join(root, "src", "T")
+    source = os.path.join(root, "src", "Hdfs")
     write_snapshot(source, "1.parquet", snapshot_one(), 0)
     (table,) = load_config(config).tables
     run_table(spark, table, load_config(config).state_root(), quality=PERMISSIVE)  # locally
@@ -279,15 +279,15 @@ def test_state_data_on_webhdfs_a_killed_driver_then_a_rerun_replays_every_sink(
 
     write_snapshot(source, "2.parquet", snapshot_two(), 1)
     kill_driver_while_staging("--config", config)
-    state = TableState(load_config(config).state_root(), "T")
+    state = TableState(load_config(config).state_root(), "Hdfs")
     assert state.head().snapshot_id == "1.parquet"
     rerun = cli("--config", config, "--quiet")
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     assert len(new_apps(spark_cluster, apps)) == 2  # both runs were applications of the cluster
-    assert_every_sink_replays(spark, config, "T", "2.parquet", ALL_SINKS, servers)
+    assert_every_sink_replays(spark, config, "Hdfs", "2.parquet", ALL_SINKS, servers)
 
     # The state Parquet is on the server; the local state root holds only documents.
-    assert os.listdir(webhdfs.local(f"lake/diffcdc/T/{state.head().record.state_path}"))
+    assert os.listdir(webhdfs.local(f"lake/diffcdc/Hdfs/{state.head().record.state_path}"))
     local = [os.path.join(d, n) for d, _, names in os.walk(os.path.join(root, "state")) for n in names]
     assert local and not [f for f in local if f.endswith(".parquet")], local
     assert webhdfs.count("CREATE") > 0
