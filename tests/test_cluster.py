@@ -211,15 +211,21 @@ def test_config_master_runs_many_tables_with_key_changes_and_a_gate_refusal(
 
 
 def test_driver_killed_mid_run_then_rerun_replays_every_sink_exactly(
-        spark, spark_cluster, broker, tmp_path):
+        spark, spark_cluster, broker, webhdfs, tmp_path):  # noqa: F811
+    """With ``state_data`` on the loopback WebHDFS server: the executors write the state
+    Parquet and staged output through Hadoop's WebHdfsFileSystem and encode Kafka bodies and
+    landing text through fsspec, none of it on a path the driver and executors share. (A
+    state root on the shared disk runs on the cluster in the test above.)"""
     root = str(tmp_path)
     servers = {"kafka": broker}
     config = write_config(root, {"T": ALL_SINKS}, servers, None,
-                          {"min_row_ratio": 0.0, "max_delete_ratio": 1.0})
+                          {"min_row_ratio": 0.0, "max_delete_ratio": 1.0},
+                          state_data=webhdfs.url("lake/diffcdc"))
+    state_root = load_config(config).state_root()
     source = os.path.join(root, "src", "T")
     write_snapshot(source, "1.parquet", snapshot_one(), 0)
     (table,) = load_config(config).tables
-    run_table(spark, table, os.path.join(root, "state"), quality=PERMISSIVE)  # first load, locally
+    run_table(spark, table, state_root, quality=PERMISSIVE)  # first load, locally
     on_cluster = ("--config", config, "--master", spark_cluster.master_url)
 
     # A real SIGKILL of the driver while the executors stage the sinks' output (the commit
@@ -227,17 +233,24 @@ def test_driver_killed_mid_run_then_rerun_replays_every_sink_exactly(
     # started by spark-submit, whose --master the config does not override.
     write_snapshot(source, "2.parquet", snapshot_two(), 1)
     kill_driver_while_staging(*on_cluster)
-    assert TableState(os.path.join(root, "state"), "T").head().snapshot_id == "1.parquet"
+    assert TableState(state_root, "T").head().snapshot_id == "1.parquet"
     apps = len(spark_cluster.applications())
     rerun = spark_submit(spark_cluster, root, "--config", config, "--quiet")
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     assert len(new_apps(spark_cluster, apps)) == 1  # it ran on the cluster, not local[*]
-    counts = TableState(os.path.join(root, "state"), "T").head().record.counts
+    head = TableState(state_root, "T").head().record
+    counts = head.counts
     assert {"inserted": counts.inserted, "updated": counts.updated, "deleted": counts.deleted} == (
         expected_counts(snapshot_one(), snapshot_two()))
     assert_every_sink_replays(spark, config, "T", "2.parquet", ALL_SINKS, servers)
     again = cli(*on_cluster, "--quiet", "--json")  # nothing pending: no Spark at all
     assert again.returncode == 0 and json.loads(again.stdout)["tables"][0]["outcome"] == "nothing to do"
+
+    # The state Parquet is on the server; the local state root holds only documents.
+    assert os.listdir(webhdfs.local(f"lake/diffcdc/T/{head.state_path}"))
+    local = [os.path.join(d, n) for d, _, names in os.walk(os.path.join(root, "state")) for n in names]
+    assert local and not [f for f in local if f.endswith(".parquet")], local
+    assert webhdfs.count("CREATE") > 0
 
 
 def test_executors_without_diffcdc_are_refused_before_anything_runs(spark_cluster, broker, tmp_path):
@@ -260,34 +273,3 @@ def test_executors_without_diffcdc_are_refused_before_anything_runs(spark_cluste
     assert TableState(os.path.join(root, "state"), "T").head() is None
     assert not os.path.exists(os.path.join(root, "T", "landing"))
 
-
-def test_state_data_on_webhdfs_a_killed_driver_then_a_rerun_replays_every_sink(
-        spark, spark_cluster, broker, webhdfs, tmp_path):  # noqa: F811
-    """``state_data = "webhdfs://..."`` on the cluster: the executors write the state Parquet
-    and staged output through Hadoop's WebHdfsFileSystem and encode Kafka bodies and landing
-    text through fsspec, none of it on a path this machine shares with them."""
-    root = str(tmp_path)  # the table's own name: its Kafka topic is not the other tests' one
-    servers = {"kafka": broker}
-    config = write_config(root, {"Hdfs": ALL_SINKS}, servers, spark_cluster.master_url,
-                          {"min_row_ratio": 0.0, "max_delete_ratio": 1.0},
-                          state_data=webhdfs.url("lake/diffcdc"))
-    source = os.path.join(root, "src", "Hdfs")
-    write_snapshot(source, "1.parquet", snapshot_one(), 0)
-    (table,) = load_config(config).tables
-    run_table(spark, table, load_config(config).state_root(), quality=PERMISSIVE)  # locally
-    apps = len(spark_cluster.applications())
-
-    write_snapshot(source, "2.parquet", snapshot_two(), 1)
-    kill_driver_while_staging("--config", config)
-    state = TableState(load_config(config).state_root(), "Hdfs")
-    assert state.head().snapshot_id == "1.parquet"
-    rerun = cli("--config", config, "--quiet")
-    assert rerun.returncode == 0, rerun.stderr[-3000:]
-    assert len(new_apps(spark_cluster, apps)) == 2  # both runs were applications of the cluster
-    assert_every_sink_replays(spark, config, "Hdfs", "2.parquet", ALL_SINKS, servers)
-
-    # The state Parquet is on the server; the local state root holds only documents.
-    assert os.listdir(webhdfs.local(f"lake/diffcdc/Hdfs/{state.head().record.state_path}"))
-    local = [os.path.join(d, n) for d, _, names in os.walk(os.path.join(root, "state")) for n in names]
-    assert local and not [f for f in local if f.endswith(".parquet")], local
-    assert webhdfs.count("CREATE") > 0
