@@ -171,6 +171,36 @@ def test_readme_config_example_is_valid(tmp_path):
     assert config.quality.merged(config.tables[1].quality).expectations[1].blocking is False
 
 
+@pytest.mark.parametrize("content", [b"{not json", b'["not", "a request"]', b'{"reason": "no id"}'])
+def test_a_damaged_reload_request_fails_the_table_in_one_line_before_spark(
+        spark, base, capsys, content):
+    from diffcdc.state.store import TableState
+
+    write(str(base / "src" / "1.parquet"), rows(3))
+    assert main(run_args(base, "--quiet")) == 0
+    state = TableState(str(base / "state"), "T")
+    with open(state.requests.reload_path, "wb") as handle:
+        handle.write(content)
+    write(str(base / "src" / "2.parquet"), rows(3, changed=1))
+    landing = sorted(os.listdir(base / "landing" / "T"))
+    capsys.readouterr()
+
+    assert main(run_args(base, "--quiet")) == 1
+    (line,) = [x for x in capsys.readouterr().err.splitlines() if x.strip()]
+    assert "table T" in line and "reload.json" in line and "'diffcdc reload'" in line, line
+    assert state.head().snapshot_id == "1.parquet"
+    assert sorted(os.listdir(base / "landing" / "T")) == landing
+    assert main(["plan", *run_args(base)[1:], "--json"]) == 1  # the code the run failed with
+    assert "reload.json" in json.loads(capsys.readouterr().out)["tables"][0]["error"]["path"]
+    assert main(["status", "--state", str(base / "state"), "--json"]) == 0
+    (pending,) = json.loads(capsys.readouterr().out)["tables"][0]["pending"]
+    assert "reload request" in pending and "reload.json" in pending
+
+    os.unlink(state.requests.reload_path)
+    assert main(run_args(base, "--quiet")) == 0
+    assert state.head().snapshot_id == "2.parquet"
+
+
 def test_status_shows_pending_reload_and_unfinished_drop(spark, base, capsys):
     from diffcdc.state.store import TableState
 

@@ -56,10 +56,11 @@ def plan_table(table: TableConfig, state: TableState) -> TablePlan:
     head = state.head()
     sinks = tuple(cfg.sink_id for cfg in table.sinks)
     unpublished = tuple(s for s in head.unpublished if s in sinks) if head else ()
-    reload = _reload_request(state)
     drop = state.requests.has_drop_request()
-    plan = TablePlan(table.name, sinks, head, unpublished=unpublished, reload=reload, drop=drop)
+    plan = TablePlan(table.name, sinks, head, unpublished=unpublished, drop=drop)
     try:
+        reload = state.requests.pending_reload()
+        plan = replace(plan, reload=reload)
         if drop:
             raise StateError(
                 "a drop of this table was started and has not finished",
@@ -94,15 +95,3 @@ def _reload_from_head(source: Source, head: Commit, table: TableConfig) -> list[
             "requested)",
         )
     return [again]
-
-
-def _reload_request(state: TableState) -> dict[str, Any] | None:
-    """The pending reload request, read only (the engine removes a carried-out one)."""
-    try:
-        request = state.read_document(state.requests.RELOAD)
-    except ValueError:
-        request = {}  # damaged: the engine's own read reports it
-    if request is None or not isinstance(request, dict):
-        return None
-    return None if state.requests.reload_carried_out(request) else request
-

@@ -11,6 +11,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from diffcdc.errors import StateError
 from diffcdc.state.records import Commit, encode_json, now_iso
 from diffcdc.state.storage.base import StateStorage
 
@@ -47,16 +48,39 @@ class TableRequests:
         return request
 
     def reload_request(self) -> dict[str, Any] | None:
-        """The pending reload request, or None (also once a commit has carried it out)."""
-        request = self.storage.read_json(self.RELOAD)
-        if request is None:
+        """The pending reload request, or None (also once a commit has carried it out: the
+        file a crash right after that commit left behind is removed)."""
+        request = self._read_reload()
+        if request is not None and self._carried_out(request):
+            self.storage.delete(self.RELOAD)
             return None
-        if self.reload_carried_out(request):
-            self.storage.delete(self.RELOAD)  # a crash right after the commit left it behind
-            return None
-        return dict(request)
+        return request
 
-    def reload_carried_out(self, request: dict[str, Any]) -> bool:
+    def pending_reload(self) -> dict[str, Any] | None:
+        """:meth:`reload_request`, read only (plan and status take no lock, write nothing)."""
+        request = self._read_reload()
+        return None if request is None or self._carried_out(request) else request
+
+    def _read_reload(self) -> dict[str, Any] | None:
+        """``reload.json``, or None; a damaged one is a :class:`StateError` (one line)."""
+        try:
+            request = self.storage.read_json(self.RELOAD)
+        except ValueError as exc:
+            problem = f"is not valid JSON ({exc})"
+        else:
+            if request is None:
+                return None
+            if isinstance(request, dict) and isinstance(request.get("id"), str):
+                return dict(request)
+            problem = "is not a reload request (a JSON object with an id)"
+        raise StateError(
+            f"the table's reload request {problem}",
+            path=self.reload_path,
+            hint="delete that file, then ask for the re-creation again with 'diffcdc reload' "
+            "if the table is to be re-created",
+        )
+
+    def _carried_out(self, request: dict[str, Any]) -> bool:
         """Whether a commit has re-created the table for this reload request."""
         return any(
             c.record.recreate is not None and c.record.recreate.request == request.get("id")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from diffcdc.errors import StateError
 from diffcdc.state.root import StateRoot
 from diffcdc.state.store import Commit, TableState
 
@@ -96,13 +97,17 @@ def _sinks(head: Commit) -> list[dict[str, Any]]:
 def _pending(state: TableState) -> list[str]:
     """Operator requests recorded in state but not carried out yet (reload, a broken drop)."""
     pending = []
-    # read only: status takes no lock, writes nothing
-    reload = _read_json(state, state.requests.RELOAD)
-    if reload is not None and not state.requests.reload_carried_out(reload):
-        pending.append(
-            f"re-creation requested {reload.get('requested_at', '')} ({reload.get('reason', '')}): "
-            "the next run drops the table folder and publishes a fresh initial load"
-        )
+    try:
+        reload = state.requests.pending_reload()
+    except StateError as exc:  # damaged: runs refuse the table until it is dealt with
+        pending.append(str(exc))
+    else:
+        if reload is not None:
+            pending.append(
+                f"re-creation requested {reload.get('requested_at', '')} "
+                f"({reload.get('reason', '')}): the next run drops the table folder and "
+                "publishes a fresh initial load"
+            )
     drop = _read_json(state, state.requests.DROP)
     if drop is not None:
         pending.append(
