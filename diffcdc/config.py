@@ -25,6 +25,7 @@ from diffcdc.core.quality_config import QualityConfig
 from diffcdc.sinks.delta.config import DeltaSinkConfig
 from diffcdc.sinks.kafka.config import KafkaSinkConfig
 from diffcdc.sinks.openmirroring.config import LANDING_FIELDS, OpenMirroringSinkConfig
+from diffcdc.sinks.targets import OwnedTarget, own, target_clash
 from diffcdc.sources.config import DataFrameSourceConfig, JdbcSourceConfig, jdbc_jars
 from diffcdc.state.root import StateRoot
 
@@ -161,7 +162,16 @@ class TableConfig(BaseModel):
         if len(self.state_name.encode()) > MAX_NAME_BYTES:
             raise ValueError(f"schema and table name together are too long for a state folder "
                              f"({len(self.state_name.encode())} bytes; at most {MAX_NAME_BYTES})")
+        clash = target_clash(self.targets())
+        if clash:
+            raise ValueError(clash)
         return self
+
+    def targets(self) -> list[OwnedTarget]:
+        """Where each of the table's sinks writes (compared with every other sink's at load)."""
+        label = table_label(self)
+        return [t for s in self.sinks
+                for t in own(label, s.sink_id, s.targets(self.name, self.schema_name))]
 
     @property
     def state_name(self) -> str:
@@ -276,6 +286,9 @@ class RunConfig(BaseModel):
                     f"tables {table_label(other)} and {table_label(table)} would share the state "
                     f"folder {table.state_name!r} (and its lock); rename one of them"
                 )
+        clash = target_clash([t for table in self.tables for t in table.targets()])
+        if clash:
+            raise ValueError(clash)
         return self
 
 

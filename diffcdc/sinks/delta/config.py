@@ -6,6 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from diffcdc.sinks.targets import SinkTarget, folder_location
+
 
 class DeltaSinkConfig(BaseModel):
     """A Delta table whose change data feed is the diff (written with delta-rs)."""
@@ -28,6 +30,11 @@ class DeltaSinkConfig(BaseModel):
     @property
     def sink_id(self) -> str:
         return self.name or self.type
+
+    def targets(self, table: str, schema_name: str | None = None) -> list[SinkTarget]:
+        """The Delta table's folder and the change log's."""
+        paths = [("path", self.path), ("changelog_path", self.changelog_path)]
+        return [SinkTarget("folder", key, folder_location(p), p) for key, p in paths if p]
 
     @field_validator("path", "changelog_path")
     @classmethod

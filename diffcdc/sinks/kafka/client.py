@@ -49,7 +49,7 @@ class KafkaClients:
         self.table = table
         self.sink_id = sink_id
         self.timeout = float(config.timeout_seconds)
-        self.transactional_id = config.transactional_id or f"diffcdc.{table}.{sink_id}"
+        self.transactional_id = config.transactional_id_for(table)
 
     @property
     def target(self) -> str:

@@ -7,6 +7,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from diffcdc.sinks.targets import SinkTarget, kafka_servers
+
 #: Kafka's own rule for topic names.
 _TOPIC_RE = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 _AVRO_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -128,3 +130,17 @@ class KafkaSinkConfig(BaseModel):
     def sink_id(self) -> str:
         """The sink's id within its table."""
         return self.name or "kafka"
+
+    def transactional_id_for(self, table: str) -> str:
+        """The producer's transactional id: ``transactional_id``, else ``diffcdc.<table>.<sink>``."""
+        return self.transactional_id or f"diffcdc.{table}.{self.sink_id}"
+
+    def targets(self, table: str, schema_name: str | None = None) -> list[SinkTarget]:
+        """The topic and the producer's transactional id, on the cluster of bootstrap_servers."""
+        servers = kafka_servers(self.bootstrap_servers)
+        txn = self.transactional_id_for(table)
+        shown = repr(txn) if self.transactional_id else f"{txn!r} (the default: diffcdc.<table>.<sink>)"
+        return [
+            SinkTarget("topic", "topic", self.topic, repr(self.topic), servers),
+            SinkTarget("txn", "transactional_id", txn, shown, servers),
+        ]

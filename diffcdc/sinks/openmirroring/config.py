@@ -19,6 +19,7 @@ from diffcdc.sinks.openmirroring.options import (
     PartnerInfo,
     TextOptions,
 )
+from diffcdc.sinks.targets import SinkTarget, folder_location
 
 Codec = Literal["snappy", "zstd", "gzip", "none"]
 
@@ -70,6 +71,19 @@ class OpenMirroringSinkConfig(BaseModel):
     @property
     def sink_id(self) -> str:
         return self.name or self.type
+
+    def targets(self, table: str, schema_name: str | None = None) -> list[SinkTarget]:
+        """The landing root (shared with the other tables in it) and the table's folder."""
+        from diffcdc.sinks.openmirroring.contract import table_folder
+
+        root = folder_location(self.landing)
+        folder = table_folder(table, schema_name)
+        partner = None if self.partner is None else repr(self.partner.document())
+        return [
+            SinkTarget("root", "landing", root, self.landing, shared=partner),
+            SinkTarget("landing_table", "landing", f"{root.rstrip('/')}/{folder}",
+                       f"{self.landing.rstrip('/')}/{folder}"),
+        ]
 
     @model_validator(mode="before")
     @classmethod
