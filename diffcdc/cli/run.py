@@ -190,6 +190,7 @@ def cmd_reload(args: argparse.Namespace) -> int:
             hint="add --yes to confirm",
         )
     if args.config:
+        args.only_option = "--only" if args.only else "--table"
         args.only, args.table = names, None
     args.reload_tables = names
     return cmd_run(args)
@@ -205,7 +206,7 @@ def cmd_rollback(args: argparse.Namespace) -> int:
             hint="add --yes to confirm",
         )
     if args.config:
-        args.only, args.table = [args.table], None
+        args.only, args.table, args.only_option = [args.table], None, "--table"
         name = args.only[0]
     else:
         name = args.table

@@ -121,7 +121,10 @@ def run_config_from_args(args: Any) -> RunConfig:
         if args.only:
             unknown = set(args.only) - {t.name for t in config.tables}
             if unknown:
-                raise UsageError(f"--only names unknown table(s) {sorted(unknown)}", path=args.config)
+                option = getattr(args, "only_option", "--only")  # reload/rollback: --table
+                raise UsageError(f"{option} names unknown table(s) {sorted(unknown)}",
+                                 path=args.config, hint="tables of the config: "
+                                 + ", ".join(t.name for t in config.tables))
             config.tables = [t for t in config.tables if t.name in args.only]
     else:
         missing = [n for n in ("source", "keys", "table", "landing") if not getattr(args, n)]
