@@ -11,6 +11,7 @@ from pyspark.sql import SparkSession
 from diffcdc.config import TableConfig
 from diffcdc.engine.gate import Gate
 from diffcdc.engine.report import Progress
+from diffcdc.errors import DiffcdcError
 from diffcdc.sinks.base import Sink, SinkHistory, SinkTable
 from diffcdc.sinks.registry import build_sink
 from diffcdc.sources.base import Source
@@ -35,6 +36,9 @@ class RunContext:
     copies: SnapshotCopies  #: where read-once sources materialize their snapshots
     #: Tells which step a snapshot (or, with None, the table) is at: (snapshot id, step).
     stage: Callable[[str | None, str], None] = field(default=lambda snapshot, step: None)
+    #: Sinks that failed in this run (sink id → the error): they publish nothing more in it,
+    #: while the table's other sinks go on (see :mod:`diffcdc.engine.publish`).
+    failed: dict[str, DiffcdcError] = field(default_factory=dict)
 
     @classmethod
     def open(
@@ -61,6 +65,15 @@ class RunContext:
     def close(self) -> None:
         for sink in self.sinks.values():
             sink.close()
+
+    def fail_sink(self, sink_id: str, error: DiffcdcError, when: str) -> None:
+        """Record that ``sink_id`` failed (``when``: at which step); it is left alone for the
+        rest of the run and the run's error names it."""
+        error.table = error.table or self.table.name
+        if not error.message.startswith(f"sink {sink_id}: "):
+            error.message = f"sink {sink_id}: {error.message}"
+        self.failed.setdefault(sink_id, error)
+        self.say(f"{when}: sink {sink_id} failed: {error.message}")
 
     def reserved_columns(self) -> list[str]:
         return [c for sink in self.sinks.values() for c in sink.reserved_columns]

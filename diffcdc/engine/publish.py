@@ -1,12 +1,17 @@
-"""Publishing a committed version to every sink of the table, each exactly once.
+"""Publishing committed versions to every sink of the table, each sink on its own.
 
-Each sink publishes on its own and is marked published in state on its own: one sink that
-fails (an outage, a conflict) neither blocks nor repeats another. Publishing is idempotent in
-every sink, so a version is simply published again after a crash; only what is missing lands.
+Each sink publishes its committed versions in order, oldest first, and is marked published in
+state per version. A sink that fails (an outage, a target changed behind its back) stops at
+that version for this run and is named in the run's error; every other sink goes on
+publishing, and later snapshots are still committed for all sinks, so the failed sink catches
+up in order once it works again (or starts afresh with ``diffcdc reload --sink``). Publishing
+is idempotent in every sink, so a version is simply published again after a crash; only what
+is missing lands.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from diffcdc.engine.context import RunContext, sink_history, staging_dir
@@ -15,43 +20,65 @@ from diffcdc.faults import crash_point
 from diffcdc.state.store import Commit
 
 
-def publish_version(ctx: RunContext, commit: Commit) -> dict[str, dict[str, Any]]:
-    """Publish ``commit`` to each configured sink that has not published it yet.
+def sink_backlog(commits: list[Commit], sink_id: str) -> list[Commit]:
+    """The versions of the sink's current history (since it last started from a full image)
+    that it has not published yet, oldest first."""
+    versions = {v for v, _ in sink_history(commits, sink_id).manifests}
+    return [c for c in commits if c.version in versions and sink_id not in c.published_sinks]
 
-    Returns what each sink published (from its manifest). Raises the first sink's error after
-    every other sink had its turn; the failed sinks stay unpublished for the next run.
+
+def publish_backlog(ctx: RunContext, skip: frozenset[str] = frozenset()) -> list[int]:
+    """Every configured sink (but ``skip`` and those failed in this run) publishes what it has
+    not published yet, oldest first; returns the versions some sink published.
+
+    A sink that fails is recorded in ``ctx.failed`` and stops there; the others go on.
     """
-    record = commit.record
     commits = ctx.state.commits()
-    failures: list[DiffcdcError] = []
-    done: dict[str, dict[str, Any]] = {}
-    for sink_id in commit.unpublished:
-        sink = ctx.sinks.get(sink_id)
-        if sink is None:
-            ctx.say(f"version {commit.version}: sink {sink_id} is no longer configured; skipped")
+    done: set[int] = set()
+    for sink_id in ctx.sinks:
+        if sink_id in skip or sink_id in ctx.failed:
             continue
-        manifest = record.sinks[sink_id].manifest
-        try:
-            sink.publish(
-                commit.version,
-                manifest,
-                staging_dir(ctx.state, record, sink_id),
-                sink_history(commits, sink_id, upto=commit.version),
-            )
-            crash_point("before_mark_published", scope=sink_id)
-            ctx.state.mark_published(commit.version, sink_id, {})
-        except DiffcdcError as exc:
-            exc.table = exc.table or ctx.table.name
-            exc.message = f"sink {sink_id}: {exc.message}"
-            failures.append(exc)
-            ctx.say(f"version {commit.version}: sink {sink_id} failed: {exc.message}")
-            continue
-        done[sink_id] = manifest
-    if failures:
-        raise failures[0]
-    return done
+        for commit in sink_backlog(commits, sink_id):
+            if not _publish(ctx, commits, commit, sink_id):
+                break
+            done.add(commit.version)
+    return sorted(done)
 
 
-def configured_unpublished(ctx: RunContext, commit: Commit) -> list[str]:
-    """The sinks of the run's config that have not published ``commit`` yet."""
-    return [s for s in commit.unpublished if s in ctx.sinks]
+def _publish(ctx: RunContext, commits: list[Commit], commit: Commit, sink_id: str) -> bool:
+    """Publish one version to one sink and mark it; False (recorded) when the sink failed."""
+    record = commit.record
+    try:
+        ctx.sinks[sink_id].publish(
+            commit.version,
+            record.sinks[sink_id].manifest,
+            staging_dir(ctx.state, record, sink_id),
+            sink_history(commits, sink_id, upto=commit.version),
+        )
+        crash_point("before_mark_published", scope=sink_id)
+        ctx.state.mark_published(commit.version, sink_id, {})
+    except DiffcdcError as exc:
+        ctx.fail_sink(sink_id, exc, f"version {commit.version}")
+        return False
+    return True
+
+
+def reload_sinks(request: dict[str, Any] | None, sinks: Iterable[str]) -> frozenset[str]:
+    """The sinks a pending reload request starts afresh: every sink for a reload of the table,
+    the named ones for ``diffcdc reload --sink``, none without a request."""
+    if request is None:
+        return frozenset()
+    named = request.get("sinks")
+    return frozenset(named if named else sinks) & frozenset(sinks)
+
+
+def failed_sinks_error(ctx: RunContext) -> DiffcdcError:
+    """The run's error when sinks failed: the first failure, naming every failed sink and
+    saying that the table's other sinks published."""
+    first = next(iter(ctx.failed.values()))
+    others = [s for s in ctx.sinks if s not in ctx.failed]
+    if len(ctx.failed) > 1:
+        first.message = f"sinks {', '.join(ctx.failed)} failed; {first.message}"
+    if others:
+        first.message += f" (sink(s) {', '.join(others)} published what was committed)"
+    return first

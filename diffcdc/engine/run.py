@@ -20,7 +20,7 @@ from diffcdc.core.quality_config import QualityConfig
 from diffcdc.engine.context import RunContext
 from diffcdc.engine.gate import Gate
 from diffcdc.engine.progress import MessageObserver, RunObserver
-from diffcdc.engine.publish import configured_unpublished, publish_version
+from diffcdc.engine.publish import failed_sinks_error, publish_backlog, reload_sinks, sink_backlog
 from diffcdc.engine.report import Progress, SnapshotResult, TableReport
 from diffcdc.engine.rollback import rollback_entry
 from diffcdc.engine.snapshot import process_snapshot
@@ -52,6 +52,7 @@ def run_table(
     reload: bool = False,
     rollback_to: int | None = None,
     source: Source | None = None,
+    reload_sinks: tuple[str, ...] = (),
     observer: RunObserver | None = None,
 ) -> TableReport:
     """Process every pending snapshot of one table. Raises DiffcdcError on failure.
@@ -60,7 +61,9 @@ def run_table(
     it); ``overrides`` names checks allowed to pass for this one run. The report (passed or
     failed) is saved with the table's state before returning/raising. ``reload`` re-creates
     the table (``diffcdc reload``): the request is recorded in state first, so a run that
-    dies before committing the re-creation leaves it to the next run. ``rollback_to`` publishes
+    dies before committing the re-creation leaves it to the next run; with ``reload_sinks`` only
+    those sinks start afresh from a full image (``diffcdc reload --sink``), the others go on
+    with the diff. ``rollback_to`` publishes
     the way back to that kept version's snapshot as a new version (``diffcdc rollback``; see
     :mod:`diffcdc.engine.rollback`) instead of processing pending snapshots. ``source``
     replaces the source built from the table's config (a DataFrame handed over in Python).
@@ -77,7 +80,9 @@ def run_table(
         with state.lock(report.run_id, lease_seconds):
             check_owner(state, table.name, table.schema_name)
             if reload:
-                state.requests.request_reload("requested with diffcdc reload")
+                why = "requested with diffcdc reload" + (
+                    f" --sink {','.join(reload_sinks)}" if reload_sinks else "")
+                state.requests.request_reload(why, reload_sinks)
             try:
                 ctx = RunContext.open(
                     spark, table, state, report.run_id,
@@ -134,13 +139,15 @@ def run_many(
     reload: frozenset[str] = frozenset(),
     rollback: dict[str, int] | None = None,
     observer: RunObserver | None = None,
+    reload_sinks: tuple[str, ...] = (),
 ) -> list[TableReport]:
     """Run every table of a config; one failing table does not stop the others.
 
     Up to ``config.parallelism`` tables run at once in the one Spark application, each in its
     own FAIR scheduler pool, each committing, publishing and failing on its own; the reports
     come back in the config's order. ``overrides`` maps a table name to the checks allowed to
-    pass for this run; the tables named in ``reload`` are re-created (``diffcdc reload``);
+    pass for this run; the tables named in ``reload`` are re-created (``diffcdc reload``), or
+    with ``reload_sinks`` only those sinks of them get a full image;
     ``rollback`` maps a table name to the kept version it is rolled back to. ``observer`` is
     told each table's start, steps and end (from several threads at once).
     """
@@ -164,6 +171,7 @@ def run_many(
                 reload=table.name in reload,
                 rollback_to=(rollback or {}).get(table.name),
                 observer=watch,
+                reload_sinks=reload_sinks if table.name in reload else (),
             )
             return report
         except DiffcdcError as exc:
@@ -212,19 +220,24 @@ def _run_pending(
         sink.prepare(state.dir)
     request = state.requests.reload_request()
     head = state.head()
-    if head is not None and configured_unpublished(ctx, head):
-        if request is not None:
-            # The requested re-creation rebuilds every sink from a full image: finishing this
-            # batch first would be wasted (and may be impossible: lost files).
-            say(f"version {head.version} is left unpublished: the requested reload supersedes it")
-        else:
-            ctx.stage(None, f"finishing version {head.version} left unpublished by an earlier run")
-            publish_version(ctx, head)
-            report.resumed_versions.append(head.version)
+    reloading = reload_sinks(request, ctx.sinks)
+    if head is not None and reloading:
+        # The requested re-creation rebuilds these sinks from a full image: publishing their
+        # backlog first would be wasted (and may be impossible: a lost target).
+        superseded = [s for s in reloading if sink_backlog(state.commits(), s)]
+        if superseded:
+            say(f"the requested reload supersedes what {', '.join(superseded)} left unpublished")
+    if head is not None and any(
+        sink_backlog(state.commits(), s) for s in ctx.sinks if s not in reloading
+    ):
+        ctx.stage(None, "finishing versions left unpublished by an earlier run")
+        report.resumed_versions.extend(publish_backlog(ctx, skip=reloading))
     if rollback_to is not None:
         entry = rollback_entry(ctx, rollback_to)
         say(f"rolling back to version {rollback_to} (snapshot {entry.snapshot_id})")
         _process(ctx, report, [entry], None, watch, rollback_to)
+        if ctx.failed:
+            raise failed_sinks_error(ctx)
         return
     pending = ctx.source.pending(state.commits())
     if request is not None and not pending and head is not None:
@@ -241,6 +254,8 @@ def _run_pending(
             )
         pending = [again]
     _process(ctx, report, pending, request, watch)
+    if ctx.failed:
+        raise failed_sinks_error(ctx)
     if not report.snapshots:
         say("no new snapshot")
         report.outcome = "ok" if report.resumed_versions else "nothing to do"

@@ -30,9 +30,9 @@ from diffcdc.core.sql import quote
 from diffcdc.engine.context import RunContext, sink_history
 from diffcdc.engine.gate import run_gate
 from diffcdc.engine.plan import decide_recreate
-from diffcdc.engine.publish import publish_version
+from diffcdc.engine.publish import failed_sinks_error, publish_backlog, reload_sinks
 from diffcdc.engine.report import SnapshotResult
-from diffcdc.errors import InputRefused
+from diffcdc.errors import DiffcdcError, InputRefused
 from diffcdc.faults import crash_point
 from diffcdc.sinks.base import ChangeSet, SinkHistory, SinkTable
 from diffcdc.sources.base import PendingSnapshot
@@ -81,15 +81,21 @@ def process_snapshot(
     problems = [
         p for s, sink in ctx.sinks.items() if (p := sink.schema_problem(df.schema, histories[s]))
     ]
+    sink_reload = reload_request is not None and bool(reload_request.get("sinks"))
     recreate = decide_recreate(
-        table, df.schema, keys, head.record if head else None, sid, reload_request, problems
+        table, df.schema, keys, head.record if head else None, sid,
+        None if sink_reload else reload_request, problems,
     )
     base = None if recreate else head  # what the batch is diffed against
+    fresh_sinks = reload_sinks(reload_request, ctx.sinks)  # these start from a full image
     if recreate is not None:
         ctx.say(f"{sid}: re-creating the table ({recreate.reason})")
         histories = {s: SinkHistory() for s in ctx.sinks}
     else:
-        _check_sinks(ctx, histories)
+        if fresh_sinks:
+            ctx.say(f"{sid}: a full image for {', '.join(sorted(fresh_sinks))} (reload requested)")
+        histories = {s: SinkHistory() if s in fresh_sinks else h for s, h in histories.items()}
+        _check_sinks(ctx, histories, fresh_sinks)
     if base is not None:
         check_head_state(state, base.record)
     crash_point("after_read")
@@ -111,6 +117,9 @@ def process_snapshot(
         ctx.stage(sid, f"stage +{metrics['inserted']} ~{metrics['updated']} "
                        f"-{metrics['deleted']} for {', '.join(ctx.sinks)}")
         sinks = _stage_sinks(ctx, df, ident, written, base, recreate, histories, vdir, version, sid)
+        if sink_reload and reload_request is not None:  # the commit carries the request out
+            sinks = {s: SinkEntry(e.type, {**e.manifest, "reload": reload_request["id"]})
+                     if s in fresh_sinks else e for s, e in sinks.items()}
         crash_point("after_changes_staged")
         if snapshot.changed():
             raise InputRefused(
@@ -121,7 +130,7 @@ def process_snapshot(
                 hint="wait until the extract is complete, then run again",
             )
         if recreate is None:  # again right before the commit: a target may have changed
-            _check_sinks(ctx, histories)
+            _check_sinks(ctx, histories, fresh_sinks)
         record = CommitRecord(
             version=version,
             table=table.name,
@@ -155,14 +164,26 @@ def process_snapshot(
     commit = state.head()
     assert commit is not None and commit.version == version
     ctx.stage(sid, "publish")
-    publish_version(ctx, commit)
+    publish_backlog(ctx)
     crash_point("after_published")
     return _result(ctx, record, gates, gate_seconds, started)
 
 
-def _check_sinks(ctx: RunContext, histories: dict[str, SinkHistory]) -> None:
+def _check_sinks(
+    ctx: RunContext, histories: dict[str, SinkHistory], fresh: frozenset[str]
+) -> None:
+    """Each sink that continues checks its target is where it left it. A sink whose target
+    changed (or is down) fails on its own: the version is still committed and staged for it,
+    and it publishes nothing in this run while the other sinks go on."""
     for sink_id, sink in ctx.sinks.items():
-        sink.check(histories[sink_id])
+        if sink_id in ctx.failed or sink_id in fresh:
+            continue
+        try:
+            sink.check(histories[sink_id])
+        except DiffcdcError as exc:
+            ctx.fail_sink(sink_id, exc, "before the commit")
+    if ctx.sinks and len(ctx.failed) == len(ctx.sinks):
+        raise failed_sinks_error(ctx)  # no sink could take the version: nothing is committed
 
 
 def _stage_state(
@@ -301,7 +322,8 @@ def _result(
         gate=[g.to_dict() for g in gates],
         gate_seconds=gate_seconds,
         recreated=record.recreate.reason if record.recreate else None,
-        sinks={s: {"type": e.type, "rows": e.manifest.get("rows", 0)} for s, e in record.sinks.items()},
+        sinks={s: {"type": e.type, "rows": e.manifest.get("rows", 0),
+                   "published": s not in ctx.failed} for s, e in record.sinks.items()},
         rows=counts.rows,
         inserted=counts.inserted,
         updated=counts.updated,

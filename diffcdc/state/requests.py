@@ -1,14 +1,14 @@
 """A table's pending operator requests: re-creating and dropping the table.
 
-Under the table's folder: ``reload.json`` (the next commit must re-create the table; kept until
-a commit has carried it out) and ``drop.json`` (a drop of the landing folder has started; runs
+Under the table's folder: ``reload.json`` (the next commit must re-create the table, or with
+``sinks`` give just those sinks a full image; kept until a commit has carried it out) and ``drop.json`` (a drop of the landing folder has started; runs
 refuse the table until ``diffcdc drop`` finishes it).
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from diffcdc.errors import StateError
@@ -38,12 +38,26 @@ class TableRequests:
     def drop_path(self) -> str:
         return self.storage.describe(self.DROP)
 
-    def request_reload(self, reason: str) -> dict[str, Any]:
-        """Record that the next commit must re-create the table (kept until it is committed)."""
+    def request_reload(self, reason: str, sinks: Sequence[str] = ()) -> dict[str, Any]:
+        """Record that the next commit must re-create the table, or with ``sinks`` start just
+        those sinks afresh from a full image (kept until a commit carries it out).
+
+        A pending request is widened, never narrowed: a reload of the table stays one, and
+        sinks asked for are added to a pending reload of other sinks.
+        """
         existing = self.reload_request()
         if existing is not None:
-            return existing
-        request = {"id": uuid.uuid4().hex, "requested_at": now_iso(), "reason": reason}
+            pending = existing.get("sinks") or []
+            if not pending or not sinks or set(sinks) <= set(pending):
+                if pending and not sinks:  # the whole table now: widen to it
+                    existing = {**existing, "sinks": []}
+                    self.storage.put(self.RELOAD, encode_json(existing))
+                return existing
+            sinks = sorted(set(pending) | set(sinks))
+        request: dict[str, Any] = {"id": uuid.uuid4().hex, "requested_at": now_iso(),
+                                   "reason": reason}
+        if sinks:
+            request["sinks"] = sorted(sinks)
         self.storage.put(self.RELOAD, encode_json(request))
         return request
 
@@ -81,9 +95,11 @@ class TableRequests:
         )
 
     def _carried_out(self, request: dict[str, Any]) -> bool:
-        """Whether a commit has re-created the table for this reload request."""
+        """Whether a commit has re-created the table (or its named sinks) for this request."""
+        ident = request.get("id")
         return any(
-            c.record.recreate is not None and c.record.recreate.request == request.get("id")
+            (c.record.recreate is not None and c.record.recreate.request == ident)
+            or any(e.manifest.get("reload") == ident for e in c.record.sinks.values())
             for c in self.commits()
         )
 

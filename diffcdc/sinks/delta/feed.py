@@ -41,13 +41,19 @@ def feed_of(table: DeltaTable, delta_version: int) -> pa.Table:
 
 
 def append_changelog(
-    table: DeltaTable, version: int, path: str, app_id: str, storage_options: dict[str, str]
+    table: DeltaTable, version: int, path: str, app_id: str, storage_options: dict[str, str],
+    incarnation: str = "",
 ) -> None:
-    """Append the feed of diffcdc ``version``'s commit to the changelog table (exactly once)."""
+    """Append the feed of diffcdc ``version``'s commit to the changelog table (exactly once),
+    each row also carrying ``_diffcdc_version`` and ``_diffcdc_incarnation`` (a Delta table
+    made anew restarts ``_commit_version`` at 0; these keep its rows apart from the old)."""
     delta_version = commit_of(table, version)
     if delta_version is None:
         return  # no commit for this version (it had no changes)
     rows = feed_of(table, delta_version)
+    rows = rows.append_column("_diffcdc_version", pa.array([version] * rows.num_rows, pa.int64()))
+    rows = rows.append_column("_diffcdc_incarnation",
+                              pa.array([incarnation] * rows.num_rows, pa.string()))
     props = CommitProperties(
         custom_metadata={"diffcdc.version": str(version)},
         app_transactions=[Transaction(app_id, version)],
