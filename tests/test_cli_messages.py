@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -56,3 +55,27 @@ def test_an_unknown_table_is_named_by_the_option_that_gave_it(base, capsys, argv
     assert f"{option} names unknown table(s) ['Nope']" in err and "tables of the config: T" in err
     assert "--only" not in err or option == "--only"
     assert not (base / "state").exists()
+
+
+# -- status and plan of a table with a schema name ---------------------------------------------
+
+
+def test_status_and_plan_of_a_table_with_a_schema_name(spark, base, capsys):
+    path = config(base, "schema_name = 's'\n")
+    write(base / "src" / "1.parquet", [{"id": 1, "v": "a"}])
+    assert main(["run", "--config", path, "--quiet"]) == 0
+    write(base / "src" / "2.parquet", [{"id": 1, "v": "b"}])
+    capsys.readouterr()
+    for extra in ([], ["--table", "T"]):
+        assert main(["status", "--config", path, "--json", *extra]) == 0
+        (entry,) = json.loads(capsys.readouterr().out)["tables"]  # once, not twice
+        assert (entry["table"], entry["version"], entry["last_snapshot"]) == ("s.schema.T", 1, "1.parquet")
+        assert entry["configured"] and entry["waiting"] == ["2.parquet"]
+        assert main(["status", "--config", path, *extra]) == 0
+        out = capsys.readouterr().out
+        assert "no snapshot committed yet" not in out and "s.schema.T: waiting: 2.parquet" in out
+        assert len([line for line in out.splitlines() if line.startswith("s.schema.T ")]) == 1
+    assert main(["plan", "--config", path, "--json"]) == 0
+    (plan,) = json.loads(capsys.readouterr().out)["tables"]
+    assert plan["last_commit"]["version"] == 1
+    assert [s["snapshot"] for s in plan["snapshots"]] == ["2.parquet"]

@@ -265,8 +265,17 @@ def test_status_waiting_last_change_failures_and_sinks(spark, base, capsys):
 
 
 def test_status_from_an_empty_state_root_and_without_source(base, capsys):
-    assert main(["status", "--state", str(base / "none")]) == 0
+    os.makedirs(base / "empty")
+    assert main(["status", "--state", str(base / "empty")]) == 0
     assert "no tables in state root" in capsys.readouterr().out
+    # a state root that is not there is a typo or the wrong folder, not an empty root
+    assert main(["status", "--state", str(base / "none")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (f"diffcdc: error: the state root {base / 'none'} does not exist — check "
+                   "--state: give the state root the tables were run with (--state ROOT)")
+    assert main(["status"]) == 2  # the default ./state, not there either
+    assert "check the default state root ./state" in capsys.readouterr().err
+    assert not (base / "none").exists() and not (base / "state").exists()
     assert main(["status", "--source", "src"]) == 2
     assert "--source needs --table" in capsys.readouterr().err
 

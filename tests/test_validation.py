@@ -250,6 +250,7 @@ class _ClosedPipe:
 
 def test_a_closed_output_pipe_is_quiet(base, capsys, monkeypatch):
     monkeypatch.setattr("sys.stdout", _ClosedPipe())
+    os.makedirs(base / "state")
     assert main(["status", "--state", str(base / "state")]) == 141
     assert capsys.readouterr().err == ""
 

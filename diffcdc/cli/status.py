@@ -14,8 +14,11 @@ def cmd_status(args: argparse.Namespace) -> int:
     from diffcdc.state.status import table_status
 
     state_root, sources = _where(args)
+    _check_root(state_root, args)
     configured = list(sources) if args.config else []
-    tables = table_status(state_root, args.table, configured=configured)
+    # With a config, tables are their state folders (``<schema>.schema.<Table>``), as in state.
+    only = next(iter(sources)) if args.config and args.table else args.table
+    tables = table_status(state_root, only, configured=configured)
     for entry in tables:
         source = sources.get(entry["table"])
         entry["waiting"], entry["waiting_error"] = _waiting(state_root, entry["table"], source)
@@ -39,7 +42,7 @@ def _where(args: argparse.Namespace) -> tuple[Any, dict[str, str | None]]:
         tables = [config_table(config, args.table, args.config)] if args.table else config.tables
         # Folder sources: their waiting snapshots (a database's are known when it is read).
         return state_root_of(args.state, config), {
-            t.name: t.source if isinstance(t.source, str) else None for t in tables
+            t.state_name: t.source if isinstance(t.source, str) else None for t in tables
         }
     if args.source:
         if not args.table:
@@ -47,6 +50,25 @@ def _where(args: argparse.Namespace) -> tuple[Any, dict[str, str | None]]:
                              "there)", hint="or use --config FILE for every table")
         return state_root_of(args.state, None), {args.table: args.source}
     return state_root_of(args.state, None), {}
+
+
+def _check_root(state_root: Any, args: argparse.Namespace) -> None:
+    """Refuse a local state root that is not there (a typo, the wrong working directory);
+    with ``--config`` and its own state root, a root not made yet means nothing ran yet."""
+    import os
+
+    if state_root.remote or os.path.isdir(state_root.location):
+        return
+    if args.config and not args.state and not os.path.exists(state_root.location):
+        return
+    what = "is not a folder" if os.path.exists(state_root.location) else "does not exist"
+    given = "--state" if args.state else "the default state root ./state" if not args.config \
+        else "the config's state"
+    raise UsageError(
+        f"the state root {state_root.location} {what}",
+        path=args.config,
+        hint=f"check {given}: give the state root the tables were run with (--state ROOT)",
+    )
 
 
 def _waiting(state_root: Any, table: str, source: str | None) -> tuple[list[str] | None, str | None]:
