@@ -17,7 +17,7 @@ import fastavro
 import numpy as np
 import pyarrow as pa
 import pytest
-from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from pydantic import ValidationError
 from pyspark.sql import types as T
 
@@ -704,3 +704,51 @@ def test_tansu_quirk_aborted_records_reach_read_committed_readers(broker):
     producer.flush(10)
     producer.abort_transaction(10)
     assert [m.value() for m in consume_all(sink)] == [b"aborted"]
+
+
+@pytest.mark.integration
+def test_a_topic_that_lost_its_messages_is_refused_and_reload_sink_republishes(spark, tmp_path):
+    """A broker that comes back empty (memory storage; as a deleted topic): the table's landing
+    zone still publishes, the topic is refused until a full image is published to it."""
+    from diffcdc.config import TableConfig
+    from diffcdc.errors import TargetMismatch
+    from diffcdc.state.store import TableState
+    from tests.helpers import Workspace
+
+    own = TansuBroker(str(tmp_path / "tansu.log"))
+    own.start()
+    try:
+        ws = Workspace(str(tmp_path), keys=("id",))
+        ws.table = TableConfig(name="T", source=ws.source, keys=["id"], sinks=[
+            {"type": "open_mirroring", "landing": ws.landing},
+            {"type": "kafka", "bootstrap_servers": own.bootstrap, "topic": "lost",
+             "timeout_seconds": 10},
+        ])
+        ws.write("1.parquet", [{"id": i, "v": f"a{i}"} for i in range(1, 31)])
+        ws.run(spark)
+        ws.write("2.parquet", [{"id": i, "v": f"b{i}"} for i in range(1, 31)])
+        ws.run(spark)
+        own.stop()
+        own.start()  # same port, memory storage: the topic and its messages are gone
+        ws.write("3.parquet", [{"id": i, "v": f"c{i}"} for i in range(2, 33)])
+        with pytest.raises(TargetMismatch, match="topic lost is gone") as refused:
+            ws.run(spark)
+        assert "diffcdc reload --table T --sink kafka --yes" in str(refused.value)
+        ws.assert_mirror_equals(spark, "3.parquet")
+        # the topic was not re-created with only the new diff in it
+        assert TableState(ws.state, "T").head().unpublished == ["kafka"]
+        # an admin re-creates the topic and someone writes a message: still short of offsets
+        clients = KafkaClients(KafkaSinkConfig(**ws.table.sinks[1].model_dump()), "T", "kafka")
+        clients.ensure_topic()
+        producer = Producer({"bootstrap.servers": own.bootstrap})
+        producer.produce("lost", b"x", partition=0)
+        producer.flush(10)
+        with pytest.raises(TargetMismatch, match="topic lost lost messages: partition 0 ends at"):
+            ws.run(spark)
+        report = ws.run(spark, reload=True, reload_sinks=("kafka",))
+        assert report.outcome == "ok"
+        sink = KafkaSink("kafka", SinkTable("T", ("id",)), ws.table.sinks[1])
+        rows = sorted((r["id"], r["v"]) for r in sink.replay(spark).rows)
+        assert rows == [(i, f"c{i}") for i in range(2, 33)]
+    finally:
+        own.stop()

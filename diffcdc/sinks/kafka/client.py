@@ -139,14 +139,20 @@ class KafkaClients:
             where, table=self.table, hint="fix the broker side (ACLs, topic, settings), then run again"
         )
 
-    def ensure_topic(self) -> int:
-        """Make sure the topic exists (creating it when allowed); return its partition count."""
+    def ensure_topic(self, create: bool = True) -> int | None:
+        """Make sure the topic exists (creating it when allowed); return its partition count.
+
+        With ``create`` False a missing topic is None: it is never created (a topic that held
+        what diffcdc published must not silently come back empty).
+        """
         c = self.config
         admin = AdminClient({k: v for k, v in self._common().items()})
         try:
             # All topics: a metadata request naming one topic auto-creates it on some brokers.
             topics = admin.list_topics(timeout=self.timeout).topics
             if c.topic not in topics or topics[c.topic].error is not None:
+                if not create:
+                    return None
                 if not c.create_topic:
                     raise KafkaPublishError(
                         f"Kafka sink {self.sink_id}: topic {c.topic} does not exist on {c.bootstrap_servers}",

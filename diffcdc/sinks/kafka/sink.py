@@ -1,7 +1,7 @@
 """The Kafka sink: a table's changes as Avro container files with ``sys_op`` (spec §4).
 
 ``accept`` refuses what the target cannot take (updates or deletes for a standalone table),
-``check`` makes sure the topic exists, ``stage`` encodes the change set into part files on the
+``check`` makes sure the topic exists and has not lost what was published to it, ``stage`` encodes the change set into part files on the
 executors and records where the resume check starts reading, ``publish`` sends the missing
 parts in one transaction, ``is_published`` is that resume check, ``replay`` rebuilds the
 table as a ``read_committed`` consumer does. See docs/kafka.md.
@@ -13,6 +13,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
+from diffcdc.errors import DiffcdcError, TargetMismatch
 from diffcdc.sinks.base import ChangeSet, Replayed, Sink, SinkHistory, SinkTable
 from diffcdc.sinks.kafka.client import KafkaClients
 from diffcdc.sinks.kafka.config import KafkaSinkConfig
@@ -64,9 +65,43 @@ class KafkaSink(Sink):
         )
 
     def check(self, history: SinkHistory) -> None:
-        """The broker answers, the topic exists (created if missing) and has the partition."""
-        self.clients.ensure_topic()
+        """The broker answers and the topic is where this sink left it: it exists (created if
+        nothing was published to it yet) and its partition's end is not below what was
+        published."""
+        self._verify(list(history.manifests))
         self._topic_checked = True
+
+    def _verify(self, published: list[tuple[int, dict[str, Any]]]) -> None:
+        """Refuse a topic that lost what this sink published in ``published`` (its versions
+        before the one at hand, all published): deleted, re-created, or a broker that came
+        back without its messages. Consumers rebuilding from it would silently miss them."""
+        sent = [(v, m) for v, m in published if m.get("parts")]
+        if not sent:
+            self.clients.ensure_topic()
+            return
+        version, manifest = sent[-1]
+        if self.clients.ensure_topic(create=False) is None:
+            raise self._mismatch(
+                f"topic {self.config.topic} is gone: it held diffcdc version {version}"
+            )
+        # The version's messages lie after the end recorded when it was staged.
+        floor = int(manifest.get("scan_from") or 0) + len(manifest["parts"])
+        end = self.clients.end_offset()
+        if end < floor:
+            raise self._mismatch(
+                f"topic {self.config.topic} lost messages: partition {self.config.partition} "
+                f"ends at offset {end}, diffcdc published version {version} up to at least "
+                f"offset {floor}"
+            )
+
+    def _mismatch(self, message: str) -> TargetMismatch:
+        schema = f" --schema {self.table.schema_name}" if self.table.schema_name else ""
+        return TargetMismatch(
+            f"Kafka sink {self.id} ({self.clients.target}): {message}",
+            table=self.table.name,
+            hint="consumers rebuilding from the topic would miss changes; publish a full image "
+            f"to it with 'diffcdc reload --table {self.table.name}{schema} --sink {self.id} --yes'",
+        )
 
     def stage(self, changes: ChangeSet, staging_dir: str, history: SinkHistory) -> dict[str, Any]:
         """Encode the change set into part files under ``staging_dir``; return the manifest."""
@@ -77,9 +112,7 @@ class KafkaSink(Sink):
         scan_from = None
         parts: list[dict[str, Any]] = []
         if changes.rows:
-            if not self._topic_checked:
-                self.check(history)
-            scan_from = self.clients.end_offset()  # nothing of this version can lie before
+            scan_from = self._scan_from(history)
             parts = stage_parts(
                 changes,
                 layout,
@@ -103,6 +136,19 @@ class KafkaSink(Sink):
             "parts": parts,
         }
 
+    def _scan_from(self, history: SinkHistory) -> int:
+        """Where the resume check of a version being staged starts reading: the partition's
+        end now (nothing of the version can lie before). A sink that cannot reach its broker
+        (it fails on its own in this run) takes the start of its last published version's
+        scan instead: its versions are published in order, so this one lies after that."""
+        try:
+            if not self._topic_checked:
+                self.check(history)
+            return self.clients.end_offset()
+        except DiffcdcError:
+            sent = [m for _, m in history.manifests if m.get("parts")]
+            return int(sent[-1].get("scan_from") or 0) if sent else 0
+
     def publish(
         self,
         version: int,
@@ -110,9 +156,11 @@ class KafkaSink(Sink):
         staging_dir: str,
         history: SinkHistory | None = None,
     ) -> None:
-        """Send the staged parts not yet in the topic, in one transaction (see publish.py)."""
+        """Check the topic is where this sink left it, then send the staged parts not yet in
+        it, in one transaction (see publish.py)."""
         if manifest["parts"]:
-            self.clients.ensure_topic()  # a retry may come without check(), after an outage
+            before = [(v, m) for v, m in (history.manifests if history else ()) if v < version]
+            self._verify(before)
         publish_version(self.clients, version, manifest, staging_dir)
 
     def is_published(self, version: int, manifest: dict[str, Any]) -> bool:
