@@ -79,3 +79,35 @@ def test_status_and_plan_of_a_table_with_a_schema_name(spark, base, capsys):
     (plan,) = json.loads(capsys.readouterr().out)["tables"]
     assert plan["last_commit"]["version"] == 1
     assert [s["snapshot"] for s in plan["snapshots"]] == ["2.parquet"]
+
+
+# -- plan refuses what the run refuses ---------------------------------------------------------
+
+
+def test_plan_refuses_changed_keys_as_the_run_does(spark, base, capsys):
+    write(base / "src" / "1.parquet", [{"id": 1, "id2": 10, "v": "a"}])
+    assert main(["run", "--config", config(base), "--quiet"]) == 0
+    write(base / "src" / "2.parquet", [{"id": 1, "id2": 10, "v": "b"}])
+    capsys.readouterr()
+    assert main(["plan", "--config", config(base, keys="['ID']")]) == 0  # same key, other case
+    assert "would process 1 snapshot(s)" in capsys.readouterr().out
+    path = config(base, keys="['id2']")
+    assert main(["plan", "--config", path]) == 3
+    out = capsys.readouterr().out
+    assert "refused: table T, snapshot 2.parquet: key columns changed from ['id'] to ['id2']" in out
+    assert "diffcdc reload --table T --yes" in out
+    assert main(["plan", "--config", path, "--json"]) == 3
+    (plan,) = json.loads(capsys.readouterr().out)["tables"]
+    assert plan["error"]["error"] == "KeyViolation" and plan["error"]["exit_code"] == 3
+    log = sorted(os.listdir(base / "state" / "T" / "log"))
+    assert main(["run", "--config", path]) == 3  # the run: the same refusal
+    assert "key columns changed from ['id'] to ['id2']" in capsys.readouterr().err
+    assert sorted(os.listdir(base / "state" / "T" / "log")) == log
+    # a head version still to publish: the run publishes it, then refuses the snapshot
+    os.remove(base / "state" / "T" / "log" / f"{1:020d}.published.open_mirroring.json")
+    assert main(["plan", "--config", path]) == 3
+    out = capsys.readouterr().out
+    assert "unpublished: version 1 for open_mirroring (the run publishes it first)" in out
+    assert "refused: table T, snapshot 2.parquet: key columns changed" in out
+    assert main(["plan", "--config", config(base, keys="['id']", body="fingerprint_bits = 128\n")]) == 1
+    assert "state was fingerprinted with" in capsys.readouterr().out

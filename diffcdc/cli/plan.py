@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import replace
 from typing import Any
 
 from diffcdc.cli.run import build_run_config, check_overrides
-from diffcdc.engine.pending import TablePlan, plan_table
+from diffcdc.engine.pending import TablePlan, plan_error, plan_table
 from diffcdc.state.store import TableState
 
 
@@ -17,7 +18,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
     root = config.state_root()
     plans = []
     for table in config.tables:
-        plans.append((table, plan_table(table, TableState(root, table.state_name))))
+        plan = plan_table(table, TableState(root, table.state_name))
+        # a table that publishes its head first is refused after that, as the run refuses it
+        plans.append((table, replace(plan, error=plan_error(table, plan))))
     if args.json:
         print(json.dumps({"state": str(root), "tables": [plan_dict(p) for _, p in plans]},
                          indent=1, default=str))

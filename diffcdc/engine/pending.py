@@ -8,6 +8,7 @@ table has work, and the engine follows the same plan under the table's lock.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -76,10 +77,37 @@ def plan_table(table: TableConfig, state: TableState) -> TablePlan:
         pending = source.pending(commits)
         if reload is not None and not pending and head is not None:
             pending = _reload_from_head(source, head, table)
+        if not unpublished:  # else the run publishes the head first, then refuses (plan_error)
+            check_continues(table, head, pending, reload)
     except DiffcdcError as exc:
         exc.table = exc.table or table.name
         return replace(plan, error=exc)
     return replace(plan, snapshots=tuple(pending))
+
+
+def check_continues(
+    table: TableConfig, head: Commit | None, pending: Sequence[PendingSnapshot],
+    reload: dict[str, Any] | None,
+) -> None:
+    """Refuse, as the run would, a snapshot that cannot continue the head: key columns or a
+    fingerprint width other than the committed ones (only a reload re-creates the table)."""
+    if head is None or not pending or reload is not None:
+        return
+    from diffcdc.engine.plan import check_identity  # pyspark types: only for a table with work
+
+    check_identity(head.record, list(table.keys), table, pending[0].snapshot_id or "")
+
+
+def plan_error(table: TableConfig, plan: TablePlan) -> DiffcdcError | None:
+    """Why the run would refuse the table, also one that first publishes its head version."""
+    if plan.error is not None:
+        return plan.error
+    try:
+        check_continues(table, plan.head, plan.snapshots, plan.reload)
+    except DiffcdcError as exc:
+        exc.table = exc.table or table.name
+        return exc
+    return None
 
 
 def _reload_from_head(source: Source, head: Commit, table: TableConfig) -> list[PendingSnapshot]:
