@@ -228,3 +228,44 @@ def test_status_shows_pending_reload_and_unfinished_drop(spark, base, capsys):
     capsys.readouterr()
     assert main([*status, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["tables"][0]["pending"] == []
+
+
+def test_a_failed_sink_is_named_the_others_publish_and_reload_sink_recovers_it(
+        spark, base, capsys):
+    from deltalake import write_deltalake
+
+    config = base / "diffcdc.toml"
+    config.write_text(f'''
+[diffcdc]
+state = "{base / 'state'}"
+
+[tables.T]
+source = "{base / 'src'}"
+keys = ["id"]
+
+[[tables.T.sinks]]
+type = "open_mirroring"
+landing = "{base / 'landing'}"
+
+[[tables.T.sinks]]
+type = "delta"
+path = "{base / 'lake'}"
+''')
+    write(str(base / "src" / "1.parquet"), rows(4))
+    assert main(["run", "--config", str(config)]) == 0
+    write_deltalake(str(base / "lake"), pa.table({"id": pa.array([99], pa.int64()), "v": ["x"]}),
+                    mode="append")  # a foreign writer
+    write(str(base / "src" / "2.parquet"), rows(4, changed=2))
+    capsys.readouterr()
+    assert main(["run", "--config", str(config), "--json"]) == 1
+    table = json.loads(capsys.readouterr().out)["tables"][0]
+    assert table["outcome"] == "failed" and "sink delta" in table["error"]["message"]
+    assert table["snapshots"][0]["sinks"]["open_mirroring"]["published"] is True
+    assert table["snapshots"][0]["sinks"]["delta"]["published"] is False
+    assert main(["reload", "--config", str(config), "--table", "T", "--sink", "nope",
+                 "--yes"]) == 2
+    assert "has no sink of that name" in capsys.readouterr().err
+    assert main(["reload", "--config", str(config), "--table", "T", "--sink", "delta",
+                 "--yes"]) == 0
+    assert main(["run", "--config", str(config)]) == 0
+    assert "nothing to do" in capsys.readouterr().out

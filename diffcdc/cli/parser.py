@@ -199,6 +199,11 @@ def _add_reload_and_drop(
     )
     _take_run_options(reload, run)
     reload.add_argument("--yes", action="store_true", help="confirm: the mirrored table is rebuilt")
+    reload.add_argument(
+        "--sink", action="append", default=[], metavar="NAME", dest="reload_sink",
+        help="re-publish a full image to this one sink only (repeatable): its target is "
+        "replaced, the table's state and other sinks go on with the diff",
+    )
 
     rollback = sub.add_parser(
         "rollback",

@@ -99,7 +99,8 @@ def _run_busy(args: argparse.Namespace, config: Any, busy: list[Any],
     check_executor_python(spark, busy)  # a cluster's executors: before any table starts
     observer.spark_started(spark)
     return run_many(spark, config.model_copy(update={"tables": busy}), overrides=overrides,
-                    reload=reload, rollback=rollback, observer=observer)
+                    reload=reload, rollback=rollback, observer=observer,
+                    reload_sinks=tuple(getattr(args, "reload_sinks", ())))
 
 
 def totals_line(reports: list[dict[str, Any]], seconds: float) -> str:
@@ -193,7 +194,28 @@ def cmd_reload(args: argparse.Namespace) -> int:
         args.only_option = "--only" if args.only else "--table"
         args.only, args.table = names, None
     args.reload_tables = names
+    args.reload_sinks = _reload_sinks(args, names)
     return cmd_run(args)
+
+
+def _reload_sinks(args: argparse.Namespace, names: list[str]) -> tuple[str, ...]:
+    """The sinks of ``reload --sink``, each a sink of the one table reloaded (exit 2 else)."""
+    wanted = tuple(dict.fromkeys(getattr(args, "reload_sink", None) or ()))
+    if not wanted:
+        return ()
+    if len(names) != 1:
+        raise UsageError("reload --sink takes one table", hint="give one --table")
+    from diffcdc.cli.settings import run_config_from_args
+
+    tables = [t for t in run_config_from_args(args).tables if t.name == names[0]]
+    known = [s.sink_id for t in tables for s in t.sinks]
+    unknown = [s for s in wanted if s not in known]
+    if unknown:
+        raise UsageError(
+            f"reload --sink {unknown[0]}: table {names[0]} has no sink of that name",
+            hint="its sinks: " + (", ".join(known) or "none"),
+        )
+    return wanted
 
 
 def cmd_rollback(args: argparse.Namespace) -> int:
