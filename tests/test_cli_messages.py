@@ -111,3 +111,38 @@ def test_plan_refuses_changed_keys_as_the_run_does(spark, base, capsys):
     assert "refused: table T, snapshot 2.parquet: key columns changed" in out
     assert main(["plan", "--config", config(base, keys="['id']", body="fingerprint_bits = 128\n")]) == 1
     assert "state was fingerprinted with" in capsys.readouterr().out
+
+
+# -- hints are commands that work as printed ---------------------------------------------------
+
+
+def test_the_repair_hint_works_as_printed(spark, base, capsys):
+    import re
+    import shlex
+
+    from diffcdc.state.store import TableState
+
+    state_root = base / "my state"  # a path that needs quoting in a shell
+    argv = ["run", "--source", str(base / "src"), "--keys", "id", "--table", "T", "--schema", "s",
+            "--landing", "landing", "--state", str(state_root), "--quiet"]
+    for n in (1, 2):
+        write(base / "src" / f"{n}.parquet", [{"id": i, "v": f"{i}-{n}"} for i in range(5 + n)])
+        assert main(argv) == 0
+    state = TableState(str(state_root), "s.schema.T")
+    folder = state.abspath(state.head().record.state_path)
+    for name in os.listdir(folder):
+        if name.endswith(".parquet"):
+            os.remove(os.path.join(folder, name))
+    write(base / "src" / "3.parquet", [{"id": 1, "v": "x"}])
+    capsys.readouterr()
+    assert main(argv) == 1
+    (err,) = [line for line in capsys.readouterr().err.splitlines() if "is damaged" in line]
+    assert "state version 2 is damaged" in err
+    (command,) = re.findall(r"'(diffcdc repair [^']*(?:'[^']*'[^']*)*?)' \(the snapshot", err)
+    words = shlex.split(command)
+    assert words[:2] == ["diffcdc", "repair"] and str(state_root) in words
+    assert str(base / "src") in words and ["--schema", "s"] == words[4:6]
+    assert main(words[1:]) == 0  # the hint, as printed
+    assert "rebuilt the state of version 2" in capsys.readouterr().out
+    assert main(argv) == 0  # the run goes on
+    assert state.head().snapshot_id == "3.parquet"

@@ -8,18 +8,52 @@ table (``diffcdc reload``, every sink gets a full image).
 
 from __future__ import annotations
 
+import os
+import shlex
+
+from diffcdc import datafs
 from diffcdc.errors import StateError
 from diffcdc.state.commit import CommitRecord
 from diffcdc.state.integrity import Damage, find_damage
 from diffcdc.state.store import TableState
 
 
-def repair_hint(table: str, record: CommitRecord) -> str:
-    return (
-        f"rebuild it from snapshot {record.snapshot_id} with 'diffcdc repair --table {table}' "
-        "(the snapshot must still be in the source folder, unchanged), or re-create the table "
-        f"with 'diffcdc reload --table {table} --yes' (every sink gets a full image)"
-    )
+def repair_hint(state: TableState, record: CommitRecord) -> str:
+    """Both ways out, each a command that works as printed (with a local state root)."""
+    table, schema = record.table, _schema_of(state.table, record.table)
+    where = f" --table {shlex.quote(table)}" + (f" --schema {shlex.quote(schema)}" if schema else "")
+    if state.location.remote:  # a URL state root needs the config's state_data
+        where = f" --config <the config file> --table {shlex.quote(table)}"
+    else:
+        where += f" --state {shlex.quote(state.location.location)}"
+    reload = (f"re-create the table with 'diffcdc reload{where} --yes' and the table's run "
+              "options (every sink gets a full image)")
+    source = _source_folder(state, record)
+    if source is None:  # a database or DataFrame source: its snapshot cannot be read again
+        return reload
+    if not state.location.remote:
+        where += f" --source {shlex.quote(source)}"
+    return (f"rebuild it from snapshot {record.snapshot_id} with 'diffcdc repair{where}' (the "
+            f"snapshot must still be in the source folder, unchanged), or {reload}")
+
+
+def _schema_of(folder: str, table: str) -> str | None:
+    """The schema of ``table`` whose state folder is ``folder`` (``<schema>.schema.<table>``)."""
+    suffix = ".schema." + table
+    return folder[: -len(suffix)] if folder != table and folder.endswith(suffix) else None
+
+
+def _source_folder(state: TableState, record: CommitRecord) -> str | None:
+    """The source folder the version's snapshot was read from; None for a database or
+    DataFrame source (its snapshot was a copy under the state) or an older record."""
+    path = record.snapshot_path
+    if not path or datafs.is_url(path):
+        return None
+    full = os.path.abspath(path)  # a relative --source: relative to where the run was started
+    inside = (state.location.data, state.location.location)
+    if any(full == root or full.startswith(root.rstrip("/") + "/") for root in inside):
+        return None
+    return os.path.dirname(path.rstrip("/")) or "."
 
 
 def state_damage(state: TableState, record: CommitRecord, *, checksums: bool) -> Damage | None:
@@ -35,5 +69,5 @@ def check_head_state(state: TableState, record: CommitRecord) -> None:
             f"state version {record.version} is damaged: {damage.reason}",
             table=record.table,
             path=damage.path,
-            hint=repair_hint(record.table, record),
+            hint=repair_hint(state, record),
         )
