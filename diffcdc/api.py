@@ -64,7 +64,8 @@ def run_dataframe(
     from diffcdc.state.root import StateRoot
 
     if not isinstance(df, DataFrame):
-        raise UsageError(f"run_dataframe needs a pyspark DataFrame, not {type(df).__name__}", table=table)
+        raise UsageError(f"run_dataframe needs a pyspark DataFrame, not {_kind(df)}", table=table,
+                         hint=_convert_hint(df))
     fields: dict[str, Any] = {
         **table_options,
         "name": table,
@@ -105,3 +106,28 @@ def run_dataframe(
         )
     finally:
         root.close()  # a URL root's HTTP client: a notebook calls this again and again
+
+
+def _kind(value: Any) -> str:
+    """``a pandas DataFrame``, ``a pyarrow Table``, ... (what a wrong input is, for messages)."""
+    cls = type(value)
+    if cls.__module__.startswith("pyspark.pandas"):
+        return f"a pandas-on-Spark {cls.__name__}"
+    package = cls.__module__.split(".", 1)[0]
+    if package in ("builtins", "pyspark", "diffcdc") or not package:
+        return f"{'an' if cls.__name__[:1].lower() in 'aeiou' else 'a'} {cls.__name__}"
+    return f"a {package} {cls.__name__}"
+
+
+def _convert_hint(value: Any) -> str:
+    """How to turn ``value`` into a Spark DataFrame."""
+    module = type(value).__module__
+    if module.startswith("pyspark.pandas"):
+        return "pass psdf.to_spark()"
+    package = module.split(".", 1)[0]
+    if package in ("pandas", "pyarrow"):
+        return "convert it with spark.createDataFrame(...), or write it to Parquet and use a folder source"
+    if package == "polars":
+        return ("convert it with spark.createDataFrame(df.to_arrow()), or write it to Parquet "
+                "and use a folder source")
+    return "build a Spark DataFrame (spark.table(...), spark.read..., spark.createDataFrame(...))"

@@ -128,3 +128,36 @@ def test_run_dataframe_validates_gates_and_fails_cleanly(spark, tmp_path, monkey
         diffcdc.run_dataframe(ok, table="Orders", keys=[], landing="l", state=str(tmp_path / "state"))
     assert [c.version for c in state.commits()] == before
     assert not os.listdir(tmp_path / "state" / "Orders" / "snapshots")
+
+
+def test_run_dataframe_names_what_it_was_given_and_a_failing_udfs_cause(spark, tmp_path):
+    import pandas as pd
+    import pyarrow as pa
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    from diffcdc.errors import UsageError
+
+    for given, kind in ((pd.DataFrame({"id": [1]}), "a pandas DataFrame"),
+                        (pa.table({"id": [1]}), "a pyarrow Table")):
+        with pytest.raises(UsageError) as refused:
+            _run(given, tmp_path, "001")
+        assert str(refused.value) == (
+            f"table Orders: run_dataframe needs a pyspark DataFrame, not {kind} — convert it with "
+            "spark.createDataFrame(...), or write it to Parquet and use a folder source")
+        assert refused.value.exit_code == 2
+    assert not (tmp_path / "state").exists()
+
+    @F.udf(T.StringType())
+    def region(customer):  # no type hints: pyspark would read them as a pandas UDF's
+        if customer == 3:
+            raise ValueError("customer 3 has no region")
+        return "north"
+
+    df = spark.range(0, 5).select("id", region("id").alias("region"))
+    with pytest.raises(SourceError) as failed:
+        _run(df, tmp_path, "001")
+    assert "the DataFrame could not be evaluated: a Python function (UDF) raised ValueError: " \
+        "customer 3 has no region" in str(failed.value)
+    assert "\n" not in str(failed.value)
+    assert not TableState(str(tmp_path / "state"), "Orders").commits()

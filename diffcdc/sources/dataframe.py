@@ -16,6 +16,21 @@ from diffcdc.sources.jdbc import snapshot_id_now
 from diffcdc.state.store import Commit
 
 
+def evaluation_error(exc: BaseException) -> str:
+    """What went wrong evaluating a DataFrame, in one line: for a Python function (a UDF) that
+    raised, its exception (``ValueError: customer 3 has no region``), not Spark's first line
+    ("An exception was thrown from the Python worker:")."""
+    text = str(exc).strip()
+    if not text:
+        return type(exc).__name__
+    lines = [line for line in text.splitlines() if line.strip()]
+    if "Traceback (most recent call last)" in text:
+        # the exception line ends the trace: the last line not indented as the trace's frames
+        cause = next((line.strip() for line in reversed(lines) if not line[0].isspace()), lines[-1])
+        return f"a Python function (UDF) raised {cause}"
+    return lines[0].strip()
+
+
 class DataFrameSource(Source):
     """One DataFrame, one snapshot; its id is given or the time it is handed over (UTC)."""
 
@@ -52,9 +67,8 @@ class DataFrameSource(Source):
         except DiffcdcError:
             raise
         except Exception as exc:
-            text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise SourceError(
-                f"the DataFrame could not be evaluated: {text[:300]}",
+                f"the DataFrame could not be evaluated: {evaluation_error(exc)[:300]}",
                 table=self.table,
                 snapshot=sid,
                 hint="check the DataFrame's query (df.collect() shows the full error)",

@@ -53,7 +53,8 @@ def _source_folder(state: TableState, record: CommitRecord) -> str | None:
     inside = (state.location.data, state.location.location)
     if any(full == root or full.startswith(root.rstrip("/") + "/") for root in inside):
         return None
-    return os.path.dirname(path.rstrip("/")) or "."
+    folder = os.path.dirname(path.rstrip("/"))
+    return folder if folder and os.path.isdir(folder) else None  # not "a Spark DataFrame"
 
 
 def state_damage(state: TableState, record: CommitRecord, *, checksums: bool) -> Damage | None:
