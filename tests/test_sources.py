@@ -161,3 +161,18 @@ def test_run_dataframe_names_what_it_was_given_and_a_failing_udfs_cause(spark, t
         "customer 3 has no region" in str(failed.value)
     assert "\n" not in str(failed.value)
     assert not TableState(str(tmp_path / "state"), "Orders").commits()
+
+
+def test_a_calendar_interval_column_is_refused_as_input(spark, tmp_path):
+    from diffcdc.errors import InputRefused
+
+    for column in ("make_interval(1, id) AS d", "array(named_struct('i', make_interval(0, 1))) AS d"):
+        df = spark.range(0, 3).selectExpr("id", column)
+        with pytest.raises(InputRefused) as refused:
+            _run(df, tmp_path, "001")
+        assert refused.value.exit_code == 3 and "column d has type" in str(refused.value)
+        assert "cast d in the DataFrame" in str(refused.value)
+    assert not TableState(str(tmp_path / "state"), "Orders").commits()
+    # day-time and year-month intervals are stored and diffed like any other column
+    report = _run(spark.range(0, 3).selectExpr("id", "make_dt_interval(id) AS d"), tmp_path, "001")
+    assert report.snapshots[0].inserted == 3

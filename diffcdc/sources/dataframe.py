@@ -8,12 +8,30 @@ the table's state and the diff runs on the copy.
 from __future__ import annotations
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import types as T
 
-from diffcdc.errors import DiffcdcError, SourceError
+from diffcdc.errors import DiffcdcError, InputRefused, SourceError
 from diffcdc.sources.base import PendingSnapshot, Snapshot, Source, check_order
 from diffcdc.sources.copies import SnapshotCopies
 from diffcdc.sources.jdbc import snapshot_id_now
 from diffcdc.state.store import Commit
+
+
+def _unstorable_column(schema: T.StructType) -> T.StructField | None:
+    """The first column whose type (at any depth) Parquet cannot hold: a calendar interval."""
+
+    def unstorable(dtype: T.DataType) -> bool:
+        if isinstance(dtype, T.CalendarIntervalType):
+            return True
+        if isinstance(dtype, T.StructType):
+            return any(unstorable(f.dataType) for f in dtype.fields)
+        if isinstance(dtype, T.ArrayType):
+            return unstorable(dtype.elementType)
+        if isinstance(dtype, T.MapType):
+            return unstorable(dtype.keyType) or unstorable(dtype.valueType)
+        return False
+
+    return next((f for f in schema.fields if unstorable(f.dataType)), None)
 
 
 def evaluation_error(exc: BaseException) -> str:
@@ -62,11 +80,29 @@ class DataFrameSource(Source):
     ) -> Snapshot:
         assert pending.snapshot_id is not None
         sid = pending.snapshot_id
+        column = _unstorable_column(self.df.schema)
+        if column is not None:
+            raise InputRefused(
+                f"column {column.name} has type {column.dataType.simpleString()}, which a "
+                "snapshot cannot hold (Parquet has no calendar interval)",
+                table=self.table,
+                snapshot=sid,
+                hint=f"cast {column.name} in the DataFrame, e.g. to a string, or to a day-time "
+                "interval (make_dt_interval) when it has no months",
+            )
         try:
             copy = copies.write(self.df, sid)
         except DiffcdcError:
             raise
         except Exception as exc:
+            if "UNSUPPORTED_DATA_TYPE_FOR_DATASOURCE" in str(exc):  # a type Parquet cannot hold
+                raise InputRefused(
+                    f"the DataFrame has a column of a type a snapshot cannot hold: "
+                    f"{evaluation_error(exc)[:300]}",
+                    table=self.table,
+                    snapshot=sid,
+                    hint="cast the column in the DataFrame (e.g. to a string)",
+                ) from None
             raise SourceError(
                 f"the DataFrame could not be evaluated: {evaluation_error(exc)[:300]}",
                 table=self.table,
