@@ -225,3 +225,37 @@ def test_legacy_lock_file_on_a_mount_without_flock(tmp_path, monkeypatch):
         with pytest.raises(ConcurrentRunError, match="run r "):
             with TableState(str(tmp_path), "T").lock("r2"):
                 pass
+
+
+def test_a_run_frozen_past_its_lease_is_told_so_not_to_reload_the_table(spark, tmp_path,
+                                                                         monkeypatch):
+    """A run frozen (SIGSTOP, a stalled VM) past its lease finds the other run's landing file:
+    the error is the lost lease and that nothing more was published, not 'a file this engine
+    never wrote ... re-create the table' (a destructive hint for a lost lease)."""
+    import time
+
+    from diffcdc.sinks.openmirroring.sink import OpenMirroringSink
+    from diffcdc.state.lease import Lease as RunLease
+    from tests.helpers import Workspace
+
+    ws = Workspace(str(tmp_path))
+    ws.write("1.parquet", [{"id": 1, "v": "a"}])
+    ws.run(spark)
+    files = ws.data_files()
+    ws.write("2.parquet", [{"id": 1, "v": "b"}])
+    real = OpenMirroringSink.check
+
+    def frozen_then_check(self, history):
+        time.sleep(1.2)  # frozen past the lease: another run takes the table and publishes
+        RunLease(LocalStateStorage(os.path.join(ws.state, "T")), "T", "other", 60).acquire()
+        with open(os.path.join(ws.folder, "00000000000000000002.parquet"), "wb") as handle:
+            handle.write(b"the other run's file")
+        return real(self, history)
+
+    monkeypatch.setattr(RunLease, "start_heartbeat", lambda self: None)
+    monkeypatch.setattr(OpenMirroringSink, "check", frozen_then_check)
+    with pytest.raises(ConcurrentRunError, match="lost the table's lease") as lost:
+        ws.run(spark, lease_seconds=1)
+    assert "publishes nothing more" in str(lost.value) and "reload" not in str(lost.value)
+    assert TableState(ws.state, "T").head().version == 1
+    assert ws.data_files() == [*files, "00000000000000000002.parquet"]

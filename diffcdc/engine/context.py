@@ -18,6 +18,7 @@ from diffcdc.sources.base import Source
 from diffcdc.sources.copies import SnapshotCopies
 from diffcdc.sources.registry import build_source
 from diffcdc.state.commit import CommitRecord
+from diffcdc.state.records import sink_chain
 from diffcdc.state.store import Commit, TableState
 
 
@@ -68,7 +69,9 @@ class RunContext:
 
     def fail_sink(self, sink_id: str, error: DiffcdcError, when: str) -> None:
         """Record that ``sink_id`` failed (``when``: at which step); it is left alone for the
-        rest of the run and the run's error names it."""
+        rest of the run and the run's error names it. A run that has lost the table's lease
+        stops instead: what its sink found is most likely the other run's work."""
+        self.state.check_lease()
         error.table = error.table or self.table.name
         if not error.message.startswith(f"sink {sink_id}: "):
             error.message = f"sink {sink_id}: {error.message}"
@@ -80,23 +83,11 @@ class RunContext:
 
 
 def sink_history(commits: list[Commit], sink_id: str, upto: int | None = None) -> SinkHistory:
-    """A sink's manifests since it last started from nothing (oldest first).
-
-    Walking back from ``upto`` (default: the head), the history ends at the version that
-    re-created the table (included), or before a version the sink was not part of: a sink
-    missing from the newest version has no history and starts again from a full image.
-    """
-    out = []
-    for commit in reversed(commits):
-        if upto is not None and commit.version > upto:
-            continue
-        entry = commit.record.sinks.get(sink_id)
-        if entry is None:
-            break
-        out.append((commit.version, entry.manifest))
-        if commit.record.recreate is not None or entry.manifest.get("initial"):
-            break
-    return SinkHistory(tuple(reversed(out)))
+    """A sink's manifests since it last started from nothing (oldest first; see
+    :func:`~diffcdc.state.records.sink_chain`)."""
+    return SinkHistory(tuple(
+        (c.version, c.record.sinks[sink_id].manifest) for c in sink_chain(commits, sink_id, upto)
+    ))
 
 
 def staging_dir(state: TableState, record: CommitRecord, sink_id: str) -> str:

@@ -17,14 +17,14 @@ from typing import Any
 from diffcdc.engine.context import RunContext, sink_history, staging_dir
 from diffcdc.errors import DiffcdcError
 from diffcdc.faults import crash_point
+from diffcdc.state.records import sink_chain
 from diffcdc.state.store import Commit
 
 
 def sink_backlog(commits: list[Commit], sink_id: str) -> list[Commit]:
     """The versions of the sink's current history (since it last started from a full image)
     that it has not published yet, oldest first."""
-    versions = {v for v, _ in sink_history(commits, sink_id).manifests}
-    return [c for c in commits if c.version in versions and sink_id not in c.published_sinks]
+    return [c for c in sink_chain(commits, sink_id) if sink_id not in c.published_sinks]
 
 
 def publish_backlog(ctx: RunContext, skip: frozenset[str] = frozenset()) -> list[int]:
@@ -48,6 +48,7 @@ def publish_backlog(ctx: RunContext, skip: frozenset[str] = frozenset()) -> list
 def _publish(ctx: RunContext, commits: list[Commit], commit: Commit, sink_id: str) -> bool:
     """Publish one version to one sink and mark it; False (recorded) when the sink failed."""
     record = commit.record
+    ctx.state.check_lease()  # a run frozen past its lease publishes nothing more
     try:
         ctx.sinks[sink_id].publish(
             commit.version,

@@ -258,7 +258,8 @@ class Lease:
             self._lose("it expired before the heartbeat could renew it")
         if self._lost:
             raise ConcurrentRunError(
-                f"this run lost the table's lease ({self._lost}); it commits nothing",
+                f"this run lost the table's lease ({self._lost}); it commits and publishes "
+                "nothing more (another run may be working on the table)",
                 table=self.table, path=self.storage.describe(LEASE_PATH),
                 hint="run again; if heartbeats are late (a busy machine, a slow store), "
                 "raise lease_seconds in [diffcdc]",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from diffcdc import datafs
+from diffcdc.state.records import sink_chain
 from diffcdc.state.store import TableState
 
 
@@ -10,13 +11,17 @@ def prune_versions(state: TableState, keep_versions: int) -> list[str]:
     """Remove abandoned version folders and state versions beyond the retention.
 
     Only called while holding the lock, so an uncommitted folder is never one being
-    written. Staged landing files of published versions are removed too (they live in the
+    written. A version a sink still has to publish is kept whatever its age. Staged landing files of published versions are removed too (they live in the
     landing zone now).
     """
     removed = []
     commits = state.commits()
     committed = {c.record.version_dir: c for c in commits}
     keep = {c.record.version_dir for c in commits[-max(1, keep_versions):]}
+    # A sink that failed catches up later, in order: what it has yet to publish stays.
+    for sink_id in {s for c in commits for s in c.unpublished}:
+        keep.update(c.record.version_dir for c in sink_chain(commits, sink_id)
+                    if sink_id not in c.published_sinks)
     for name in datafs.listdir(state.versions_dir):
         rel = f"versions/{name}"
         commit = committed.get(rel)

@@ -56,6 +56,24 @@ class Commit:
         return not self.unpublished
 
 
+def sink_chain(commits: list[Commit], sink_id: str, upto: int | None = None) -> list[Commit]:
+    """The versions of a sink's current history, oldest first: walking back from ``upto``
+    (default: the head), up to the version where it last started from nothing (a re-created
+    table or a full image for it, included), or to a version it was not part of (excluded: a
+    sink missing from the newest version has no history and starts again from a full image)."""
+    out = []
+    for commit in reversed(commits):
+        if upto is not None and commit.version > upto:
+            continue
+        entry = commit.record.sinks.get(sink_id)
+        if entry is None:
+            break
+        out.append(commit)
+        if commit.record.recreate is not None or entry.manifest.get("initial"):
+            break
+    return out[::-1]
+
+
 class SinkMarks:
     """Facts a sink records once per version: ``log/<version>.<what>.<sink>.json``."""
 

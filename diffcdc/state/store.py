@@ -226,10 +226,15 @@ class TableState:
         datafs.makedirs(path, exist_ok=False)
         return path
 
+    def check_lease(self) -> None:
+        """Raise :class:`ConcurrentRunError` when this run has lost the table's lease (a run
+        frozen past its lease: another run may hold the table now)."""
+        if self._lease is not None:
+            self._lease.check()
+
     def claim(self, record: CommitRecord) -> None:
         """Commit ``record`` as version N+1 of the head it was computed from (CAS)."""
-        if self._lease is not None:
-            self._lease.check()  # a run that lost its lease commits nothing
+        self.check_lease()  # a run that lost its lease commits nothing
         version = record.version
         document = {**record.to_dict(), "format": STATE_FORMAT, "committed_at": now_iso()}
         try:
