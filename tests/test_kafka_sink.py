@@ -342,6 +342,33 @@ def test_config_refuses_secrets_and_managed_settings(monkeypatch):
     assert sink.clients.producer() is not None
 
 
+def test_a_producer_message_limit_below_the_sinks_is_refused_at_load(tmp_path, capsys):
+    from diffcdc.cli.main import main
+    from diffcdc.sinks.kafka.config import MESSAGE_HEADROOM
+
+    base = {"type": "kafka", "bootstrap_servers": "127.0.0.1:1", "topic": "t"}
+    for limit in (500_000, "500000", 900_000 + MESSAGE_HEADROOM - 1):
+        with pytest.raises(ValidationError, match=r"'message.max.bytes' = \d+ is below max_message_bytes = 900000"):
+            KafkaSinkConfig(**base, producer={"message.max.bytes": limit})
+    with pytest.raises(ValidationError, match="must be a number of bytes, not 'lots'"):
+        KafkaSinkConfig(**base, producer={"message.max.bytes": "lots"})
+    with pytest.raises(ValidationError, match="at least 20480") as info:
+        KafkaSinkConfig(**base, max_message_bytes=4096, producer={"message.max.bytes": 5000})
+    assert "lower max_message_bytes" not in str(info.value)  # 4096 is the least it takes
+    assert KafkaSinkConfig(**base, producer={"message.max.bytes": 900_000 + MESSAGE_HEADROOM})
+    assert KafkaSinkConfig(**base, max_message_bytes=400_000, producer={"message.max.bytes": 500_000})
+    # from a config file: exit 2, nothing run or written
+    path = tmp_path / "diffcdc.toml"
+    path.write_text("[diffcdc]\nstate = 'state'\n[tables.T]\nsource = 'src'\nkeys = ['id']\n"
+                    "sinks = [{type = 'kafka', bootstrap_servers = '127.0.0.1:1', topic = 't', "
+                    "max_message_bytes = 1000000, producer = {'message.max.bytes' = 1000000}}]\n")
+    assert main(["run", "--config", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"diffcdc: error: file {path}: table T, field sinks.0.kafka: ") and "\n" not in err
+    assert "raise message.max.bytes to at least 1016384 or lower max_message_bytes to at most 983616" in err
+    assert sorted(os.listdir(tmp_path)) == ["diffcdc.toml"]
+
+
 def test_standalone_refuses_updates_and_deletes_before_anything(spark, tmp_path):
     table = SinkTable("agreements", ("id",))
     config = KafkaSinkConfig(type="kafka", bootstrap_servers="127.0.0.1:1", topic="t", mode="standalone")

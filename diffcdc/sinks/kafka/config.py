@@ -29,6 +29,9 @@ _MANAGED = {
     "sasl.username": "sasl_username",
     "group.id": "(not used: the sink reads with assign())",
 }
+#: Bytes a message may take beyond its body (max_message_bytes): its key and headers (the
+#: table name, version, part, snapshot id, checksum ...) and the record's framing.
+MESSAGE_HEADROOM = 16_384
 #: Prefixes of producer settings that concern the connection: the sink's consumer and admin
 #: client get them too (a CA file, socket timeouts, ...).
 CONNECTION_PREFIXES = ("ssl.", "sasl.", "socket.", "client.", "broker.", "reconnect.", "connections.")
@@ -113,6 +116,30 @@ class KafkaSinkConfig(BaseModel):
             if key in _MANAGED:
                 raise ValueError(f"producer setting {key!r} is set by the sink: use {_MANAGED[key]}")
         return value
+
+    @model_validator(mode="after")
+    def _message_limit(self) -> KafkaSinkConfig:
+        """A producer ``message.max.bytes`` must take the largest message the sink stages (the
+        body and its key and headers), or every publish would fail after the commit."""
+        if "message.max.bytes" not in self.producer:
+            return self
+        given = self.producer["message.max.bytes"]
+        limit = int(given) if isinstance(given, (int, str)) and str(given).strip().isdigit() \
+            and not isinstance(given, bool) else None
+        if limit is None:
+            raise ValueError(f"producer setting 'message.max.bytes' must be a number of bytes, "
+                             f"not {given!r}")
+        needed = self.max_message_bytes + MESSAGE_HEADROOM
+        if limit < needed:
+            raise ValueError(
+                f"producer setting 'message.max.bytes' = {limit} is below max_message_bytes = "
+                f"{self.max_message_bytes} plus {MESSAGE_HEADROOM} bytes for a message's key and "
+                f"headers: every message up to max_message_bytes would be refused after the "
+                f"commit; raise message.max.bytes to at least {needed}"
+                + (f" or lower max_message_bytes to at most {limit - MESSAGE_HEADROOM}"
+                   if limit - MESSAGE_HEADROOM >= 4096 else "")
+            )
+        return self
 
     @model_validator(mode="after")
     def _sasl(self) -> KafkaSinkConfig:
