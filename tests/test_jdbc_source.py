@@ -25,7 +25,7 @@ from diffcdc.config import TableConfig
 from diffcdc.core.quality_config import QualityConfig
 from diffcdc.engine.run import run_table
 from diffcdc.engine.verify import verify_table
-from diffcdc.errors import DiffcdcError, SourceError, SourceUnavailable
+from diffcdc.errors import ConfigError, DiffcdcError, InputRefused, SourceError, SourceUnavailable
 from diffcdc.sources.jdbc_session import JdbcSession
 from diffcdc.state.store import TableState
 from tests.postgres_server import JDBC_JAR, finish
@@ -307,3 +307,302 @@ def test_partition_session_reads_the_snapshot_with_autocommit_on_or_off(spark, p
                 conn.close()
     finally:
         held.close()
+
+
+# --- Lossless types: every value arrives as the database's own text of it, or is refused ---
+
+WIDE = """
+DROP TABLE IF EXISTS wide;
+CREATE TABLE wide (id int PRIMARY KEY, n50 numeric(50,10), nu numeric, n12 numeric(12,3),
+                   neg numeric(5,-2), tiny numeric(3,5), arr numeric[]);
+INSERT INTO wide VALUES
+ (1, 1.5, 1e-24, 1.5, 12300, 0.00123, ARRAY[1.5, 1e-24]),
+ (2, 12345.6789012345, pi(), -0.001, -99900, -0.00999, ARRAY[NULL, -2]::numeric[]),
+ (3, -1e-10, 'NaN', NULL, NULL, NULL, NULL),
+ (4, 123456789012345678901234567890123456789.0123456789, 123456789012345678901234567890.123456, 0, 0, 0,
+  ARRAY[]::numeric[]),
+ (5, NULL, NULL, 999999999.999, 9999900, 0.00001, ARRAY[ARRAY[1, 2], ARRAY[3, 4]]);
+"""
+
+
+def _texts(pg: Any, table: str, columns: list[str], key: str = "id") -> dict[Any, dict[str, str | None]]:
+    """The database's own text of every value (NULL: None), by key."""
+    out: dict[Any, dict[str, str | None]] = {}
+    select = ", ".join(f"coalesce({c}::text, '<NULL>')" for c in [key, *columns])
+    for line in pg.sql(f"SELECT {select} FROM {table}").splitlines():
+        values = [None if v == "<NULL>" else v for v in line.split("|")]
+        out[values[0]] = dict(zip(columns, values[1:]))
+    return out
+
+
+def _refused_first_run(ws: Path, exc: DiffcdcError) -> str:
+    text = str(exc)
+    assert "\n" not in text and exc.exit_code == 3 and "table T" in text
+    assert not (ws / "state" / "T").exists() and not (ws / "landing").exists()
+    return text
+
+
+def test_wide_numeric_refused_by_default_naming_column_type_and_setting(spark, postgres, ws):
+    postgres.sql(WIDE)
+    with pytest.raises(InputRefused) as err:
+        _run(spark, ws, _table(ws, postgres, ["id"], table="wide"))
+    text = _refused_first_run(ws, err.value)
+    assert "column n50 has database type numeric(50,10)" in text
+    assert 'wide_numeric = "string" or "decimal"' in text and 'n50 = "string"' in text
+
+
+def test_wide_numeric_as_string_is_the_databases_text(spark, postgres, ws):
+    postgres.sql(WIDE)
+    table = _table(ws, postgres, ["id"], table="wide", wide_numeric="string")
+    (snap,) = _run(spark, ws, table).snapshots
+    copy = spark.read.parquet(_copy(ws, snap.snapshot_id))
+    types = dict(copy.dtypes)
+    assert (types["n50"], types["nu"], types["arr"]) == ("string", "string", "string")
+    # numeric(p,s) with p <= 38 is decimal(p,s) exactly; a negative scale or s > p too
+    assert (types["n12"], types["neg"], types["tiny"]) == ("decimal(12,3)", "decimal(7,0)", "decimal(5,5)")
+    columns = ["n50", "nu", "arr", "n12", "neg", "tiny"]
+    expected = _texts(postgres, "wide", columns)
+    got = {str(r["id"]): {c: None if r[c] is None else (r[c] if isinstance(r[c], str) else format(r[c], "f"))
+                          for c in columns} for r in copy.collect()}
+    assert got == expected
+    assert got["4"]["n50"] == "123456789012345678901234567890123456789.0123456789"
+    assert got["3"]["nu"] == "NaN" and got["1"]["nu"] == "0.000000000000000000000001"
+    for result in verify_table(spark, table, str(ws / "state"), _copy(ws, snap.snapshot_id)).values():
+        assert result.identical, result
+
+
+def test_wide_numeric_as_decimal_only_when_every_value_fits(spark, postgres, ws):
+    postgres.sql(WIDE)
+    # Rows 3 (NaN) and 4 (39 integer digits) cannot be decimal(38,s): the read fails at the
+    # first such value, in one line naming the column and the value; nothing is committed.
+    table = _table(ws, postgres, ["id"], table="wide", wide_numeric="decimal",
+                   column_types={"arr": "string"})
+    with pytest.raises(InputRefused) as err:
+        _run(spark, ws, table)
+    text = _refused_first_run(ws, err.value)
+    assert re.search(r"column (n50|nu) \(numeric(\(50,10\))?\) holds a value decimal\(38,(10|18)\) "
+                     r"cannot hold exactly: (NaN|0\.0{23}1|123456789012345678901234567890123456789\.0123456789);",
+                     text), text
+    assert 'column_types = { n50 = "string" }' in text or 'column_types = { nu = "string" }' in text
+    # 1e-24 has more decimals than decimal(38,18) holds: refused too, never rounded to 0.
+    postgres.sql("DELETE FROM wide WHERE id IN (3, 4)")
+    with pytest.raises(InputRefused, match=r"column nu \(numeric\) holds a value decimal\(38,18\) "
+                       r"cannot hold exactly: 0\.000000000000000000000001;"):
+        _run(spark, ws, table)
+    postgres.sql("UPDATE wide SET nu = 1e-18 WHERE id = 1")
+    (snap,) = _run(spark, ws, table).snapshots
+    copy = spark.read.parquet(_copy(ws, snap.snapshot_id))
+    assert dict(copy.dtypes)["n50"] == "decimal(38,10)" and dict(copy.dtypes)["nu"] == "decimal(38,18)"
+    got = {str(r["id"]): {c: None if r[c] is None else format(r[c].normalize(), "f") for c in ("n50", "nu")}
+           for r in copy.collect()}
+    expected = _texts(postgres, "wide", ["n50", "nu"])
+    assert got == {k: {c: v and format(decimal.Decimal(v).normalize(), "f") for c, v in row.items()}
+                   for k, row in expected.items()}
+    assert got["2"]["n50"] == "12345.6789012345" and got["1"]["nu"] == "0.000000000000000001"
+
+
+def test_column_types_decimal_checked_value_by_value(spark, postgres, ws):
+    postgres.sql(WIDE)
+    table = _table(ws, postgres, ["id"], query="SELECT id, nu FROM wide WHERE id IN (1, 2, 5)",
+                   column_types={"nu": "decimal(38,24)"})
+    (snap,) = _run(spark, ws, table).snapshots
+    copy = spark.read.parquet(_copy(ws, snap.snapshot_id))
+    assert dict(copy.dtypes)["nu"] == "decimal(38,24)"
+    got = {str(r["id"]): {"nu": None if r["nu"] is None else format(r["nu"].normalize(), "f")}
+           for r in copy.collect()}
+    assert got == {k: v for k, v in _texts(postgres, "wide", ["nu"]).items() if k in got}
+    postgres.sql("UPDATE wide SET nu = 1e-25 WHERE id = 5")  # 25 decimals: does not fit
+    with pytest.raises(InputRefused, match=r"column nu \(numeric\) holds a value decimal\(38,24\) "
+                       r"cannot hold exactly: 0\.0000000000000000000000001;") as err:
+        _run(spark, ws, table)
+    assert "\n" not in str(err.value)
+    assert [c.snapshot_id for c in TableState(str(ws / "state"), "T").commits()] == [snap.snapshot_id]
+    bad = _table(ws, postgres, ["id"], table="wide", column_types={"nope": "string"})
+    with pytest.raises(ConfigError, match="column_types names column nope, which the source does not have"):
+        _run(spark, ws, bad)
+
+
+KINDS = """
+DROP TABLE IF EXISTS kinds; DROP TYPE IF EXISTS mood;
+CREATE TYPE mood AS ENUM ('sad', 'ok', 'happy');
+CREATE TABLE kinds (id int PRIMARY KEY, m money, ts timestamp, tstz timestamptz, t time, tz timetz,
+  iv interval, ia int[], i2 int[][], ta text[], na numeric(10,2)[], ea mood[], tsa timestamp[],
+  j json, jb jsonb, b bytea, u uuid, e mood, bits bit(3), d date, c char(4));
+INSERT INTO kinds VALUES
+ (1, '1234.56', '2026-11-23 07:35:00.123456', '2026-11-23 07:35:00.123456+02', '23:59:59.999999',
+  '12:00:00.5+05:30', '1 year 2 mons 3 days 04:05:06.7', ARRAY[1, NULL], ARRAY[[1, 2], [3, 4]],
+  ARRAY['x', 'y,z', NULL, ''], ARRAY[1.5, -0.01], ARRAY['ok', 'sad']::mood[],
+  ARRAY['2026-01-01 00:00:00.000001'::timestamp, '0100-02-28 23:00'], '{"a": 1.50,  "b": [1, 2]}',
+  '{"a": 1.50,  "b": "ü"}', '\\x00ff10', 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', 'happy', B'101',
+  '0044-03-15 BC', 'ab'),
+ (2, '-0.01', '0001-01-01 00:00:00', '1969-12-31 23:59:59.999999+00', '24:00:00', '00:00:00-12',
+  '-1 days -00:00:00.000001', ARRAY[]::int[], NULL, NULL, NULL, ARRAY[]::mood[], NULL, 'null', '[]',
+  '\\x', '00000000-0000-0000-0000-000000000000', 'sad', B'000', '1582-10-04', ''),
+ (3, NULL, '1582-10-15 12:00:00', '12000-01-01 00:00:00+00', '00:00:00', NULL, NULL, NULL, NULL, NULL,
+  NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, '12000-01-01', NULL);
+"""
+
+
+def _pg_text(value: Any) -> str | None:
+    """A value Spark keeps native (the types of KINDS) as PostgreSQL prints it."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "t" if value else "f"
+    if isinstance(value, list):
+        return "{" + ",".join(_pg_element(v) for v in value) + "}"
+    if isinstance(value, (bytes, bytearray)):
+        return "\\x" + bytes(value).hex()
+    if isinstance(value, decimal.Decimal):
+        return format(value, "f")
+    return str(value)
+
+
+def _pg_element(value: Any) -> str:
+    if value is None:
+        return "NULL"
+    if isinstance(value, str) and (value == "" or any(ch in value for ch in ',{}" \\')):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return str(_pg_text(value))
+
+
+def _spark_day(pg_day: str, era: str) -> str:
+    """PostgreSQL's 'YYYY-MM-DD' + era as Spark prints a date (year 0 = 1 BC, +YYYYY)."""
+    year, rest = pg_day[: pg_day.index("-", 1)], pg_day[pg_day.index("-", 1):]
+    number = int(year) if era == "AD" else 1 - int(year)
+    text = ("-" if number < 0 else "") + str(abs(number)).zfill(4)
+    return ("+" + text if number > 9999 else text) + rest
+
+
+def test_postgres_types_arrive_as_the_databases_text(spark, postgres, ws):
+    """Each column of KINDS, read and committed, against the database's own text of each value."""
+    postgres.sql(KINDS)
+    table = _table(ws, postgres, ["id"], table="kinds")
+    (snap,) = _run(spark, ws, table).snapshots
+    path = _copy(ws, snap.snapshot_id)
+    copy = spark.read.parquet(path)
+    types = dict(copy.dtypes)
+    as_text = ("m", "t", "tz", "iv", "bits")  # Spark's own mapping changes these: their text
+    assert {c: types[c] for c in as_text} == dict.fromkeys(as_text, "string")
+    assert (types["ts"], types["tstz"], types["d"], types["na"], types["i2"]) == (
+        "timestamp", "timestamp", "date", "array<decimal(10,2)>", "array<array<int>>")
+    # Dates and timestamps as text in Spark (UTC session) and in PostgreSQL (in UTC): the
+    # calendar too (a BC date, year 12000, the first day after the Julian-Gregorian switch).
+    us = "yyyy-MM-dd HH:mm:ss.SSSSSS"
+    moments = {str(r["id"]): tuple(r)[1:] for r in copy.selectExpr(
+        "id", f"date_format(ts, '{us}')", f"date_format(tstz, '{us}')", "cast(d as string)",
+        f"array_join(transform(tsa, x -> date_format(x, '{us}')), ',')",
+    ).collect()}
+    pg_us = "'YYYY-MM-DD HH24:MI:SS.US'"
+    for key, want in _texts(postgres, "kinds", [
+        f"to_char(ts, {pg_us})", f"to_char(tstz AT TIME ZONE 'UTC', {pg_us})", "to_char(d, 'YYYY-MM-DD')",
+        "to_char(d, 'BC')",
+        f"CASE WHEN tsa IS NOT NULL THEN array_to_string(array(SELECT to_char(x, {pg_us}) FROM unnest(tsa) x), ',') END",
+    ]).items():
+        ts, tstz, day, era, tsa = want.values()
+        spark_ts, spark_tstz, spark_day, spark_tsa = moments[key]
+        spark_tstz = spark_tstz and spark_tstz.lstrip("+")  # Spark writes year 12000 as +12000
+        assert (spark_ts, spark_tstz, spark_day, spark_tsa) == (
+            ts, tstz, day and _spark_day(day, str(era)), tsa), key
+    columns = ["m", "t", "tz", "iv", "ia", "i2", "ta", "na", "ea", "j", "jb", "b", "u", "e", "bits"]
+    rows = copy.select("id", "c", *columns).collect()  # Python has no BC dates: not collected
+    got = {str(r["id"]): {c: r[c] if isinstance(r[c], str) else _pg_text(r[c]) for c in columns}
+           for r in rows}
+    assert got == _texts(postgres, "kinds", columns)
+    assert {r["id"]: r["c"] for r in rows} == {1: "ab  ", 2: "    ", 3: None}  # char(4) keeps its padding
+    # The landing zone replays what was committed. `diffcdc verify` compares in Python, whose
+    # datetime ends at year 9999 and cannot take 0001-01-01 00:00: the dates and timestamps of
+    # year 1, 44 BC and 12000 stay out of this check (test_types_round_trip_and_replay replays
+    # ordinary ones).
+    other = ws / "replay"
+    rest = ", ".join(c for c in ["id", *columns, "c", "tsa"])
+    replayed = _table(other, postgres, ["id"], query=f"SELECT {rest} FROM kinds")
+    (snap2,) = _run(spark, other, replayed).snapshots
+    for result in verify_table(spark, replayed, str(other / "state"), _copy(other, snap2.snapshot_id)).values():
+        assert result.identical, result
+
+
+@pytest.mark.parametrize(("column", "value", "shown"), [
+    ("timestamp", "'infinity'", "infinity"),
+    ("timestamptz", "'-infinity'", "-infinity"),
+    ("date", "'infinity'", "infinity"),
+    ("date", "'1582-10-10'", "1582-10-10"),  # in the Julian-Gregorian gap: read as 10-20
+    ("timestamptz", "'294270-01-01 00:00+00'", "294270-01-01 00:00:00+00"),  # past Spark's range
+    ("timestamp[]", "ARRAY['2020-01-01', 'infinity']::timestamp[]", "infinity"),
+    ("numeric(10,2)", "'NaN'", "NaN"),
+])
+def test_values_spark_would_change_are_refused_or_read_as_text(spark, postgres, ws, column, value, shown):
+    """Spark reads 'infinity' as 9999-12-31 23:59:59.999, a gap day ten days later: refused,
+    one line naming the column and the value; ``column_types = {v = "string"}`` reads the text."""
+    postgres.sql(f"DROP TABLE IF EXISTS inf; CREATE TABLE inf (id int PRIMARY KEY, v {column});"
+                 f"INSERT INTO inf VALUES (1, NULL), (2, {value})")
+    with pytest.raises(InputRefused) as err:
+        _run(spark, ws, _table(ws, postgres, ["id"], table="inf"))
+    text = _refused_first_run(ws, err.value)
+    assert f"column v ({column}) holds a value" in text and f"cannot hold exactly: {shown};" in text
+    table = _table(ws, postgres, ["id"], table="inf", column_types={"v": "string"})
+    (snap,) = _run(spark, ws, table).snapshots
+    rows = {r["id"]: r["v"] for r in spark.read.parquet(_copy(ws, snap.snapshot_id)).collect()}
+    assert rows == {1: None, 2: postgres.sql("SELECT v::text FROM inf WHERE id = 2")}
+
+
+def test_drop_table_during_partitioned_read_fails_in_bounded_time(spark, postgres, ws, monkeypatch):
+    """A DROP TABLE queued behind the read's held snapshot blocks every partition's query (they
+    queue behind the DROP): without a lock time-out the run and the DROP wait for ever. With
+    one, the run fails in one line, nothing is committed, and the DROP proceeds."""
+    from diffcdc.sources.jdbc import JdbcSource
+
+    postgres.sql("DROP TABLE IF EXISTS dropped; CREATE TABLE dropped (id int PRIMARY KEY, v text);"
+                 "INSERT INTO dropped SELECT g, 'x' FROM generate_series(1, 5000) g")
+    planned = JdbcSource._plan
+    dropping: list[subprocess.Popen[str]] = []
+
+    def plan_then_drop(self: JdbcSource, session: JdbcSession):
+        plan = planned(self, session)  # the held transaction has read the table: it holds a lock
+        dropping.append(postgres.popen_sql("DROP TABLE dropped;"))
+        deadline = time.monotonic() + 30
+        while postgres.sql("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                           "AND query LIKE 'DROP TABLE dropped%'") != "1":
+            assert time.monotonic() < deadline, "the DROP never waited for the read's lock"
+            time.sleep(0.1)
+        return plan
+
+    monkeypatch.setattr(JdbcSource, "_plan", plan_then_drop)
+    table = _table(ws, postgres, ["id"], table="dropped", partition_column="id", num_partitions=3,
+                   lock_timeout=2)
+    started = time.monotonic()
+    try:
+        with pytest.raises(SourceUnavailable, match=r"not granted within lock_timeout = 2 s") as err:
+            _run(spark, ws, table)
+        failed_after = time.monotonic() - started
+    finally:
+        errors = [finish(proc, timeout=60) for proc in dropping]
+    assert failed_after < 60 and errors == [""]
+    _assert_refused_cleanly(ws, err.value, postgres.password)
+    assert postgres.sql("SELECT to_regclass('dropped') IS NULL") == "t"  # the DROP went through
+
+
+def test_statement_timeout_fails_a_long_query_in_one_line(spark, postgres, ws):
+    postgres.sql("DROP TABLE IF EXISTS slow; CREATE TABLE slow (id int PRIMARY KEY); INSERT INTO slow VALUES (1)")
+    table = _table(ws, postgres, ["id"], query="SELECT id FROM slow, pg_sleep(5)", statement_timeout=1)
+    started = time.monotonic()
+    with pytest.raises(SourceError, match=r"ran longer than statement_timeout = 1 s") as err:
+        _run(spark, ws, table)
+    assert time.monotonic() - started < 5
+    _assert_refused_cleanly(ws, err.value, postgres.password)
+
+
+def test_cli_missing_password_variable_is_found_before_spark_starts(postgres, ws):
+    config = ws / "diffcdc.toml"
+    config.write_text(
+        '[diffcdc]\nstate = "state"\nlanding = "landing"\n'
+        f'[tables.C.source]\ntype = "jdbc"\nurl = "{postgres.jdbc_url}"\ntable = "c"\n'
+        f'user = "{postgres.user}"\npassword_env = "DIFFCDC_TEST_NOT_SET"\n[tables.C]\nkeys = ["id"]\n'
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST") and k != "DIFFCDC_TEST_NOT_SET"}
+    done = subprocess.run([sys.executable, "-m", "diffcdc.cli", "run", "--config", str(config)],
+                          env=env, capture_output=True, text=True, timeout=120, cwd=ws)
+    assert done.returncode == 2, done.stdout + done.stderr
+    (line,) = [x for x in (done.stdout + done.stderr).splitlines() if "DIFFCDC_TEST_NOT_SET" in x]
+    assert "table C" in line and "environment variable DIFFCDC_TEST_NOT_SET (password_env) is not set" in line
+    assert not (ws / "state" / "_logs").exists()  # no run log: Spark never started

@@ -12,6 +12,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from diffcdc.errors import ConfigError
+
 #: Connection settings that carry a secret: never on a URL (it is recorded and printed).
 _SECRET_ON_URL = re.compile(r"[?&;:](password|pwd|passwd|secret|token|sslpassword)=", re.I)
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -19,6 +21,8 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 CONSISTENT_PARTITIONS = ("postgresql",)
 #: Driver class per JDBC subprotocol, when ``driver`` is not given.
 DEFAULT_DRIVERS = {"postgresql": "org.postgresql.Driver"}
+#: ``column_types`` values: the database's text of each value, or a decimal checked value by value.
+_COLUMN_TYPE = re.compile(r"^(string|decimal\(\s*(\d{1,2})\s*,\s*(\d{1,2})\s*\))$", re.I)
 #: Driver jar per JDBC subprotocol, when ``driver_jar`` is not given (Debian's packages).
 DEFAULT_JARS = {"postgresql": "/usr/share/java/postgresql.jar"}
 
@@ -60,6 +64,28 @@ class JdbcSourceConfig(BaseModel):
         description="A query returning one value used as the snapshot id (e.g. a batch number); "
         "default: the read's start time in UTC.",
     )
+    wide_numeric: Literal["refuse", "string", "decimal"] = Field(
+        default="refuse",
+        description="Numeric columns wider than Spark's decimal(38) (`numeric(50,10)`, an "
+        "unconstrained `numeric`): `refuse` the table (default), read each value's exact "
+        "`string`, or a `decimal` — decimal(38,s), unconstrained decimal(38,18) — checked value "
+        "by value (a value that does not fit fails the read).",
+    )
+    column_types: dict[str, str] = Field(
+        default_factory=dict,
+        description="Per column, the type to read it as: `\"string\"` (the database's text of each "
+        "value) or `\"decimal(P,S)\"` (P <= 38; a value that does not fit fails the read). "
+        "Overrides wide_numeric and the built-in mapping.",
+    )
+    lock_timeout: float = Field(
+        default=60, ge=0,
+        description="Seconds a read waits for a table lock (e.g. behind a DROP or ALTER) before it "
+        "fails; 0 = wait for ever (PostgreSQL).",
+    )
+    statement_timeout: float = Field(
+        default=86_400, ge=0,
+        description="Seconds one query of the read may run before it fails; 0 = no limit.",
+    )
 
     @field_validator("url")
     @classmethod
@@ -80,6 +106,24 @@ class JdbcSourceConfig(BaseModel):
             raise ValueError(  # the value is not echoed: it may be the password itself
                 "is not an environment variable name (give the variable's name, not the password)"
             )
+        return value
+
+    @field_validator("column_types")
+    @classmethod
+    def _column_types(cls, value: dict[str, str]) -> dict[str, str]:
+        for column, kind in value.items():
+            found = _COLUMN_TYPE.match(kind.strip())
+            if not found:
+                raise ValueError(
+                    f"column {column}: {kind!r} is not a type diffcdc reads a column as; use "
+                    '"string" or "decimal(P,S)"'
+                )
+            if found.group(2) is not None:
+                precision, scale = int(found.group(2)), int(found.group(3))
+                if not 1 <= precision <= 38 or scale > precision:
+                    raise ValueError(
+                        f"column {column}: {kind} is not a Spark decimal (1 <= P <= 38, 0 <= S <= P)"
+                    )
         return value
 
     @model_validator(mode="after")
@@ -114,6 +158,20 @@ class JdbcSourceConfig(BaseModel):
         default = DEFAULT_JARS.get(self.subprotocol)
         return default if default and os.path.exists(default) else None
 
+    def password(self, table: str) -> str | None:
+        """The password from the variable ``password_env`` names (None: no password_env)."""
+        env = self.password_env
+        if env is None:
+            return None
+        value = os.environ.get(env)
+        if value is None:
+            raise ConfigError(
+                f"environment variable {env} (password_env) is not set",
+                table=table,
+                hint=f"export {env} with the database password before the run",
+            )
+        return value
+
     def describe(self) -> str:
         """Where the rows come from, without any secret (recorded as the snapshot's path)."""
         what = f"table {self.table}" if self.table else "query"
@@ -127,6 +185,14 @@ class DataFrameSourceConfig(BaseModel):
 
     type: Literal["dataframe"] = Field(description="Source type.")
     description: str = Field(default="a Spark DataFrame", description="Recorded as the snapshot's path.")
+
+
+def check_passwords(tables: list[object]) -> None:
+    """Every JDBC source's password variable is set (before Spark starts; exit 2 if not)."""
+    for table in tables:
+        source = getattr(table, "source", None)
+        if isinstance(source, JdbcSourceConfig):
+            source.password(str(getattr(table, "name", "")))
 
 
 def jdbc_jars(sources: list[object]) -> list[str]:

@@ -9,7 +9,14 @@ Order of one read (PostgreSQL):
 3. every partition's session (Spark's ``sessionInitStatement``) imports it with ``SET
    TRANSACTION SNAPSHOT '<id>'`` inside a REPEATABLE READ transaction that stays open for the
    partition's query whether or not Spark turned autocommit off (:func:`session_init`);
-4. the rows are written once to a Parquet copy under the table's state; the transaction ends.
+4. before any row is read, the columns' types decide how each is read so that no value
+   changes, or refuse the table (:mod:`diffcdc.sources.jdbc_types`);
+5. the rows are written once to a Parquet copy under the table's state; the transaction ends.
+
+Every connection of the read has PostgreSQL's ``lock_timeout`` and ``statement_timeout`` set
+(the source's settings): a read blocked behind DDL fails in one line and releases its locks
+instead of waiting for ever (a DROP TABLE queued behind the held snapshot would otherwise
+block every partition's query while it waits for the read).
 
 Other databases read with one partition (a config asking for more is refused): one query sees
 one consistent state in any database with statement-level read consistency.
@@ -18,7 +25,6 @@ one consistent state in any database with statement-level read consistency.
 from __future__ import annotations
 
 import datetime as dt
-import os
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal, InvalidOperation
 
 from pyspark.sql import SparkSession
@@ -27,7 +33,8 @@ from diffcdc.errors import ConfigError, DiffcdcError
 from diffcdc.sources.base import PendingSnapshot, Snapshot, Source, check_order
 from diffcdc.sources.config import JdbcSourceConfig
 from diffcdc.sources.copies import SnapshotCopies
-from diffcdc.sources.jdbc_session import JdbcSession, jdbc_error
+from diffcdc.sources.jdbc_session import JdbcSession, connection_properties, jdbc_error
+from diffcdc.sources.jdbc_types import ReadPlan, plan_read
 from diffcdc.state.store import Commit
 
 _IN_SNAPSHOT_CHECK = (
@@ -77,7 +84,7 @@ class JdbcSource(Source):
         self, spark: SparkSession, pending: PendingSnapshot, copies: SnapshotCopies,
         after: str | None,
     ) -> Snapshot | None:
-        password = self._password()
+        password = self.cfg.password(self.table)
         started = snapshot_id_now()
         try:
             session = JdbcSession(spark, self.cfg, password)
@@ -91,7 +98,8 @@ class JdbcSource(Source):
                 sid = self._snapshot_id(session) or started
                 if not check_order(sid, after, self.table, self.describe()):
                     return None
-                options = self._options(session, password, snapshot)
+                plan = self._plan(session)
+                options = self._options(session, password, snapshot, plan)
             except DiffcdcError:
                 raise
             except Exception as exc:
@@ -108,18 +116,14 @@ class JdbcSource(Source):
             session.close()
         return Snapshot(sid, self.describe(), spark.read.parquet(copy))
 
-    def _password(self) -> str | None:
-        env = self.cfg.password_env
-        if env is None:
-            return None
-        value = os.environ.get(env)
-        if value is None:
-            raise ConfigError(
-                f"environment variable {env} (password_env) is not set",
-                table=self.table,
-                hint=f"export {env} with the database password before the run",
-            )
-        return value
+    def _plan(self, session: JdbcSession) -> ReadPlan:
+        """How each column is read (from the relation's metadata: no row read yet)."""
+        columns = session.columns(self._relation())
+        return plan_read(
+            columns, relation=self._relation(), postgres=session.postgres,
+            wide_numeric=self.cfg.wide_numeric, column_types=self.cfg.column_types,
+            table=self.table, enums=session.enum_arrays() if session.postgres else frozenset(),
+        )
 
     def _snapshot_id(self, session: JdbcSession) -> str | None:
         if self.cfg.snapshot_id_query is None:
@@ -138,10 +142,15 @@ class JdbcSource(Source):
         return self.cfg.table if self.cfg.table else f"({self.cfg.query}) diffcdc_source"
 
     def _options(
-        self, session: JdbcSession, password: str | None, snapshot: str | None
+        self, session: JdbcSession, password: str | None, snapshot: str | None, plan: ReadPlan
     ) -> dict[str, str]:
         cfg = self.cfg
-        options = {"url": cfg.url, "dbtable": self._relation(), "fetchsize": str(cfg.fetch_size)}
+        options = {"url": cfg.url, "dbtable": plan.relation, "fetchsize": str(cfg.fetch_size),
+                   **connection_properties(cfg)}
+        if plan.custom_schema:
+            options["customSchema"] = plan.custom_schema
+        if not session.postgres and cfg.statement_timeout:  # PostgreSQL: statement_timeout
+            options["queryTimeout"] = str(max(1, int(cfg.statement_timeout)))
         if cfg.driver_class:
             options["driver"] = cfg.driver_class
         if cfg.user is not None:

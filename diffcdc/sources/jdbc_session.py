@@ -8,13 +8,15 @@ exported snapshot stays importable only while this transaction is open.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from py4j.java_gateway import JavaClass
 from pyspark.sql import SparkSession
 
-from diffcdc.errors import DiffcdcError, SourceError, SourceUnavailable
+from diffcdc.errors import DiffcdcError, InputRefused, SourceError, SourceUnavailable
 from diffcdc.sources.config import JdbcSourceConfig
+from diffcdc.sources.jdbc_types import Column, refusal_in
 
 _REPEATABLE_READ = 4  # java.sql.Connection.TRANSACTION_REPEATABLE_READ
 
@@ -43,6 +45,8 @@ class JdbcSession:
                 "Spark session cannot load jars, so start it with spark.jars set to the jar",
             )
         props = jvm.java.util.Properties()
+        for key, value in connection_properties(cfg).items():
+            props.setProperty(key, value)
         if cfg.user is not None:
             props.setProperty("user", cfg.user)
         if password is not None:
@@ -70,6 +74,32 @@ class JdbcSession:
         finally:
             stmt.close()
 
+    def columns(self, relation: str) -> list[Column]:
+        """The relation's columns as the driver describes them (no row is read)."""
+        stmt = self.conn.createStatement()
+        try:
+            meta = stmt.executeQuery(f"SELECT * FROM {relation} WHERE 1=0").getMetaData()
+            return [
+                Column(str(meta.getColumnLabel(i)), int(meta.getColumnType(i)),
+                       str(meta.getColumnTypeName(i)), int(meta.getPrecision(i)),
+                       int(meta.getScale(i)))
+                for i in range(1, meta.getColumnCount() + 1)
+            ]
+        finally:
+            stmt.close()
+
+    def enum_arrays(self) -> frozenset[str]:
+        """PostgreSQL: the names of the enum types' arrays (``_mood``); Spark reads them exactly."""
+        stmt = self.conn.createStatement()
+        try:
+            rs = stmt.executeQuery("SELECT typname FROM pg_type WHERE typtype = 'e'")
+            names = set()
+            while rs.next():
+                names.add("_" + str(rs.getString(1)))
+            return frozenset(names)
+        finally:
+            stmt.close()
+
     def export_snapshot(self) -> str:
         """Export this transaction's snapshot (PostgreSQL); its id for ``SET TRANSACTION SNAPSHOT``."""
         (snapshot,), _ = self.values("SELECT pg_export_snapshot()")
@@ -82,6 +112,15 @@ class JdbcSession:
             self.conn.close()
         except Exception:  # noqa: BLE001 - the read is over; a dead connection is fine here
             pass
+
+
+def connection_properties(cfg: JdbcSourceConfig) -> dict[str, str]:
+    """Driver properties of every connection of a read: PostgreSQL's lock and statement
+    time-outs (``options=-c ...``, so also Spark's own schema query has them)."""
+    if cfg.subprotocol != "postgresql":
+        return {}
+    lock, statement = (int(round(s * 1000)) for s in (cfg.lock_timeout, cfg.statement_timeout))
+    return {"options": f"-c lock_timeout={lock} -c statement_timeout={statement}"}
 
 
 #: java.sql.Types codes read as exact numbers.
@@ -101,6 +140,30 @@ def jdbc_error(exc: BaseException, cfg: JdbcSourceConfig, password: str | None) 
     if password:
         text = text.replace(password, "***")
     where = cfg.describe()
+    refused = refusal_in(text)
+    if refused is not None:
+        named = re.match(r"column (.+?) \(", refused)
+        column = named.group(1) if named else "COLUMN"
+        return InputRefused(
+            f"{refused}; nothing was committed", path=where,
+            hint=f'read the column as text with column_types = {{ {column} = "string" }} in the '
+            "table's source, or as a decimal that holds it (docs/sources.md)",
+        )
+    if sql_state == "55P03":
+        return SourceUnavailable(
+            f"a lock on the source was not granted within lock_timeout = {cfg.lock_timeout:g} s "
+            "(another session holds or waits for a conflicting lock, e.g. a DROP or ALTER TABLE); "
+            "the read gave up and released its own locks",
+            path=where,
+            hint="run again once that statement is done, or raise lock_timeout in the table's source",
+        )
+    if sql_state == "57014" and "statement timeout" in text:
+        return SourceError(
+            f"a query of the read ran longer than statement_timeout = {cfg.statement_timeout:g} s",
+            path=where,
+            hint="raise statement_timeout in the table's source (0 = no limit), or read with more "
+            "partitions",
+        )
     if sql_state.startswith("28"):
         return SourceError(
             f"database refused the login: {text}", path=where,
@@ -142,4 +205,5 @@ def _sql_cause(exc: BaseException) -> tuple[str, str]:
 
 def _first_line(text: str) -> str:
     text = text.strip()
-    return (text.splitlines()[0] if text else "unknown error")[:300]
+    line = text.splitlines()[0] if text else "unknown error"
+    return line if refusal_in(line) else line[:300]

@@ -1,0 +1,328 @@
+"""How each database column is read so that no value changes (pure: no IO, no Spark).
+
+Spark's JDBC reader maps types on its own, and some mappings change values without an error:
+PostgreSQL ``numeric(50,10)`` becomes decimal(38,0) (1.5 → 2), an unconstrained ``numeric``
+decimal(38,18) (1e-24 → 0), ``time`` a timestamp on 1970-01-01 cut to milliseconds,
+``'infinity'`` the timestamp 9999-12-31 23:59:59.999, a date in the ten days the Julian
+calendar skipped (1582-10-05 to 14) a date ten days later. :func:`plan_read` looks at the
+columns (their JDBC metadata, read before any row) and decides per column:
+
+* read as it is: Spark's own mapping keeps every value (integers, text, bytea, uuid, json, ...);
+* read as the database's text of each value (``::text``): money, time, timetz, interval,
+  bit(n), or any column ``column_types`` maps to ``"string"``;
+* read as a decimal whose range is checked value by value *in the read's own query*: every
+  ``numeric`` (a value that does not fit — NaN, Infinity, more digits — fails the read);
+* read as it is with each value checked: dates and timestamps (infinity, the calendar gap, past
+  Spark's last timestamp) and arrays of them;
+* refused before anything is read (:class:`~diffcdc.errors.InputRefused`): a numeric wider than
+  Spark's decimal(38) with no mapping chosen (``wide_numeric``, ``column_types``), an array
+  type Spark cannot read exactly.
+
+A value check fails the database query with a text marked :data:`MARK` (PostgreSQL evaluates
+``'<message>'::int`` only for a row that fails the check); :func:`refusal_in` finds it in the
+error again. The checks are PostgreSQL SQL; other databases get the width check and ``string``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from diffcdc.errors import ConfigError, InputRefused
+
+#: Marks the text of a value check's failure inside a database error message.
+MARK = "diffcdc-refused"
+_REFUSAL = re.compile(re.escape(MARK) + r": (.*?) :" + re.escape(MARK))
+MAX_PRECISION = 38
+#: java.sql.Types codes.
+_NUMERIC_TYPES = {2, 3}  # NUMERIC, DECIMAL
+_ARRAY = 2003
+#: PostgreSQL types whose every value Spark's reader keeps (scalars and array elements).
+_EXACT = {
+    "int2", "int4", "int8", "float4", "float8", "bool", "text", "varchar", "bpchar", "name",
+    "uuid", "json", "jsonb", "bytea", "oid", "xml", "char", "citext",
+}
+#: PostgreSQL types read as their text: Spark's own mapping changes them or cannot read them.
+_AS_TEXT = {"money", "time", "timetz", "interval", "varbit"}
+#: Spark's timestamps end in year 294247 (a long of microseconds); PostgreSQL's in 294276.
+_LAST_TIMESTAMP = "294247-01-01"
+#: Dates and times Java's Julian-Gregorian calendar (through which the driver hands them
+#: over) shifts by ten days; for timestamptz a day wider each side (any session time zone).
+_GAP = {
+    "date": ("1582-10-05", "1582-10-15"),
+    "timestamp": ("1582-10-05", "1582-10-15"),
+    "timestamptz": ("1582-10-04", "1582-10-16"),
+}
+WIDE_HINT = 'wide_numeric = "string" or "decimal"'
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of the relation as the JDBC driver describes it (ResultSetMetaData)."""
+
+    name: str
+    jdbc_type: int
+    type_name: str  #: the database's name; PostgreSQL arrays: ``_numeric`` for numeric[]
+    precision: int
+    scale: int
+
+
+@dataclass(frozen=True)
+class ReadPlan:
+    """How the relation is read: a wrapping query (None: the relation as it is) and/or a
+    Spark ``customSchema``."""
+
+    relation: str
+    custom_schema: str | None = None
+
+
+@dataclass(frozen=True)
+class _Numeric:
+    precision: int  #: 0: unconstrained
+    scale: int
+
+    @property
+    def text(self) -> str:
+        return f"numeric({self.precision},{self.scale})" if self.precision else "numeric"
+
+    def exact_decimal(self) -> tuple[int, int] | None:
+        """The Spark decimal that holds every value of this type, if there is one."""
+        if not self.precision:
+            return None
+        if self.scale < 0:  # numeric(5,-2): integers rounded to hundreds, up to 7 digits
+            precision, scale = self.precision - self.scale, 0
+        else:  # numeric(3,5): 0.00123 — five digits after the point
+            precision, scale = max(self.precision, self.scale), self.scale
+        return (precision, scale) if precision <= MAX_PRECISION else None
+
+
+def numeric_of(column: Column) -> _Numeric:
+    """Precision and scale of a (PostgreSQL) numeric column; its negative scale decoded.
+
+    PostgreSQL's driver reports the scale as the typmod's 11 bits, so numeric(5,-2) comes as
+    scale 2046."""
+    scale = column.scale - 2048 if column.scale > 1000 else column.scale
+    return _Numeric(column.precision, scale)
+
+
+def db_type(column: Column) -> str:
+    """The column's type as the database would print it (for messages)."""
+    name = column.type_name
+    array = column.jdbc_type == _ARRAY and name.startswith("_")
+    base = name[1:] if array else name
+    if base == "numeric":
+        base = numeric_of(column).text
+    return base + ("[]" if array else "")
+
+
+def quote(name: str) -> str:
+    """A PostgreSQL identifier."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _parse_decimal(kind: str) -> tuple[int, int] | None:
+    found = re.fullmatch(r"decimal\(\s*(\d+)\s*,\s*(\d+)\s*\)", kind.strip(), re.I)
+    return (int(found.group(1)), int(found.group(2))) if found else None
+
+
+def refusal_in(text: str) -> str | None:
+    """The value check's message inside a database error text, if it is one."""
+    found = _REFUSAL.search(text)
+    return found.group(1) if found else None
+
+
+def plan_read(
+    columns: list[Column], *, relation: str, postgres: bool, wide_numeric: str,
+    column_types: Mapping[str, str], table: str, enums: frozenset[str] = frozenset(),
+) -> ReadPlan:
+    """How to read ``relation`` so that every value arrives unchanged (see the module doc).
+
+    Raises :class:`InputRefused` (exit 3) for a column no mapping reads exactly, and
+    :class:`ConfigError` for a ``column_types`` entry that names no column of the relation.
+    """
+    names = [c.name for c in columns]
+    unknown = [n for n in column_types if n not in names]
+    if unknown:
+        raise ConfigError(
+            f"column_types names column {unknown[0]}, which the source does not have",
+            table=table,
+            hint="its columns: " + ", ".join(names),
+        )
+    if postgres:
+        return _plan_postgres(columns, relation, wide_numeric, column_types, table, enums)
+    return _plan_other(columns, relation, wide_numeric, column_types, table)
+
+
+def _refuse(column: Column, table: str, why: str, hint: str) -> InputRefused:
+    return InputRefused(
+        f"column {column.name} has database type {db_type(column)}, {why}; nothing was read",
+        table=table,
+        hint=hint,
+    )
+
+
+def _string_hint(column: Column) -> str:
+    return (f'read it as text with column_types = {{ {column.name} = "string" }} in the table\'s '
+            "source (docs/sources.md)")
+
+
+def _wide_hint(column: Column) -> str:
+    return (f"choose a mapping in the table's source: {WIDE_HINT}, or column_types = "
+            f'{{ {column.name} = "string" }} (docs/sources.md)')
+
+
+class _Select:
+    """The wrapping query being built: one expression per column and the value checks."""
+
+    def __init__(self) -> None:
+        self.items: list[str] = []
+        self.checks: list[tuple[str, str]] = []  #: (condition that holds, failure message)
+        self.changed = False
+
+    def keep(self, column: Column) -> None:
+        self.items.append(quote(column.name))
+
+    def put(self, column: Column, expr: str) -> None:
+        self.items.append(f"{expr} AS {quote(column.name)}")
+        self.changed = True
+
+    def check(self, condition: str, column: Column, value: str, target: str) -> None:
+        message = (f"{MARK}: column {column.name} ({db_type(column)}) holds a value {target} "
+                   f"cannot hold exactly: ")
+        shown = f"left(({value})::text, 60)"
+        self.checks.append((condition, f"({_literal(message)} || {shown} || ' :{MARK}')"))
+        self.changed = True
+
+    def query(self, relation: str) -> str:
+        sql = f"SELECT {', '.join(self.items)} FROM {relation}"
+        if self.checks:
+            # Evaluated for every row before its values are cast: a value that does not pass
+            # fails the query ('<message>'::int), naming the column and the value.
+            cases = " ".join(f"WHEN NOT ({cond}) THEN {fail}::int::text::boolean"
+                             for cond, fail in self.checks)
+            sql += f" WHERE CASE {cases} ELSE true END"
+        return f"({sql}) diffcdc_read"
+
+
+def _plan_postgres(
+    columns: list[Column], relation: str, wide_numeric: str, column_types: Mapping[str, str],
+    table: str, enums: frozenset[str],
+) -> ReadPlan:
+    select = _Select()
+    for column in columns:
+        _postgres_column(select, column, wide_numeric, column_types.get(column.name), table, enums)
+    return ReadPlan(select.query(relation) if select.changed else relation)
+
+
+def _postgres_column(
+    select: _Select, column: Column, wide_numeric: str, wanted: str | None, table: str,
+    enums: frozenset[str],
+) -> None:
+    col = quote(column.name)
+    name = column.type_name
+    array = column.jdbc_type == _ARRAY and name.startswith("_")
+    base = name[1:] if array else name
+    if wanted is not None and wanted.strip().lower() == "string":
+        select.put(column, f"{col}::text")
+        return
+    if wanted is not None:
+        precision, scale = _parse_decimal(wanted) or (0, 0)
+        if base not in ("numeric", "money") and column.jdbc_type not in _NUMERIC_TYPES:
+            raise ConfigError(
+                f"column_types maps column {column.name} ({db_type(column)}) to {wanted}; a "
+                "decimal applies to numeric and money columns",
+                table=table, hint=_string_hint(column),
+            )
+        _decimal(select, column, precision, scale, array)
+        return
+    if base == "numeric" or (not array and column.jdbc_type in _NUMERIC_TYPES):
+        exact = numeric_of(column).exact_decimal()
+        if exact is not None:
+            _decimal(select, column, *exact, array)
+        elif wide_numeric == "string":
+            select.put(column, f"{col}::text")
+        elif wide_numeric == "decimal":
+            scale = numeric_of(column).scale if column.precision else 18
+            _decimal(select, column, MAX_PRECISION, min(max(scale, 0), MAX_PRECISION), array)
+        else:
+            raise _refuse(column, table, "wider than Spark's decimal (38 digits)",
+                          _wide_hint(column))
+        return
+    if base in _GAP:
+        _moment(select, column, base, array)
+        return
+    if base in _AS_TEXT or (base == "bit" and (array or column.precision > 1)):
+        if array:
+            raise _refuse(column, table, "an array Spark cannot read exactly",
+                          _string_hint(column))
+        select.put(column, f"{col}::text")
+        return
+    if array and base not in _EXACT and name not in enums:
+        raise _refuse(column, table, "an array Spark cannot read exactly", _string_hint(column))
+    select.keep(column)  # Spark's mapping keeps every value (or reads the text: inet, ranges)
+
+
+def _decimal(select: _Select, column: Column, precision: int, scale: int, array: bool) -> None:
+    """Read as decimal(precision, scale), each value checked to fit (NaN, Infinity do not)."""
+    col = quote(column.name)
+    source = f"{col}::numeric" if column.type_name.lstrip("_") == "money" else col
+    target = f"decimal({precision},{scale})"
+    limit = f"1e{precision - scale}"
+    if array:
+        fits = f"x = round(x, {scale}) AND abs(x) < {limit}"
+        bad = f"(SELECT x FROM unnest({source}) x WHERE x IS NOT NULL AND NOT ({fits}) LIMIT 1)"
+        select.check(f"{bad} IS NULL", column, bad, target)
+        select.put(column, f"{source}::numeric({precision},{scale})[]")
+        return
+    # NaN = NaN and round(NaN) = NaN in PostgreSQL, but NaN and ±Infinity fail the abs test.
+    fits = f"{source} IS NULL OR ({source} = round({source}, {scale}) AND abs({source}) < {limit})"
+    select.check(fits, column, source, target)
+    select.put(column, f"{source}::numeric({precision},{scale})")
+
+
+def _moment(select: _Select, column: Column, base: str, array: bool) -> None:
+    """A date or timestamp, read as it is; each value checked to arrive unchanged."""
+    low, high = _GAP[base]
+    last = "" if base == "date" else f" AND {{v}} < '{_LAST_TIMESTAMP}'"
+    ok = f"isfinite({{v}}) AND NOT ({{v}} >= '{low}' AND {{v}} < '{high}'){last}"
+    target = "Spark's date" if base == "date" else "Spark's timestamp"
+    col = quote(column.name)
+    if array:
+        bad = (f"(SELECT x FROM unnest({col}) x WHERE x IS NOT NULL AND NOT ({ok.format(v='x')}) "
+               "LIMIT 1)")
+        select.check(f"{bad} IS NULL", column, bad, target)
+    else:
+        select.check(f"{col} IS NULL OR ({ok.format(v=col)})", column, col, target)
+    select.keep(column)
+
+
+def _plan_other(
+    columns: list[Column], relation: str, wide_numeric: str, column_types: Mapping[str, str],
+    table: str,
+) -> ReadPlan:
+    """Databases other than PostgreSQL: a numeric wider than decimal(38) is read as its text
+    (``string``) or refused; value-checked decimals need PostgreSQL."""
+    strings: list[str] = []
+    for column in columns:
+        wanted = (column_types.get(column.name) or "").strip().lower()
+        wide = column.jdbc_type in _NUMERIC_TYPES and not (
+            0 < column.precision <= MAX_PRECISION and 0 <= column.scale <= column.precision
+        )
+        if wanted == "string" or (wide and not wanted and wide_numeric == "string"):
+            strings.append(column.name)
+        elif wanted or (wide and wide_numeric == "decimal"):
+            raise ConfigError(
+                f"column {column.name}: a decimal checked value by value needs PostgreSQL",
+                table=table, hint=_string_hint(column),
+            )
+        elif wide:
+            raise _refuse(column, table, "wider than Spark's decimal (38 digits)",
+                          f'choose column_types = {{ {column.name} = "string" }} or '
+                          'wide_numeric = "string" in the table\'s source (docs/sources.md)')
+    schema = ", ".join("`" + n.replace("`", "``") + "` STRING" for n in strings)
+    return ReadPlan(relation, schema or None)
