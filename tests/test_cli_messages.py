@@ -146,3 +146,37 @@ def test_the_repair_hint_works_as_printed(spark, base, capsys):
     assert "rebuilt the state of version 2" in capsys.readouterr().out
     assert main(argv) == 0  # the run goes on
     assert state.head().snapshot_id == "3.parquet"
+
+
+# -- a link in a source folder that is no snapshot ---------------------------------------------
+
+
+@pytest.mark.parametrize("name, target, fragment", [
+    ("loop", ".", "entry loop is a link to the source folder itself: a loop, not a snapshot"),
+    ("up", "..", "a folder above the source folder: a loop, not a snapshot"),
+    ("latest.parquet", "1.parquet", "entry latest.parquet is a link to 1.parquet inside the "
+     "source folder: a second name for it"),
+    ("zz", "sub", "entry zz is a link to sub inside the source folder"),
+])
+def test_a_link_to_the_source_folder_or_into_it_is_refused(base, capsys, name, target, fragment):
+    write(base / "src" / "1.parquet", [{"id": 1, "v": "a"}])
+    os.makedirs(base / "src" / "sub")
+    write(base / "src" / "sub" / "part-0.parquet", [{"id": 1, "v": "b"}])
+    os.symlink(target, base / "src" / name)
+    path = config(base)
+    for command in ("plan", "run"):
+        assert main([command, "--config", path, "--quiet"]) == 3
+        out = capsys.readouterr()
+        line = out.err.strip() if command == "run" else out.out
+        assert fragment in line and "remove the link, or rename it to start with '.' or '_'" in line
+    assert not (base / "landing").exists() and not os.path.exists(base / "state" / "T" / "log")
+
+
+def test_a_link_to_a_snapshot_elsewhere_is_a_snapshot_and_an_ignored_name_is_ignored(base, capsys):
+    write(base / "src" / "1.parquet", [{"id": 1, "v": "a"}])
+    write(base / "elsewhere" / "2.parquet", [{"id": 1, "v": "b"}])
+    os.symlink(base / "elsewhere" / "2.parquet", base / "src" / "2.parquet")
+    os.symlink(".", base / "src" / ".loop")
+    os.symlink("1.parquet", base / "src" / "_latest.parquet")
+    assert main(["plan", "--config", config(base)]) == 0
+    assert "would process 2 snapshot(s), oldest first: 1.parquet, 2.parquet" in capsys.readouterr().out

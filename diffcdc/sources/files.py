@@ -49,10 +49,13 @@ def discover(source: str, table: str | None = None) -> list[SnapshotEntry]:
             hint="point --source at a folder with one file or folder per snapshot",
         )
     entries = []
+    real_source = os.path.realpath(source)
     for name in sorted(os.listdir(source)):
         if name.startswith((".", "_")):
             continue
         path = os.path.join(source, name)
+        if os.path.islink(path):
+            _check_link(path, name, real_source, table)
         if os.path.isdir(path):
             entries.append(SnapshotEntry(name, path, "parquet"))
             continue
@@ -68,6 +71,30 @@ def discover(source: str, table: str | None = None) -> list[SnapshotEntry]:
             )
         entries.append(SnapshotEntry(name, path, kind))
     return entries
+
+
+def _check_link(path: str, name: str, real_source: str, table: str | None) -> None:
+    """Refuse a link that is no snapshot of its own: to the source folder or a folder above it
+    (a loop: the snapshot would hold the source itself), or to an entry of the source folder
+    (an alias such as ``latest -> 2026-11-21``, which sorts after the real snapshots and makes
+    every later one late). A link to a file or folder elsewhere is a snapshot like any other."""
+    target = os.path.realpath(path)
+    common = os.path.commonpath([target, real_source])
+    if common == target:
+        what = "the source folder itself" if target == real_source else \
+            f"{target}, a folder above the source folder"
+        why = "a loop, not a snapshot"
+    elif common == real_source:
+        what = f"{os.path.relpath(target, real_source)} inside the source folder"
+        why = "a second name for it, not a snapshot of its own (it would make later snapshots late)"
+    else:
+        return
+    raise InputRefused(
+        f"entry {name} is a link to {what}: {why}",
+        table=table,
+        path=path,
+        hint="remove the link, or rename it to start with '.' or '_' so that it is ignored",
+    )
 
 
 def identify(path: str, table: str | None = None, snapshot: str | None = None) -> tuple[FileIdentity, ...]:
