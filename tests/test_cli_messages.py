@@ -180,3 +180,24 @@ def test_a_link_to_a_snapshot_elsewhere_is_a_snapshot_and_an_ignored_name_is_ign
     os.symlink("1.parquet", base / "src" / "_latest.parquet")
     assert main(["plan", "--config", config(base)]) == 0
     assert "would process 2 snapshot(s), oldest first: 1.parquet, 2.parquet" in capsys.readouterr().out
+
+
+# -- verify after a reload with new keys -----------------------------------------------------
+
+
+def test_verify_after_a_reload_with_new_keys_replays_the_current_incarnation(spark, broker, base, capsys):
+    kafka = (f"sinks = [{{type = 'kafka', bootstrap_servers = '{broker.bootstrap}', "
+             f"topic = 'newkeys-{os.getpid()}-{id(base)}'}}, "
+             "{type = 'open_mirroring', landing = 'landing'}]\n")
+    write(base / "src" / "1.parquet", [{"ID": i, "V": f"a{i}"} for i in range(4)])
+    assert main(["run", "--config", config(base, kafka, keys="['ID']"), "--quiet"]) == 0
+    write(base / "src" / "2.parquet", [{"ID2": i * 10, "V": f"b{i}"} for i in range(3)])
+    path = config(base, kafka, keys="['id2']")  # the new key, spelt in another case
+    assert main(["reload", "--config", path, "--table", "T", "--yes", "--quiet"]) == 0
+    capsys.readouterr()
+    verify = ["verify", "--config", path, "--table", "T", "--snapshot", str(base / "src" / "2.parquet")]
+    assert main(verify) == 0
+    out = capsys.readouterr().out
+    assert "T [kafka]: identical" in out and "T [open_mirroring]: identical" in out
+    assert main([*verify[:-1], str(base / "src" / "1.parquet")]) == 1  # a check that can fail
+    assert "DIFFERENT" in capsys.readouterr().out

@@ -21,7 +21,7 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from pydantic import ValidationError
 from pyspark.sql import types as T
 
-from diffcdc.errors import ConfigError, PublishConflict, SchemaChangeError
+from diffcdc.errors import ConfigError, LandingZoneMismatch, PublishConflict, SchemaChangeError
 from diffcdc.sinks.base import (
     OP,
     OP_DELETE,
@@ -621,6 +621,15 @@ def test_initial_version_restarts_the_replay(spark, broker, tmp_path):
     assert sorted(r["id"] for r in sink.replay(spark).rows) == [5, 6, 7]
     assert dict(consume_all(sink)[-1].headers())["diffcdc-recreate"] == b"reload"
     assert manifest["recreate"] == "reload"
+    # messages of an incarnation with other keys are replaced by the later full image; keys no
+    # message of the current incarnation has are a topic that does not fit the table
+    from diffcdc.sinks.kafka.replay import replay_topic
+
+    assert sorted(r["id"] for r in replay_topic(sink.clients, ["id"]).rows) == [5, 6, 7]
+    with pytest.raises(LandingZoneMismatch) as info:
+        replay_topic(sink.clients, ["order_no"])
+    assert "the messages of version 2 have no key column(s) ['order_no']" in str(info.value)
+    assert "\n" not in str(info.value)
 
 
 CRASH_SCRIPT = """

@@ -50,7 +50,11 @@ def verify_table(
 ) -> dict[str, VerifyResult]:
     """:func:`verify_sinks` over a configured table's sinks (``only``: one sink id)."""
     state = TableState(state_root, table.state_name)
-    ident = SinkTable(table.name, tuple(table.keys), table.schema_name, tuple(table.exclude))
+    head = state.head()
+    # The keys of the current incarnation, as the snapshot spells them (a reload may have
+    # changed them; the config may spell them in another case).
+    keys = tuple(head.record.keys) if head is not None else tuple(table.keys)
+    ident = SinkTable(table.name, keys, table.schema_name, tuple(table.exclude))
     chosen = [s for s in table.sinks if only is None or s.sink_id == only]
     if not chosen:
         raise UsageError(

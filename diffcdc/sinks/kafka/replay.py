@@ -43,6 +43,9 @@ def replay_topic(clients: KafkaClients, keys: list[str]) -> Replayed:
     columns: list[str] = []
     units = 0
     version: str | None = None
+    #: A message without the key columns: of an earlier incarnation (other keys, before a
+    #: reload) when a later full image starts over, else a topic that does not fit the table.
+    keyless: tuple[str | None, list[str]] | None = None
     for message in clients.read_partition(None):
         headers = header_map(message)
         if headers.get(H_TABLE) != clients.table:
@@ -50,10 +53,16 @@ def replay_topic(clients: KafkaClients, keys: list[str]) -> Replayed:
         if headers.get(H_INITIAL) == "1" and headers.get(H_VERSION) != version:
             image.clear()
             appended.clear()
+            keyless = None
         version = headers.get(H_VERSION)
         columns, logical, records = decode_body(message.value() or b"")
         width = len(columns)
-        key_idx = [columns.index(k) for k in keys]
+        units += 1
+        missing = [k for k in keys if k not in columns] if logical else []
+        if missing:
+            keyless = keyless or (version, missing)
+            continue
+        key_idx = [columns.index(k) for k in keys] if logical else []
         for values in records:
             row = dict(zip(columns, values[:width]))
             if not logical:
@@ -64,5 +73,13 @@ def replay_topic(clients: KafkaClients, keys: list[str]) -> Replayed:
                 image.pop(key, None)
             else:
                 image[key] = row
-        units += 1
+    if keyless is not None:
+        raise LandingZoneMismatch(
+            f"Kafka sink {clients.sink_id}: the messages of version {keyless[0]} have no key "
+            f"column(s) {keyless[1]} and no later full image replaces them",
+            table=clients.table,
+            path=clients.target,
+            hint="the topic holds another table's or another incarnation's messages; check the "
+            "sink's topic, or re-create the table (diffcdc reload)",
+        )
     return Replayed(keys=list(keys), columns=columns, rows=[*image.values(), *appended], units=units)
