@@ -176,3 +176,23 @@ def test_a_calendar_interval_column_is_refused_as_input(spark, tmp_path):
     # day-time and year-month intervals are stored and diffed like any other column
     report = _run(spark.range(0, 3).selectExpr("id", "make_dt_interval(id) AS d"), tmp_path, "001")
     assert report.snapshots[0].inserted == 3
+
+
+@pytest.mark.parametrize("text, kind, fragment", [
+    ("[NUMERIC_VALUE_OUT_OF_RANGE.WITH_SUGGESTION] 1E+40 cannot be represented as Decimal(38, 0)."
+     " If necessary set \"spark.sql.ansi.enabled\" to \"false\" to bypass this error.",
+     "InputRefused", "a value is out of range of the type it is read as: [NUMERIC_VALUE_OUT_OF_RANGE"),
+    ("[DECIMAL_PRECISION_EXCEEDS_MAX_PRECISION] Decimal precision 50 exceeds max precision 38.",
+     "InputRefused", "a value is out of range of the type it is read as"),
+    ("java.lang.IllegalStateException: something in Spark", "SourceError",
+     "database read failed: java.lang.IllegalStateException"),
+])
+def test_a_value_out_of_range_says_so_and_never_points_at_the_database_log(text, kind, fragment):
+    from diffcdc.sources.jdbc_session import jdbc_error
+
+    cfg = JdbcSourceConfig(type="jdbc", url=PG, table="public.orders", password_env="PW")
+    error = jdbc_error(RuntimeError(text), cfg, password=None)
+    assert type(error).__name__ == kind and fragment in str(error), str(error)
+    assert "database's log" not in str(error) and "\n" not in str(error)
+    if kind == "InputRefused":
+        assert error.exit_code == 3 and "column_types" in str(error) and "nothing was committed" in str(error)

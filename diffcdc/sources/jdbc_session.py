@@ -179,9 +179,25 @@ def jdbc_error(exc: BaseException, cfg: JdbcSourceConfig, password: str | None) 
             f"database refused the query: {text}", path=where,
             hint="check `table` / `query` / `partition_column` and the user's privileges",
         )
+    if sql_state == "22003" or any(m in text for m in _OUT_OF_RANGE):
+        return InputRefused(
+            f"a value is out of range of the type it is read as: {text}; nothing was committed",
+            path=where,
+            hint='read the column as text with column_types = { COLUMN = "string" } in the '
+            "table's source, or as a decimal wide enough for it (docs/sources.md)",
+        )
     # No --debug hint: the Java trace is not chained (it may carry connection options).
-    return SourceError(f"database read failed: {text}", path=where,
+    if not sql_state:  # not the database's error: Spark's, or the driver's
+        return SourceError(f"database read failed: {text}", path=where,
+                           hint="the run's log file has the full error (the _logs folder of "
+                           "the state root); check the table's source settings")
+    return SourceError(f"database read failed (SQL state {sql_state}): {text}", path=where,
                        hint="check the database's log for this session")
+
+
+#: How Spark and the databases say that a value does not fit its type.
+_OUT_OF_RANGE = ("NUMERIC_VALUE_OUT_OF_RANGE", "DECIMAL_PRECISION_EXCEEDS_MAX_PRECISION",
+                 "numeric field overflow")
 
 
 def _sql_cause(exc: BaseException) -> tuple[str, str]:
