@@ -189,8 +189,9 @@ def jdbc_error(exc: BaseException, cfg: JdbcSourceConfig, password: str | None) 
     # No --debug hint: the Java trace is not chained (it may carry connection options).
     if not sql_state:  # not the database's error: Spark's, or the driver's
         return SourceError(f"database read failed: {text}", path=where,
-                           hint="the run's log file has the full error (the _logs folder of "
-                           "the state root); check the table's source settings")
+                           hint="check the table's source settings (url, table or query, "
+                           "partition_column); Spark's side of the error is in the run's "
+                           ".spark.log file under the state root's _logs")
     return SourceError(f"database read failed (SQL state {sql_state}): {text}", path=where,
                        hint="check the database's log for this session")
 
