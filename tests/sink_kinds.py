@@ -30,6 +30,9 @@ class SinkKind:
     crash_points: tuple[str, ...] = ()
     #: Name of the server fixture it needs (``servers[...]``), if any.
     server: str | None = None
+    #: (state, sink id, servers, how) → changes the target behind diffcdc's back: ``"foreign"``
+    #: another writer changes it, ``"gone"`` it is deleted.
+    tamper: Callable[[TableState, str, dict[str, Any], str], None] | None = None
 
 
 def _landing_once(state: TableState, sink_id: str, read: Callable[[str], bytes | None]) -> None:
@@ -159,12 +162,76 @@ def _kafka_manifest_config(manifest: dict[str, Any], servers: dict[str, Any]) ->
             "topic": manifest["topic"]}
 
 
+def _landing_tamper(storage: Any, manifest: dict[str, Any], how: str) -> None:
+    """A foreign file under the next sequence number, or the table folder deleted."""
+    folder = manifest["landing_folder"]
+    if how == "gone":
+        storage.delete_tree(folder)
+        return
+    import tempfile
+
+    with tempfile.NamedTemporaryFile(suffix=".parquet") as foreign:
+        foreign.write(b"another publisher's file")
+        foreign.flush()
+        storage.put_if_absent(foreign.name, f"{folder}/{manifest['sequence']['next']:020d}.parquet")
+
+
+def _local_tamper(state: TableState, sink_id: str, servers: dict[str, Any], how: str) -> None:
+    from diffcdc.sinks.storage.local import LocalStorage
+
+    manifest = state.head().record.sinks[sink_id].manifest
+    _landing_tamper(LocalStorage(manifest["landing"]), manifest, how)
+
+
+def _dfs_tamper(state: TableState, sink_id: str, servers: dict[str, Any], how: str) -> None:
+    from diffcdc.sinks.storage.base import open_landing
+
+    manifest = state.head().record.sinks[sink_id].manifest
+    storage = open_landing(manifest["landing"], account_key=servers["dfs"].account_key)
+    try:
+        _landing_tamper(storage, manifest, how)
+    finally:
+        storage.close()
+
+
+def _delta_tamper(state: TableState, sink_id: str, servers: dict[str, Any], how: str) -> None:
+    import shutil
+
+    from deltalake import DeltaTable
+
+    path = state.head().record.sinks[sink_id].manifest["target"]
+    if how == "gone":
+        shutil.rmtree(path)
+    else:
+        table = DeltaTable(path)
+        keys = " AND ".join(f"{k} IS NOT NULL" for k in state.head().record.keys)
+        table.delete(keys)  # another writer deletes every row
+
+
+def _kafka_tamper(state: TableState, sink_id: str, servers: dict[str, Any], how: str) -> None:
+    """The topic deleted ("gone"), or deleted and re-created with another writer's message
+    ("foreign": its end offset falls below what diffcdc published)."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    topic = state.head().record.sinks[sink_id].manifest["topic"]
+    admin = AdminClient({"bootstrap.servers": servers["kafka"].bootstrap})
+    admin.delete_topics([topic], request_timeout=10)[topic].result(10)
+    if how == "foreign":
+        admin.create_topics([NewTopic(topic, 1)], request_timeout=10)[topic].result(10)
+        producer = Producer({"bootstrap.servers": servers["kafka"].bootstrap})
+        producer.produce(topic, b"someone else's message", partition=0)
+        producer.flush(10)
+
+
 KINDS = [
     SinkKind("landing_local", _local_entry, _local_once,
-             ("publish@landing_local:1", "publish@landing_local:2")),
-    SinkKind("landing_dfs", _dfs_entry, _dfs_once, ("publish@landing_dfs:1",), server="dfs"),
-    SinkKind("delta", _delta_entry, _delta_once, ("delta_committed@delta",)),
+             ("publish@landing_local:1", "publish@landing_local:2"), tamper=_local_tamper),
+    SinkKind("landing_dfs", _dfs_entry, _dfs_once, ("publish@landing_dfs:1",), server="dfs",
+             tamper=_dfs_tamper),
+    SinkKind("delta", _delta_entry, _delta_once, ("delta_committed@delta",),
+             tamper=_delta_tamper),
     SinkKind("kafka", _kafka_entry, _kafka_once,
              ("publish@kafka:1", "kafka_before_commit@kafka", "kafka_after_commit@kafka"),
-             server="kafka"),
+             server="kafka", tamper=_kafka_tamper),
 ]

@@ -243,3 +243,57 @@ def _toml_value(value: Any) -> str:
     if isinstance(value, dict):
         return "{ " + ", ".join(f"{k} = {_toml_value(v)}" for k, v in value.items()) + " }"
     return json.dumps(value)
+
+
+def _companion(kind: SinkKind) -> SinkKind:
+    """Another sink of the same table, to show it goes on while ``kind`` is refused."""
+    return next(k for k in KINDS if k.name == ("delta" if kind.name != "delta" else "landing_local"))
+
+
+def _write_rows(root: str, sid: str, n: int, tag: str) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = [{"k1": i % 3, "k2": f"k{i}", "v": f"{tag}{i}", "n": None if i % 4 else i}
+            for i in range(n)]
+    schema = pa.schema([("k1", pa.int64()), ("k2", pa.string()), ("v", pa.string()),
+                        ("n", pa.int64())])
+    os.makedirs(os.path.join(root, "source"), exist_ok=True)
+    pq.write_table(pa.Table.from_pylist(rows, schema), os.path.join(root, "source", sid))
+
+
+@pytest.mark.parametrize("how", ["foreign", "gone"])
+@pytest.mark.parametrize("kind", KINDS, ids=[k.name for k in KINDS])
+def test_a_target_changed_or_gone_is_refused_alone_and_reload_sink_replays_it(
+        spark, servers, kind, how, tmp_path):
+    """Another writer changed the target, or it was deleted: that sink is refused (never
+    exit 0 with a target that differs), publishes nothing, and keeps being refused; the
+    table's other sink goes on; ``reload --sink`` gives it a full image and it replays."""
+    from diffcdc.errors import PublishConflict, TargetMismatch
+
+    root = str(tmp_path)
+    other = _companion(kind)
+    table = _table_config(root, [kind, other], servers)
+    sink_id, other_id = (s.sink_id for s in table.sinks)
+    state = os.path.join(root, "state")
+    for n, (rows, tag) in enumerate([(12, "a"), (14, "b")], start=1):
+        _write_rows(root, f"{n}.parquet", rows, tag)
+        run_table(spark, table, state, quality=PERMISSIVE)
+    assert kind.tamper is not None
+    kind.tamper(TableState(state, "T"), sink_id, servers, how)
+    _write_rows(root, "3.parquet", 13, "c")
+    for _ in range(2):  # refused again by the next run: nothing resolves it silently
+        with pytest.raises((TargetMismatch, PublishConflict), match=f"sink {sink_id}") as refused:
+            run_table(spark, table, state, quality=PERMISSIVE)
+        assert f"diffcdc reload --table T --sink {sink_id} --yes" in str(refused.value)
+    assert TableState(state, "T").head().unpublished == [sink_id]
+    results = verify_table(spark, table, state, os.path.join(table.source, "3.parquet"),
+                           only=other_id)
+    assert results[other_id].identical, results[other_id].to_dict()
+    report = run_table(spark, table, state, quality=PERMISSIVE, reload=True,
+                       reload_sinks=(sink_id,))
+    assert report.outcome == "ok" and report.snapshots[0].sinks[other_id]["rows"] == 0
+    _assert_replays(spark, table, state, "3.parquet")
+    _write_rows(root, "4.parquet", 11, "d")
+    assert run_table(spark, table, state, quality=PERMISSIVE).outcome == "ok"
+    _assert_replays(spark, table, state, "4.parquet")

@@ -38,7 +38,7 @@ from diffcdc.sinks.base import ChangeSet, SinkHistory, SinkTable
 from diffcdc.sources.base import PendingSnapshot
 from diffcdc.spark import literal_path, read_written
 from diffcdc.staged_files import HadoopFile, HadoopFolder, in_process
-from diffcdc.state.commit import CommitRecord, Counts, Fingerprint, Recreate, SinkEntry
+from diffcdc.state.commit import CommitRecord, Counts, Fingerprint, SinkEntry
 from diffcdc.state.guard import check_head_state
 from diffcdc.state.integrity import describe_state
 from diffcdc.state.store import Commit
@@ -116,7 +116,13 @@ def process_snapshot(
         ident = SinkTable(table.name, tuple(keys), table.schema_name, tuple(exclude))
         ctx.stage(sid, f"stage +{metrics['inserted']} ~{metrics['updated']} "
                        f"-{metrics['deleted']} for {', '.join(ctx.sinks)}")
-        sinks = _stage_sinks(ctx, df, ident, written, base, recreate, histories, vdir, version, sid)
+        # Sinks starting afresh on purpose drop their old output first (why, per sink).
+        restart: dict[str, str] = {}
+        if recreate is not None:
+            restart = dict.fromkeys(ctx.sinks, recreate.reason)
+        elif reload_request is not None:
+            restart = dict.fromkeys(fresh_sinks, str(reload_request.get("reason", "reload")))
+        sinks = _stage_sinks(ctx, df, ident, written, base, restart, histories, vdir, version, sid)
         if sink_reload and reload_request is not None:  # the commit carries the request out
             sinks = {s: SinkEntry(e.type, {**e.manifest, "reload": reload_request["id"]})
                      if s in fresh_sinks else e for s, e in sinks.items()}
@@ -256,7 +262,7 @@ def _stage_sinks(
     ident: SinkTable,
     written: WrittenState,
     base: Commit | None,
-    recreate: Recreate | None,
+    restart: dict[str, str],
     histories: dict[str, SinkHistory],
     vdir: str,
     version: int,
@@ -292,7 +298,7 @@ def _stage_sinks(
         else:
             changes = ChangeSet(
                 ident, version, sid, df.schema, initial_frame(df, columns), True,
-                metrics["rows"], 0, 0, recreate.reason if recreate else None,
+                metrics["rows"], 0, 0, restart.get(sink_id),
             )
         sink.accept(changes)
         change_sets[sink_id] = changes

@@ -8,13 +8,15 @@ the numbers, names, sizes and SHA-256 of the files, so a rerun publishes only wh
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
 from diffcdc import datafs
-from diffcdc.errors import StateError
+from diffcdc.errors import PublishConflict, StateError, TargetMismatch
 from diffcdc.sinks.base import ChangeSet, Replayed, Sink, SinkHistory, SinkTable
 from diffcdc.sinks.openmirroring.config import OpenMirroringSinkConfig
 from diffcdc.sinks.openmirroring.contract import check_continuation, known_files, table_folder
@@ -78,15 +80,28 @@ class OpenMirroringSink(Sink):
 
     def check(self, history: SinkHistory) -> None:
         last = history.last
-        check_continuation(
-            self.storage,
-            self.folder,
-            table=self.table.name,
-            published_through=(last[1]["sequence"]["next"] - 1) if last else 0,
-            known=known_files([m for _, m in history.manifests]),
-        )
-        if last is not None:
-            check_published_metadata(self.storage, self.folder, last[1], self.table.name)
+        with self._recovery():
+            check_continuation(
+                self.storage,
+                self.folder,
+                table=self.table.name,
+                published_through=(last[1]["sequence"]["next"] - 1) if last else 0,
+                known=known_files([m for _, m in history.manifests]),
+            )
+            if last is not None:
+                check_published_metadata(self.storage, self.folder, last[1], self.table.name)
+
+    @contextlib.contextmanager
+    def _recovery(self) -> Iterator[None]:
+        """A landing folder that is not where this sink left it (a foreign file, lost files)
+        also names the recovery that leaves the table's other sinks alone."""
+        try:
+            yield
+        except (TargetMismatch, PublishConflict) as exc:
+            schema = f" --schema {self.table.schema_name}" if self.table.schema_name else ""
+            exc.hint = (f"{exc.hint}; or publish a full image to this sink alone: 'diffcdc "
+                        f"reload --table {self.table.name}{schema} --sink {self.id} --yes'")
+            raise
 
     def schema_problem(self, schema: T.StructType, history: SinkHistory) -> str | None:
         last = history.last
@@ -151,6 +166,12 @@ class OpenMirroringSink(Sink):
         }
 
     def publish(
+        self, version: int, manifest: dict[str, Any], staging_dir: str, history: SinkHistory
+    ) -> None:
+        with self._recovery():
+            self._publish(version, manifest, staging_dir, history)
+
+    def _publish(
         self, version: int, manifest: dict[str, Any], staging_dir: str, history: SinkHistory
     ) -> None:
         publish_batch(
