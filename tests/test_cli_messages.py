@@ -107,7 +107,7 @@ def test_plan_refuses_changed_keys_as_the_run_does(spark, base, capsys):
     os.remove(base / "state" / "T" / "log" / f"{1:020d}.published.open_mirroring.json")
     assert main(["plan", "--config", path]) == 3
     out = capsys.readouterr().out
-    assert "unpublished: version 1 for open_mirroring (the run publishes it first)" in out
+    assert "unpublished: open_mirroring has not published version(s) 1 (the run publishes it first)" in out
     assert "refused: table T, snapshot 2.parquet: key columns changed" in out
     assert main(["plan", "--config", config(base, keys="['id']", body="fingerprint_bits = 128\n")]) == 1
     assert "state was fingerprinted with" in capsys.readouterr().out

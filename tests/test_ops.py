@@ -214,7 +214,7 @@ def test_plan_shows_work_without_spark(spark, base, capsys, monkeypatch):
     assert main(["plan", "--config", cfg]) == 0
     out = capsys.readouterr().out
     assert "last commit: version 1, snapshot 1.parquet" in out
-    assert "unpublished: version 1 for open_mirroring (superseded by the requested reload)" in out
+    assert "unpublished: open_mirroring has not published version(s) 1 (superseded by the requested reload)" in out
     assert "reload requested" in out and "would process 1 snapshot(s), oldest first: 2.parquet" in out
     assert "B:\n  sinks: open_mirroring (open_mirroring)\n  last commit: none" in out
     assert "1 of 2 table(s) have work" in out

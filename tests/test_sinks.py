@@ -93,13 +93,16 @@ def test_one_commit_feeds_both_sinks_and_one_failure_stays_its_own(spark, tmp_pa
     assert state.head().version == 2 and state.head().unpublished == ["archive"]
     (status,) = table_status(str(tmp_path / "state"))
     assert {s["sink"]: s["published"] for s in status["sinks"]} == {"fabric": True, "archive": False}
-    # a new snapshot waits until the archive has caught up; then both move on
+    # a new snapshot does not wait for the archive: fabric publishes it, the archive still
+    # fails (exit 1) and keeps both versions, in order, for when it is back
     _write(ws, "3.parquet", [3, 4, 5], "c")
     assert main(["run", "--config", path, "--quiet"]) == 1
-    assert state.head().version == 2
+    assert state.head().version == 3 and state.head().unpublished == ["archive"]
+    assert verify_table(spark, load_config(path).tables[0], str(tmp_path / "state"),
+                        os.path.join(ws.source, "3.parquet"), only="fabric")["fabric"].identical
     monkeypatch.setattr(OpenMirroringSink, "publish", real)
     assert main(["run", "--config", path, "--quiet"]) == 0
-    assert state.head().version == 3 and state.head().published
+    assert state.head().version == 3 and all(c.published for c in state.commits())
     assert _verify_all(spark, path, "3.parquet") == {"fabric": True, "archive": True}
     for landing, ext in (("landing-a", "parquet"), ("landing-b", "csv")):
         names = sorted(n for n in os.listdir(tmp_path / landing / "T") if n[0].isdigit())

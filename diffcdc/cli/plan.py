@@ -46,7 +46,8 @@ def plan_dict(plan: TablePlan) -> dict[str, Any]:
             "committed_at": head.record.committed_at,
         } if head else None,
         "snapshots": [{"snapshot": e.snapshot_id, "path": e.path} for e in plan.snapshots],
-        "unpublished": {"version": head.version, "sinks": list(plan.unpublished)}
+        "unpublished": {"version": head.version, "sinks": list(plan.unpublished),
+                        "versions": {s: list(v) for s, v in plan.backlog.items()}}
         if head and plan.unpublished else None,
         "reload": plan.reload,
         "error": plan.error.to_dict() if plan.error else None,
@@ -61,14 +62,19 @@ def plan_lines(plan: TablePlan, sinks: dict[str, str]) -> list[str]:
     lines.append(f"  last commit: version {head.version}, snapshot {head.snapshot_id}"
                  + (f", {head.record.committed_at}" if head.record.committed_at else "")
                  if head else "  last commit: none (the first run is an initial load)")
-    if head and plan.unpublished:
-        action = ("superseded by the requested reload" if plan.reload is not None
-                  else "the run publishes it first")
-        lines.append(f"  unpublished: version {head.version} for {', '.join(plan.unpublished)} "
-                     f"({action})")
+    reloading = plan.reload.get("sinks") or plan.sinks if plan.reload is not None else ()
+    for sink in plan.unpublished if head else ():
+        versions = plan.backlog.get(sink) or (head.version,)
+        action = ("superseded by the requested reload" if sink in reloading
+                  else "the run publishes it first" if len(versions) == 1
+                  else "the run publishes them first, in order")
+        lines.append(f"  unpublished: {sink} has not published version(s) "
+                     f"{', '.join(map(str, versions))} ({action})")
     if plan.reload is not None:
+        what = (f"gives sink(s) {', '.join(plan.reload['sinks'])} a full image"
+                if plan.reload.get("sinks") else "re-creates the table from a full image")
         lines.append(f"  reload requested {plan.reload.get('requested_at', '')}: the next "
-                     "commit re-creates the table from a full image")
+                     f"commit {what}")
     if plan.error is not None:
         lines.append(f"  refused: {plan.error}")
     elif plan.snapshots:

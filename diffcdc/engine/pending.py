@@ -16,6 +16,7 @@ from diffcdc.config import TableConfig
 from diffcdc.errors import DiffcdcError, InputRefused, StateError
 from diffcdc.sources.base import PendingSnapshot, Source
 from diffcdc.state.owner import check_owner
+from diffcdc.state.records import sink_chain
 from diffcdc.state.store import Commit, TableState
 
 
@@ -32,6 +33,9 @@ class TablePlan:
     snapshots: tuple[PendingSnapshot, ...] = ()
     #: Configured sinks that have not published the head version yet.
     unpublished: tuple[str, ...] = ()
+    #: Per such sink, the versions it has yet to publish, oldest first (a sink that failed
+    #: catches up in order).
+    backlog: dict[str, tuple[int, ...]] = field(default_factory=dict, compare=False)
     #: The pending reload request (``diffcdc reload``), carried out by the next commit.
     reload: dict[str, Any] | None = None
     #: Why the run would fail (missing source, late snapshot, unfinished drop), found early.
@@ -57,8 +61,11 @@ def plan_table(table: TableConfig, state: TableState) -> TablePlan:
     head = state.head()
     sinks = tuple(cfg.sink_id for cfg in table.sinks)
     unpublished = tuple(s for s in head.unpublished if s in sinks) if head else ()
+    commits = state.commits() if unpublished else []
+    backlog = {s: tuple(c.version for c in sink_chain(commits, s) if s not in c.published_sinks)
+               for s in unpublished}
     drop = state.requests.has_drop_request()
-    plan = TablePlan(table.name, sinks, head, unpublished=unpublished, drop=drop)
+    plan = TablePlan(table.name, sinks, head, unpublished=unpublished, backlog=backlog, drop=drop)
     try:
         reload = state.requests.pending_reload()
         plan = replace(plan, reload=reload)
