@@ -298,3 +298,21 @@ def test_a_column_removed_under_removed_columns_null_becomes_null(spark, tmp_pat
     log = plain_types(DeltaTable(str(tmp_path / "lake" / "log")).to_pyarrow_table())
     assert set(log.column("_diffcdc_version").to_pylist()) == {1, 2}
     assert len(set(log.column("_diffcdc_incarnation").to_pylist())) == 1
+
+
+def test_a_data_file_deleted_under_the_table_fails_only_the_delta_sink(spark, tmp_path):
+    ws = _two_sinks(tmp_path)
+    path = str(tmp_path / "lake" / "t")
+    ws.write("1.parquet", _rows(6, "a"))
+    ws.run(spark)
+    for name in os.listdir(path):
+        if name.endswith(".parquet"):
+            os.remove(os.path.join(path, name))  # someone "cleans up" the table's files
+    ws.write("2.parquet", _rows(6, "b"))
+    with pytest.raises(TargetMismatch, match="sink delta: the Delta table lost 1 data file") as failed:
+        ws.run(spark)
+    message = str(failed.value)
+    assert "\n" not in message and "diffcdc reload --table T --sink delta --yes" in message
+    ws.assert_mirror_equals(spark, "2.parquet")  # the landing zone is not blocked
+    ws.run(spark, reload=True, reload_sinks=("delta",))
+    assert [r[:2] for r in _live(path)] == [(i, f"b{i}") for i in range(1, 7)]

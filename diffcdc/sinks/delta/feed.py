@@ -42,15 +42,21 @@ def feed_of(table: DeltaTable, delta_version: int) -> pa.Table:
 
 def append_changelog(
     table: DeltaTable, version: int, path: str, app_id: str, storage_options: dict[str, str],
-    incarnation: str = "",
+    incarnation: str = "", image: pa.Table | None = None,
 ) -> None:
     """Append the feed of diffcdc ``version``'s commit to the changelog table (exactly once),
     each row also carrying ``_diffcdc_version`` and ``_diffcdc_incarnation`` (a Delta table
-    made anew restarts ``_commit_version`` at 0; these keep its rows apart from the old)."""
+    made anew restarts ``_commit_version`` at 0; these keep its rows apart from the old).
+
+    A full image (``image``: a first load, a re-creation, ``reload --sink``) starts a new
+    incarnation: its rows go in as inserts. The feed of an overwrite would also list the old
+    rows as deletes, read from files a damaged table (the reason for a reload) may have lost.
+    """
     delta_version = commit_of(table, version)
     if delta_version is None:
         return  # no commit for this version (it had no changes)
-    rows = feed_of(table, delta_version)
+    rows = feed_of(table, delta_version) if image is None else _image_rows(
+        table, delta_version, image)
     rows = rows.append_column("_diffcdc_version", pa.array([version] * rows.num_rows, pa.int64()))
     rows = rows.append_column("_diffcdc_incarnation",
                               pa.array([incarnation] * rows.num_rows, pa.string()))
@@ -60,6 +66,15 @@ def append_changelog(
     )
     write_deltalake(path, rows, mode="append", schema_mode="merge",
                     storage_options=storage_options, commit_properties=props)
+
+
+def _image_rows(table: DeltaTable, delta_version: int, image: pa.Table) -> pa.Table:
+    """A full image as change rows of ``delta_version``'s commit (every row an insert)."""
+    stamp = next((h["timestamp"] for h in table.history() if h.get("version") == delta_version), 0)
+    n = image.num_rows
+    return (image.append_column("_change_type", pa.array(["insert"] * n, pa.string()))
+            .append_column("_commit_version", pa.array([delta_version] * n, pa.uint64()))
+            .append_column("_commit_timestamp", pa.array([stamp] * n, pa.timestamp("ms"))))
 
 
 def replay_change_feed(path: str, keys: list[str], storage_options: dict[str, str] | None = None

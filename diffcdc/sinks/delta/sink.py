@@ -137,6 +137,17 @@ class DeltaSink(Sink):
                 f"stop that writer, then replace the table with a full image: "
                 f"'{self._reload_command()}'",
             )
+        # Data files the log names but the store lost (deleted by hand, a bad clean-up): a
+        # MERGE could then miss rows it must update. One listing (delta-rs FSCK, dry run).
+        try:
+            lost = list(table.repair(dry_run=True).get("files_removed") or [])
+        except Exception as exc:  # noqa: BLE001 - delta-rs raises bare Exception too
+            raise self._error(f"cannot list the Delta table's files: {exc}") from None
+        if lost:
+            raise self._mismatch(
+                f"the Delta table lost {len(lost)} data file(s) its log names (e.g. {lost[0]})",
+                f"replace the table with a full image: '{self._reload_command()}'",
+            )
         return table
 
     def _foreign_commit(self, table: DeltaTable, version: int, manifest: dict[str, Any]
@@ -185,7 +196,7 @@ class DeltaSink(Sink):
             self._commit(table, version, manifest, os.path.join(staging_dir, "changes"))
             crash_point("delta_committed", scope=self.id)
         if self.config.changelog_path:
-            self._changelog(version, manifest)
+            self._changelog(version, manifest, os.path.join(staging_dir, "changes"))
 
     def _commit(
         self, table: DeltaTable | None, version: int, manifest: dict[str, Any], staged: str
@@ -198,8 +209,7 @@ class DeltaSink(Sink):
             custom_metadata=metadata,
             app_transactions=[Transaction(self.app_id(manifest), version)],
         )
-        filesystem, path = datafs.arrow_source(staged)
-        data = ds.dataset(path, filesystem=filesystem, format="parquet").to_table()
+        data = self._staged(staged)
         try:
             if manifest.get("initial") or table is None:
                 write_deltalake(
@@ -211,8 +221,16 @@ class DeltaSink(Sink):
                 )
                 return
             self._merge(table, data, manifest["keys"], props)
-        except (DeltaError, OSError, pa.ArrowException) as exc:
+        except Exception as exc:  # noqa: BLE001 - delta-rs raises bare Exception too (C Data)
+            # delta-rs reports a data file missing under the table as a bare Exception from
+            # Arrow's C Data interface: every failure of the commit is this sink's, in one line.
             raise self._error(f"Delta commit of version {version} failed: {exc}") from None
+    @staticmethod
+    def _staged(staged: str) -> pa.Table:
+        """The change set a version staged for this sink."""
+        filesystem, path = datafs.arrow_source(staged)
+        return ds.dataset(path, filesystem=filesystem, format="parquet").to_table()
+
     def _merge(
         self, table: DeltaTable, data: pa.Table, keys: list[str], props: CommitProperties
     ) -> None:
@@ -235,7 +253,7 @@ class DeltaSink(Sink):
             .execute()
         )
 
-    def _changelog(self, version: int, manifest: dict[str, Any]) -> None:
+    def _changelog(self, version: int, manifest: dict[str, Any], staged: str) -> None:
         table = self._open()
         assert table is not None
         app = f"{self.app_id(manifest)}:changelog"
@@ -243,10 +261,11 @@ class DeltaSink(Sink):
         if log is not None and (log.transaction_version(app) or 0) >= version:
             return
         try:
+            image = self._staged(staged).drop_columns([OP]) if manifest.get("initial") else None
             append_changelog(table, version, self.config.changelog_path or "", app,
                              self.config.storage_options,
-                             incarnation=str(manifest.get("incarnation") or ""))
-        except (DeltaError, OSError, pa.ArrowException) as exc:
+                             incarnation=str(manifest.get("incarnation") or ""), image=image)
+        except Exception as exc:  # noqa: BLE001 - delta-rs raises bare Exception too
             raise self._error(f"changelog append of version {version} failed: {exc}",
                               self.config.changelog_path) from None
 
