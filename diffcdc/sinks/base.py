@@ -9,7 +9,9 @@ Per snapshot, for every sink of the table, in this order:
 
 1. ``check(history)`` — before anything is committed: is the target where this sink left it?
    (a foreign file, a lost table, a changed schema, a server that is down). Raises a
-   :class:`~diffcdc.errors.DiffcdcError`; nothing is committed then.
+   :class:`~diffcdc.errors.DiffcdcError`: this sink fails for the run, publishes nothing and
+   is named in the run's error; the version is still committed (and staged for it) when
+   another sink of the table can take it, and nothing is committed when none can.
 2. ``accept(changes)`` — once the change set is known, for every sink before any stages: can
    this target take it at all (an insert-only target handed updates or deletes)? Raises an
    :class:`~diffcdc.errors.InputRefused`; nothing is staged or committed for any sink then.
@@ -20,11 +22,14 @@ Per snapshot, for every sink of the table, in this order:
 4. the engine commits (compare-and-swap): from now on the batch is frozen;
 5. ``publish(version, manifest, staging_dir, history)`` — make the staged batch visible in the
    target, idempotently: a rerun after a crash at any point publishes only what is missing and never
-   anything twice. The engine records "published" per sink afterwards; a sink whose publish
-   failed is retried (``is_published`` first) by the next run before anything new is diffed.
+   anything twice. It checks the target first, as ``check`` does for the versions before it
+   (a version may be published runs after it was staged). The engine records "published"
+   per sink afterwards; a sink whose publish failed publishes its versions in order, oldest
+   first, in a later run, while the table's other sinks go on.
 
 ``history`` is this sink's manifests of earlier versions, oldest first, since the table was
-last re-created (:class:`SinkHistory`). A sink with no history on a table that already has
+last re-created or the sink last got a full image (:class:`SinkHistory`; at ``check`` all of
+them are published). A sink with no history on a table that already has
 commits was added later: the engine hands it a full image (``changes.initial``).
 """
 
