@@ -15,6 +15,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -571,11 +572,17 @@ def test_drop_table_during_partitioned_read_fails_in_bounded_time(spark, postgre
     table = _table(ws, postgres, ["id"], table="dropped", partition_column="id", num_partitions=3,
                    lock_timeout=2)
     started = time.monotonic()
+    # Should the read wait for ever again, the DROP is cancelled after 120 s: the test fails
+    # (the read succeeds, the DROP fails) instead of hanging the suite.
+    guard = threading.Timer(120, postgres.sql, [
+        "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE query LIKE 'DROP TABLE dropped%'"])
+    guard.start()
     try:
         with pytest.raises(SourceUnavailable, match=r"not granted within lock_timeout = 2 s") as err:
             _run(spark, ws, table)
         failed_after = time.monotonic() - started
     finally:
+        guard.cancel()
         errors = [finish(proc, timeout=60) for proc in dropping]
     assert failed_after < 60 and errors == [""]
     _assert_refused_cleanly(ws, err.value, postgres.password)
