@@ -613,3 +613,48 @@ def test_cli_missing_password_variable_is_found_before_spark_starts(postgres, ws
     (line,) = [x for x in (done.stdout + done.stderr).splitlines() if "DIFFCDC_TEST_NOT_SET" in x]
     assert "table C" in line and "environment variable DIFFCDC_TEST_NOT_SET (password_env) is not set" in line
     assert not (ws / "state" / "_logs").exists()  # no run log: Spark never started
+
+
+def test_numeric_array_as_checked_decimal(spark, postgres, ws):
+    postgres.sql("DROP TABLE IF EXISTS na; CREATE TABLE na (id int PRIMARY KEY, v numeric[]);"
+                 "INSERT INTO na VALUES (1, ARRAY[1.5, 1e-24, NULL]), (2, '{}'), (3, NULL), (4, ARRAY[-4.25])")
+    table = _table(ws, postgres, ["id"], table="na", wide_numeric="decimal",
+                   column_types={"v": "decimal(30,24)"})
+    (snap,) = _run(spark, ws, table).snapshots
+    copy = spark.read.parquet(_copy(ws, snap.snapshot_id))
+    assert dict(copy.dtypes)["v"] == "array<decimal(30,24)>"
+    got = {str(r["id"]): {"v": _pg_text(None if r["v"] is None else [
+        None if x is None else decimal.Decimal(x).normalize() for x in r["v"]])} for r in copy.collect()}
+    assert {k: {"v": v["v"] and v["v"].replace("1E-24", "0.000000000000000000000001")}
+            for k, v in got.items()} == _texts(postgres, "na", ["v"])
+    postgres.sql("UPDATE na SET v = ARRAY[2, 1e-25] WHERE id = 2")
+    with pytest.raises(InputRefused, match=r"column v \(numeric\[\]\) holds a value decimal\(30,24\) "
+                       r"cannot hold exactly: 0\.0{24}1;"):
+        _run(spark, ws, table)
+
+
+def test_checks_respect_the_querys_own_conditions_and_partitions(spark, postgres, ws):
+    """A check runs on the rows the query returns (not on rows its WHERE drops), also on the
+    partition column, whose check sits in the WHERE clause so Spark's ranges use its index."""
+    postgres.sql("DROP TABLE IF EXISTS pt; CREATE TABLE pt (id int PRIMARY KEY, at timestamp, n numeric(8,2));"
+                 "INSERT INTO pt SELECT g, '2026-01-01'::timestamp + g * interval '1 hour', g FROM "
+                 "generate_series(1, 300) g; INSERT INTO pt VALUES (0, 'infinity', 'NaN')")
+    query = _table(ws, postgres, ["id"], query="SELECT * FROM pt WHERE at <> 'infinity' AND n <> 'NaN'",
+                   partition_column="at", num_partitions=3)
+    (snap,) = _run(spark, ws, query).snapshots
+    assert snap.rows == 300
+    table = _table(ws / "t", postgres, ["id"], table="pt", partition_column="at", num_partitions=3)
+    with pytest.raises(InputRefused, match=r"column (at|n) \((timestamp|numeric\(8,2\))\) holds a value"):
+        _run(spark, ws / "t", table)
+    from diffcdc.sources.jdbc import JdbcSource
+
+    held = JdbcSession(spark, table.source, postgres.password)
+    try:
+        relation = JdbcSource(table.source, "T")._plan(held).relation
+    finally:
+        held.close()
+    # A partition's query: Spark's range on the partition column, which has an index.
+    plan = postgres.sql(
+        "CREATE INDEX IF NOT EXISTS pt_at ON pt (at); SET enable_seqscan = off; "
+        f"EXPLAIN SELECT * FROM {relation} WHERE at >= '2026-01-02' AND at < '2026-01-03'")
+    assert re.search(r"Index Cond: \(\(?at >= ", plan), plan

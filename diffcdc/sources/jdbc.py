@@ -123,6 +123,8 @@ class JdbcSource(Source):
             columns, relation=self._relation(), postgres=session.postgres,
             wide_numeric=self.cfg.wide_numeric, column_types=self.cfg.column_types,
             table=self.table, enums=session.enum_arrays() if session.postgres else frozenset(),
+            partition_column=self.cfg.partition_column if self.cfg.num_partitions > 1 else None,
+            is_query=self.cfg.query is not None,
         )
 
     def _snapshot_id(self, session: JdbcSession) -> str | None:
@@ -176,9 +178,14 @@ class JdbcSource(Source):
         low, high = cfg.lower_bound, cfg.upper_bound
         if low is None or high is None:
             column = cfg.partition_column
-            (found_low, found_high), _ = session.values(
-                f"SELECT min({column}), max({column}) FROM {self._relation()}"
-            )
+            sql = f"SELECT min({column}), max({column}) FROM {self._relation()}"
+            (found_low, found_high), _ = session.values(sql)
+            if session.postgres and _special(found_low, found_high):
+                # infinity / NaN split nothing (the last and first partitions are open-ended;
+                # the read refuses such a value in one line): the range of the other values
+                (found_low, found_high), _ = session.values(
+                    f"{sql} WHERE {column}::text NOT IN ({_SPECIAL})"
+                )
             if found_low is None or found_high is None:
                 return None
             low = _floor(found_low) if low is None else low
@@ -186,6 +193,14 @@ class JdbcSource(Source):
         if str(low) == str(high):
             return None  # one value: nothing to split
         return str(low), str(high)
+
+
+#: PostgreSQL's values past every number, date and time (text), which Spark cannot split at.
+_SPECIAL = "'infinity', '-infinity', 'NaN', 'Infinity', '-Infinity'"
+
+
+def _special(*values: object) -> bool:
+    return any(str(v).lower().lstrip("-") in ("infinity", "nan") for v in values if v is not None)
 
 
 def _floor(value: str) -> str:

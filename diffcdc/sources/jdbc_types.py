@@ -139,6 +139,7 @@ def refusal_in(text: str) -> str | None:
 def plan_read(
     columns: list[Column], *, relation: str, postgres: bool, wide_numeric: str,
     column_types: Mapping[str, str], table: str, enums: frozenset[str] = frozenset(),
+    partition_column: str | None = None, is_query: bool = False,
 ) -> ReadPlan:
     """How to read ``relation`` so that every value arrives unchanged (see the module doc).
 
@@ -154,7 +155,8 @@ def plan_read(
             hint="its columns: " + ", ".join(names),
         )
     if postgres:
-        return _plan_postgres(columns, relation, wide_numeric, column_types, table, enums)
+        return _plan_postgres(columns, relation, wide_numeric, column_types, table, enums,
+                              partition_column, is_query)
     return _plan_other(columns, relation, wide_numeric, column_types, table)
 
 
@@ -177,46 +179,60 @@ def _wide_hint(column: Column) -> str:
 
 
 class _Select:
-    """The wrapping query being built: one expression per column and the value checks."""
+    """The wrapping query being built: per column, its expression and its value check.
 
-    def __init__(self) -> None:
+    A check sits in the column's own expression (``CASE WHEN ok THEN value ELSE <fail>
+    END``): PostgreSQL evaluates it only for rows the query returns, after the user query's
+    own conditions. The partition column's check goes to the WHERE clause instead, so that
+    Spark's range conditions on that column still use its index; a user query is then read
+    behind ``OFFSET 0`` (its own conditions first, the check after).
+    """
+
+    def __init__(self, partition_column: str | None) -> None:
+        self.partition = (partition_column or "").lower()
         self.items: list[str] = []
-        self.checks: list[tuple[str, str]] = []  #: (condition that holds, failure message)
+        self.where: list[str] = []
         self.changed = False
 
-    def keep(self, column: Column) -> None:
-        self.items.append(quote(column.name))
+    def add(self, column: Column, expr: str | None = None,
+            check: tuple[str, str, str] | None = None, sql_type: str | None = None) -> None:
+        """``expr``: what to read (None: the column as it is); ``check``: (condition that
+        holds for a value read unchanged, the value to show, the type it is read as);
+        ``sql_type``: the type a checked value keeps (a CASE drops numeric's precision)."""
+        value = expr or quote(column.name)
+        if check is not None:
+            condition, shown, target = check
+            message = (f"{MARK}: column {column.name} ({db_type(column)}) holds a value {target} "
+                       "cannot hold exactly: ")
+            fail = f"({_literal(message)} || left(({shown})::text, 60) || ' :{MARK}')::int = 0"
+            if column.name.lower() == self.partition and expr is None:
+                self.where.append(f"CASE WHEN NOT ({condition}) THEN {fail} ELSE true END")
+            else:  # the inner CASE has the value's type and fails when evaluated
+                value = f"CASE WHEN {condition} THEN {value} ELSE CASE WHEN {fail} THEN {value} END END"
+                value = f"({value})::{sql_type}" if sql_type else value
+        if value == quote(column.name):
+            self.items.append(value)
+        else:
+            self.items.append(f"{value} AS {quote(column.name)}")
+            self.changed = True
 
-    def put(self, column: Column, expr: str) -> None:
-        self.items.append(f"{expr} AS {quote(column.name)}")
-        self.changed = True
-
-    def check(self, condition: str, column: Column, value: str, target: str) -> None:
-        message = (f"{MARK}: column {column.name} ({db_type(column)}) holds a value {target} "
-                   f"cannot hold exactly: ")
-        shown = f"left(({value})::text, 60)"
-        self.checks.append((condition, f"({_literal(message)} || {shown} || ' :{MARK}')"))
-        self.changed = True
-
-    def query(self, relation: str) -> str:
+    def query(self, relation: str, is_query: bool) -> str:
+        if self.where and is_query:
+            relation = f"(SELECT * FROM {relation} OFFSET 0) diffcdc_query"
         sql = f"SELECT {', '.join(self.items)} FROM {relation}"
-        if self.checks:
-            # Evaluated for every row before its values are cast: a value that does not pass
-            # fails the query ('<message>'::int), naming the column and the value.
-            cases = " ".join(f"WHEN NOT ({cond}) THEN {fail}::int::text::boolean"
-                             for cond, fail in self.checks)
-            sql += f" WHERE CASE {cases} ELSE true END"
+        if self.where:
+            sql += " WHERE " + " AND ".join(self.where)
         return f"({sql}) diffcdc_read"
 
 
 def _plan_postgres(
     columns: list[Column], relation: str, wide_numeric: str, column_types: Mapping[str, str],
-    table: str, enums: frozenset[str],
+    table: str, enums: frozenset[str], partition_column: str | None, is_query: bool,
 ) -> ReadPlan:
-    select = _Select()
+    select = _Select(partition_column)
     for column in columns:
         _postgres_column(select, column, wide_numeric, column_types.get(column.name), table, enums)
-    return ReadPlan(select.query(relation) if select.changed else relation)
+    return ReadPlan(select.query(relation, is_query) if select.changed or select.where else relation)
 
 
 def _postgres_column(
@@ -228,7 +244,7 @@ def _postgres_column(
     array = column.jdbc_type == _ARRAY and name.startswith("_")
     base = name[1:] if array else name
     if wanted is not None and wanted.strip().lower() == "string":
-        select.put(column, f"{col}::text")
+        select.add(column, f"{col}::text")
         return
     if wanted is not None:
         precision, scale = _parse_decimal(wanted) or (0, 0)
@@ -238,17 +254,19 @@ def _postgres_column(
                 "decimal applies to numeric and money columns",
                 table=table, hint=_string_hint(column),
             )
-        _decimal(select, column, precision, scale, array)
+        _decimal(select, column, precision, scale, array, cast=True)
         return
     if base == "numeric" or (not array and column.jdbc_type in _NUMERIC_TYPES):
-        exact = numeric_of(column).exact_decimal()
-        if exact is not None:
-            _decimal(select, column, *exact, array)
+        numeric = numeric_of(column)
+        exact = numeric.exact_decimal()
+        if exact is not None:  # Spark's own mapping is right unless the scale is negative
+            _decimal(select, column, *exact, array, cast=numeric.scale < 0)
         elif wide_numeric == "string":
-            select.put(column, f"{col}::text")
+            select.add(column, f"{col}::text")
         elif wide_numeric == "decimal":
-            scale = numeric_of(column).scale if column.precision else 18
-            _decimal(select, column, MAX_PRECISION, min(max(scale, 0), MAX_PRECISION), array)
+            scale = numeric.scale if column.precision else 18
+            _decimal(select, column, MAX_PRECISION, min(max(scale, 0), MAX_PRECISION), array,
+                     cast=True)
         else:
             raise _refuse(column, table, "wider than Spark's decimal (38 digits)",
                           _wide_hint(column))
@@ -260,29 +278,32 @@ def _postgres_column(
         if array:
             raise _refuse(column, table, "an array Spark cannot read exactly",
                           _string_hint(column))
-        select.put(column, f"{col}::text")
+        select.add(column, f"{col}::text")
         return
     if array and base not in _EXACT and name not in enums:
         raise _refuse(column, table, "an array Spark cannot read exactly", _string_hint(column))
-    select.keep(column)  # Spark's mapping keeps every value (or reads the text: inet, ranges)
+    select.add(column)  # Spark's mapping keeps every value (or reads the text: inet, ranges)
 
 
-def _decimal(select: _Select, column: Column, precision: int, scale: int, array: bool) -> None:
-    """Read as decimal(precision, scale), each value checked to fit (NaN, Infinity do not)."""
+def _decimal(select: _Select, column: Column, precision: int, scale: int, array: bool, *,
+             cast: bool) -> None:
+    """Read as decimal(precision, scale), each value checked to fit (NaN, Infinity do not);
+    ``cast``: Spark's own mapping of the column's type is not that decimal."""
     col = quote(column.name)
-    source = f"{col}::numeric" if column.type_name.lstrip("_") == "money" else col
+    money = column.type_name.lstrip("_") == "money"
+    source = f"{col}::numeric" if money else col
     target = f"decimal({precision},{scale})"
     limit = f"1e{precision - scale}"
+    expr = f"{source}::numeric({precision},{scale})" if cast or money else None
     if array:
         fits = f"x = round(x, {scale}) AND abs(x) < {limit}"
         bad = f"(SELECT x FROM unnest({source}) x WHERE x IS NOT NULL AND NOT ({fits}) LIMIT 1)"
-        select.check(f"{bad} IS NULL", column, bad, target)
-        select.put(column, f"{source}::numeric({precision},{scale})[]")
+        select.add(column, expr and expr + "[]", (f"{bad} IS NULL", bad, target),
+                   f"numeric({precision},{scale})[]")
         return
     # NaN = NaN and round(NaN) = NaN in PostgreSQL, but NaN and ±Infinity fail the abs test.
     fits = f"{source} IS NULL OR ({source} = round({source}, {scale}) AND abs({source}) < {limit})"
-    select.check(fits, column, source, target)
-    select.put(column, f"{source}::numeric({precision},{scale})")
+    select.add(column, expr, (fits, source, target), f"numeric({precision},{scale})")
 
 
 def _moment(select: _Select, column: Column, base: str, array: bool) -> None:
@@ -295,10 +316,9 @@ def _moment(select: _Select, column: Column, base: str, array: bool) -> None:
     if array:
         bad = (f"(SELECT x FROM unnest({col}) x WHERE x IS NOT NULL AND NOT ({ok.format(v='x')}) "
                "LIMIT 1)")
-        select.check(f"{bad} IS NULL", column, bad, target)
+        select.add(column, None, (f"{bad} IS NULL", bad, target))
     else:
-        select.check(f"{col} IS NULL OR ({ok.format(v=col)})", column, col, target)
-    select.keep(column)
+        select.add(column, None, (f"{col} IS NULL OR ({ok.format(v=col)})", col, target))
 
 
 def _plan_other(
