@@ -658,3 +658,54 @@ def test_checks_respect_the_querys_own_conditions_and_partitions(spark, postgres
         "CREATE INDEX IF NOT EXISTS pt_at ON pt (at); SET enable_seqscan = off; "
         f"EXPLAIN SELECT * FROM {relation} WHERE at >= '2026-01-02' AND at < '2026-01-03'")
     assert re.search(r"Index Cond: \(\(?at >= ", plan), plan
+
+
+# --- The type plan alone (no database): other databases, config values ---
+
+
+def _col(name: str, jdbc_type: int, type_name: str, precision: int, scale: int):
+    from diffcdc.sources.jdbc_types import Column
+
+    return Column(name, jdbc_type, type_name, precision, scale)
+
+
+def test_other_databases_wide_decimal_refused_or_read_as_string():
+    from diffcdc.sources.jdbc_types import plan_read
+
+    columns = [_col("id", 4, "INT", 10, 0), _col("amount", 3, "DECIMAL", 65, 30),
+               _col("fine", 3, "DECIMAL", 12, 2), _col("odd `name`", 3, "DECIMAL", 40, 0)]
+    plan = dict(relation="erp.orders", postgres=False, table="Orders")
+    with pytest.raises(InputRefused, match=r"table Orders: column amount has database type DECIMAL\(65,30\), wider "
+                       r"than Spark's decimal \(38 digits\); nothing was read — choose column_types = "
+                       r'\{ amount = "string" \} or wide_numeric = "string"'):
+        plan_read(columns, wide_numeric="refuse", column_types={}, **plan)
+    read = plan_read(columns, wide_numeric="string", column_types={}, **plan)
+    assert (read.relation, read.custom_schema) == ("erp.orders", "`amount` STRING, `odd ``name``` STRING")
+    read = plan_read(columns, wide_numeric="refuse",
+                     column_types={"amount": "string", "odd `name`": "string", "fine": "String"}, **plan)
+    assert read.custom_schema == "`amount` STRING, `fine` STRING, `odd ``name``` STRING"
+    with pytest.raises(ConfigError, match="column amount: a decimal checked value by value needs PostgreSQL"):
+        plan_read(columns, wide_numeric="decimal", column_types={}, **plan)
+    with pytest.raises(ConfigError, match="column_types names column Amount, which the source does not have"):
+        plan_read(columns, wide_numeric="string", column_types={"Amount": "string"}, **plan)
+    assert plan_read(columns[:3][::2], wide_numeric="refuse", column_types={}, **plan).custom_schema is None
+
+
+@pytest.mark.parametrize(("value", "error"), [
+    ({"a": "text"}, "'text' is not a type diffcdc reads a column as"),
+    ({"a": "decimal(39,2)"}, r"decimal\(39,2\) is not a Spark decimal"),
+    ({"a": "decimal(10,11)"}, r"decimal\(10,11\) is not a Spark decimal"),
+    ({"a": "decimal(0,0)"}, r"decimal\(0,0\) is not a Spark decimal"),
+])
+def test_column_types_values_checked_when_the_config_is_read(value, error):
+    from pydantic import ValidationError
+
+    from diffcdc.sources.config import JdbcSourceConfig
+
+    with pytest.raises(ValidationError, match=error):
+        JdbcSourceConfig(type="jdbc", url="jdbc:postgresql://db/erp", table="t", column_types=value)
+    with pytest.raises(ValidationError, match="wide_numeric"):
+        JdbcSourceConfig(type="jdbc", url="jdbc:postgresql://db/erp", table="t", wide_numeric="round")
+    ok = JdbcSourceConfig(type="jdbc", url="jdbc:postgresql://db/erp", table="t",
+                          column_types={"a": "decimal(38, 10)", "b": "STRING"}, lock_timeout=0.5)
+    assert ok.lock_timeout == 0.5 and ok.statement_timeout == 86_400

@@ -113,6 +113,8 @@ def db_type(column: Column) -> str:
     base = name[1:] if array else name
     if base == "numeric":
         base = numeric_of(column).text
+    elif column.jdbc_type in _NUMERIC_TYPES and column.precision:
+        base = f"{base}({column.precision},{column.scale})"
     return base + ("[]" if array else "")
 
 
