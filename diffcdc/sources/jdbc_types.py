@@ -38,6 +38,9 @@ MAX_PRECISION = 38
 #: java.sql.Types codes.
 _NUMERIC_TYPES = {2, 3}  # NUMERIC, DECIMAL
 _ARRAY = 2003
+_TIME = 92
+#: A domain over a date or timestamp: its JDBC type (a timestamp's zone unknown: the wider gap).
+_MOMENTS = {91: "date", 93: "timestamptz"}
 #: PostgreSQL types whose every value Spark's reader keeps (scalars and array elements).
 _EXACT = {
     "int2", "int4", "int8", "float4", "float8", "bool", "text", "varchar", "bpchar", "name",
@@ -273,10 +276,12 @@ def _postgres_column(
             raise _refuse(column, table, "wider than Spark's decimal (38 digits)",
                           _wide_hint(column))
         return
-    if base in _GAP:
-        _moment(select, column, base, array)
+    moment = base if base in _GAP else _MOMENTS.get(column.jdbc_type) if not array else None
+    if moment is not None:  # a date or timestamp, or a domain over one
+        _moment(select, column, moment, array)
         return
-    if base in _AS_TEXT or (base == "bit" and (array or column.precision > 1)):
+    as_text = base in _AS_TEXT or (not array and column.jdbc_type == _TIME)
+    if as_text or (base == "bit" and (array or column.precision > 1)):
         if array:
             raise _refuse(column, table, "an array Spark cannot read exactly",
                           _string_hint(column))
