@@ -712,3 +712,118 @@ def test_column_types_values_checked_when_the_config_is_read(value, error):
     ok = JdbcSourceConfig(type="jdbc", url="jdbc:postgresql://db/erp", table="t",
                           column_types={"a": "decimal(38, 10)", "b": "STRING"}, lock_timeout=0.5)
     assert ok.lock_timeout == 0.5 and ok.statement_timeout == 86_400
+
+
+# --- MariaDB 10.11 (a legacy source users bring), through the CLI (it adds the driver jar) ---
+
+LEGACY = """
+SET SESSION sql_mode = '';
+DROP TABLE IF EXISTS legacy;
+CREATE TABLE legacy (id int PRIMARY KEY, d65 DECIMAL(65,30), ub BIGINT UNSIGNED, t1 TINYINT(1),
+  dt DATETIME(6), ts TIMESTAMP(6) NULL, d DATE, b1 BIT(1), b8 BIT(8), b64 BIT(64),
+  e ENUM('a', 'bb', 'ccc'), st SET('x', 'y', 'z'), j JSON, l1 VARCHAR(20) CHARACTER SET latin1,
+  u8 VARCHAR(20) CHARACTER SET utf8mb4, tm TIME(6), yr YEAR, c CHAR(4), d10 DECIMAL(10,2));
+INSERT INTO legacy VALUES
+ (1, 12345678901234567890123456789012345.123456789012345678901234567891, 18446744073709551615, 2,
+  '2026-03-29 02:30:00.123456', '2026-11-23 07:35:00.000001', '1000-01-01', b'1', b'10000001',
+  b'1111111111111111111111111111111111111111111111111111111111111111', 'a', 'x,z',
+  '{"a": 1.50,  "b": [1, 2]}', 'Zürich ÿ', 'Zürich ☃ 😀', '-838:59:59.000000', 2026, 'ab', -0.01),
+ (2, -0.000000000000000000000000000001, 0, -128, '1000-01-01 00:00:00', '1970-01-01 00:00:01',
+  '9999-12-31', b'0', b'0', b'0', 'ccc', '', '[]', '', '', '00:00:00.5', 1901, '', 99999999.99),
+ (3, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+  NULL, NULL);
+"""
+#: Each column as MariaDB prints it, and the same from Spark's copy (UTC on both sides).
+LEGACY_TEXT = {
+    "d65": ("CAST(d65 AS CHAR)", "d65"), "ub": ("CAST(ub AS CHAR)", "cast(ub as string)"),
+    "t1": ("CAST(t1 AS CHAR)", "cast(t1 as string)"),
+    "dt": ("CAST(dt AS CHAR)", "date_format(dt, 'yyyy-MM-dd HH:mm:ss.SSSSSS')"),
+    "ts": ("CAST(ts AS CHAR)", "date_format(ts, 'yyyy-MM-dd HH:mm:ss.SSSSSS')"),
+    "d": ("CAST(d AS CHAR)", "cast(d as string)"),
+    "b1": ("CAST(b1 + 0 AS CHAR)", "cast(cast(b1 as int) as string)"),
+    "b8": ("CAST(b8 + 0 AS CHAR)", "cast(b8 as string)"), "b64": ("CAST(b64 + 0 AS CHAR)", "cast(b64 as string)"),
+    **{c: (f"CAST({c} AS CHAR)", c) for c in ("e", "st", "j", "l1", "u8", "tm", "c")},
+    "yr": ("CAST(yr AS CHAR)", "cast(yr as string)"), "d10": ("CAST(d10 AS CHAR)", "cast(d10 as string)"),
+}
+
+
+@pytest.fixture(scope="module")
+def mariadb():
+    from tests.mariadb_server import MariaDbServer, mariadb_missing
+
+    missing = mariadb_missing()
+    if missing:
+        raise RuntimeError(f"the MariaDB tests {missing}")
+    server = MariaDbServer()
+    server.start()
+    yield server
+    server.remove()
+
+
+def _mariadb_cli(ws: Path, db: Any, extra: str = "") -> subprocess.CompletedProcess[str]:
+    config = ws / "diffcdc.toml"
+    config.write_text(
+        '[diffcdc]\nstate = "state"\nlanding = "landing"\n[spark]\nmaster = "local[1]"\n'
+        f'[tables.L]\nkeys = ["id"]\nkeep_snapshots = 3\n[tables.L.source]\ntype = "jdbc"\n'
+        f'url = "jdbc:mysql://127.0.0.1:{db.port}/{db.database}"\ntable = "legacy"\n'
+        f'user = "{db.user}"\npassword_env = "{ENV}"\n{extra}'
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
+    return subprocess.run(
+        [sys.executable, "-m", "diffcdc.cli", "run", "--quiet", "--json", "--config", str(config)],
+        env={**env, ENV: db.password}, capture_output=True, text=True, timeout=300, cwd=ws,
+    )
+
+
+def test_mariadb_types_arrive_as_the_databases_text(spark, mariadb, tmp_path):
+    mariadb.sql(LEGACY)
+    refused = _mariadb_cli(tmp_path, mariadb)
+    assert refused.returncode == 3, refused.stdout + refused.stderr
+    error = json.loads(refused.stdout)["tables"][0]["error"]
+    assert "column d65 has database type DECIMAL(65,30), wider than Spark's decimal" in error["message"]
+    assert 'd65 = "string"' in error["hint"] and not (tmp_path / "state" / "L" / "snapshots").exists()
+
+    done = _mariadb_cli(tmp_path, mariadb, 'column_types = { d65 = "string" }\n')
+    assert done.returncode == 0, done.stdout + done.stderr
+    (copy_dir,) = (tmp_path / "state" / "L" / "snapshots").iterdir()
+    copy = spark.read.parquet(str(copy_dir))
+    types = dict(copy.dtypes)
+    assert (types["t1"], types["ub"], types["b8"], types["b64"], types["yr"], types["tm"], types["e"]) == (
+        "tinyint", "decimal(20,0)", "bigint", "decimal(20,0)", "int", "string", "string")
+    assert (types["dt"], types["ts"], types["d"], types["d10"]) == ("timestamp", "timestamp", "date", "decimal(10,2)")
+    got = {str(r[0]): list(r)[1:] for r in copy.selectExpr("id", *(s for _, s in LEGACY_TEXT.values())).collect()}
+    lines = mariadb.sql("SET time_zone = '+00:00'; SELECT id, "
+                        + ", ".join(f"IFNULL({m}, '<NULL>')" for m, _ in LEGACY_TEXT.values()) + " FROM legacy")
+    want = {}
+    for line in lines.splitlines():
+        key, *values = line.split("\t")
+        want[key] = [None if v == "<NULL>" else v for v in values]
+    assert got == want
+    assert got["1"][list(LEGACY_TEXT).index("u8")] == "Zürich ☃ 😀" and got["1"][list(LEGACY_TEXT).index("t1")] == "2"
+
+
+@pytest.mark.parametrize(("column", "value"), [("d", "'0000-00-00'"), ("dt", "'2026-02-00 10:00:00'")])
+def test_mariadb_zero_dates_refused_in_one_line(mariadb, tmp_path, column, value):
+    mariadb.sql(f"SET SESSION sql_mode = ''; DROP TABLE IF EXISTS legacy; "
+                f"CREATE TABLE legacy (id int PRIMARY KEY, d DATE, dt DATETIME); "
+                f"INSERT INTO legacy (id, {column}) VALUES (1, {value}), (2, NULL)")
+    done = _mariadb_cli(tmp_path, mariadb)
+    assert done.returncode == 3, done.stdout + done.stderr
+    error = json.loads(done.stdout)["tables"][0]["error"]
+    kind = "date" if column == "d" else "timestamp"
+    assert f"column {column} (" in error["message"] and f"holds a value Spark's {kind} cannot hold exactly: " \
+        f"{value.strip(chr(39))}" in error["message"], error
+    assert "\n" not in error["message"] and error["hint"].startswith(f"read the column as text with column_types = {{ {column} = ")
+    snapshots = tmp_path / "state" / "L" / "snapshots"
+    assert not snapshots.exists() or not list(snapshots.iterdir())  # nothing kept, nothing committed
+    assert not (tmp_path / "landing" / "L").exists() or not list((tmp_path / "landing" / "L").glob("*.parquet"))
+
+
+def test_mariadb_url_scheme_refused_at_load():
+    from pydantic import ValidationError
+
+    from diffcdc.sources.config import JdbcSourceConfig
+
+    with pytest.raises(ValidationError, match="write jdbc:mysql://"):
+        JdbcSourceConfig(type="jdbc", url="jdbc:mariadb://db/erp", table="t")
+    assert JdbcSourceConfig(type="jdbc", url="jdbc:mysql://db/erp", table="t").driver_class == "org.mariadb.jdbc.Driver"

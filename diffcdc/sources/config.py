@@ -20,11 +20,12 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 #: Databases whose partitioned reads can all see one snapshot (see docs/sources.md).
 CONSISTENT_PARTITIONS = ("postgresql",)
 #: Driver class per JDBC subprotocol, when ``driver`` is not given.
-DEFAULT_DRIVERS = {"postgresql": "org.postgresql.Driver"}
+DEFAULT_DRIVERS = {"postgresql": "org.postgresql.Driver", "mysql": "org.mariadb.jdbc.Driver"}
 #: ``column_types`` values: the database's text of each value, or a decimal checked value by value.
 _COLUMN_TYPE = re.compile(r"^(string|decimal\(\s*(\d{1,2})\s*,\s*(\d{1,2})\s*\))$", re.I)
 #: Driver jar per JDBC subprotocol, when ``driver_jar`` is not given (Debian's packages).
-DEFAULT_JARS = {"postgresql": "/usr/share/java/postgresql.jar"}
+DEFAULT_JARS = {"postgresql": "/usr/share/java/postgresql.jar",
+                "mysql": "/usr/share/java/mariadb-java-client.jar"}
 
 
 class JdbcSourceConfig(BaseModel):
@@ -92,6 +93,13 @@ class JdbcSourceConfig(BaseModel):
     def _url(cls, value: str) -> str:
         if not value.startswith("jdbc:") or len(value.split(":")) < 3:
             raise ValueError("must be a JDBC URL such as jdbc:postgresql://host:5432/database")
+        if value.lower().startswith("jdbc:mariadb:"):
+            # Spark knows no MariaDB dialect: it would quote column names with "..." and
+            # MariaDB would read each as a string constant (every row: the column's name).
+            raise ValueError(
+                "jdbc:mariadb: URLs are read by Spark without its MySQL dialect (column names "
+                "quoted as strings); write jdbc:mysql://... (MariaDB's driver takes it)"
+            )
         if _SECRET_ON_URL.search(value):
             raise ValueError(
                 "must not carry a password (it would be recorded in state and reports); "

@@ -33,6 +33,7 @@ from diffcdc.errors import ConfigError, DiffcdcError
 from diffcdc.sources.base import PendingSnapshot, Snapshot, Source, check_order
 from diffcdc.sources.config import JdbcSourceConfig
 from diffcdc.sources.copies import SnapshotCopies
+from diffcdc.sources.jdbc_mysql import session_statement
 from diffcdc.sources.jdbc_session import JdbcSession, connection_properties, jdbc_error
 from diffcdc.sources.jdbc_types import ReadPlan, plan_read
 from diffcdc.state.store import Commit
@@ -109,7 +110,10 @@ class JdbcSource(Source):
                 reader = spark.read.format("jdbc")
                 for key, value in options.items():
                     reader = reader.option(key, value)
-                copy = copies.write(reader.load(), sid)
+                rows = reader.load()
+                if plan.spark_select is not None:  # values read as text, turned and checked
+                    rows = rows.selectExpr(*plan.spark_select)
+                copy = copies.write(rows, sid)
             except Exception as exc:
                 raise jdbc_error(exc, self.cfg, password) from None
         finally:
@@ -124,7 +128,7 @@ class JdbcSource(Source):
             wide_numeric=self.cfg.wide_numeric, column_types=self.cfg.column_types,
             table=self.table, enums=session.enum_arrays() if session.postgres else frozenset(),
             partition_column=self.cfg.partition_column if self.cfg.num_partitions > 1 else None,
-            is_query=self.cfg.query is not None,
+            is_query=self.cfg.query is not None, mysql=session.mysql,
         )
 
     def _snapshot_id(self, session: JdbcSession) -> str | None:
@@ -161,6 +165,8 @@ class JdbcSource(Source):
             options["password"] = password
         if snapshot is not None:
             options["sessionInitStatement"] = session_init(snapshot)
+        if session.mysql:
+            options["sessionInitStatement"] = session_statement(cfg.lock_timeout)
         if cfg.partition_column and cfg.num_partitions > 1:
             bounds = self._bounds(session)
             if bounds is not None:

@@ -16,6 +16,7 @@ from pyspark.sql import SparkSession
 
 from diffcdc.errors import DiffcdcError, InputRefused, SourceError, SourceUnavailable
 from diffcdc.sources.config import JdbcSourceConfig
+from diffcdc.sources.jdbc_mysql import session_statement
 from diffcdc.sources.jdbc_types import Column, refusal_in
 
 _REPEATABLE_READ = 4  # java.sql.Connection.TRANSACTION_REPEATABLE_READ
@@ -55,6 +56,13 @@ class JdbcSession:
         if self.conn is None:
             raise SourceError(f"JDBC driver {name} does not accept this URL", path=cfg.describe())
         self.postgres = cfg.subprotocol == "postgresql"
+        self.mysql = cfg.subprotocol == "mysql"
+        if self.mysql:
+            stmt = self.conn.createStatement()
+            try:
+                stmt.execute(session_statement(cfg.lock_timeout))
+            finally:
+                stmt.close()
         if self.postgres:
             self.conn.setAutoCommit(False)
             self.conn.setTransactionIsolation(_REPEATABLE_READ)
@@ -117,6 +125,8 @@ class JdbcSession:
 def connection_properties(cfg: JdbcSourceConfig) -> dict[str, str]:
     """Driver properties of every connection of a read: PostgreSQL's lock and statement
     time-outs (``options=-c ...``, so also Spark's own schema query has them)."""
+    if cfg.subprotocol == "mysql":  # TINYINT(1) is a number, not a boolean (2 stays 2)
+        return {"tinyInt1isBit": "false"}
     if cfg.subprotocol != "postgresql":
         return {}
     lock, statement = (int(round(s * 1000)) for s in (cfg.lock_timeout, cfg.statement_timeout))

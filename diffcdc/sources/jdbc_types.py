@@ -73,11 +73,12 @@ class Column:
 
 @dataclass(frozen=True)
 class ReadPlan:
-    """How the relation is read: a wrapping query (None: the relation as it is) and/or a
-    Spark ``customSchema``."""
+    """How the relation is read: the relation Spark reads (a wrapping query, or the relation as
+    it is), a Spark ``customSchema``, and Spark expressions over the rows read (None: as read)."""
 
     relation: str
     custom_schema: str | None = None
+    spark_select: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -144,7 +145,7 @@ def refusal_in(text: str) -> str | None:
 def plan_read(
     columns: list[Column], *, relation: str, postgres: bool, wide_numeric: str,
     column_types: Mapping[str, str], table: str, enums: frozenset[str] = frozenset(),
-    partition_column: str | None = None, is_query: bool = False,
+    partition_column: str | None = None, is_query: bool = False, mysql: bool = False,
 ) -> ReadPlan:
     """How to read ``relation`` so that every value arrives unchanged (see the module doc).
 
@@ -162,10 +163,14 @@ def plan_read(
     if postgres:
         return _plan_postgres(columns, relation, wide_numeric, column_types, table, enums,
                               partition_column, is_query)
+    if mysql:
+        from diffcdc.sources.jdbc_mysql import plan_mysql
+
+        return plan_mysql(columns, relation, wide_numeric, column_types, table)
     return _plan_other(columns, relation, wide_numeric, column_types, table)
 
 
-def _refuse(column: Column, table: str, why: str, hint: str) -> InputRefused:
+def refuse(column: Column, table: str, why: str, hint: str) -> InputRefused:
     return InputRefused(
         f"column {column.name} has database type {db_type(column)}, {why}; nothing was read",
         table=table,
@@ -173,12 +178,12 @@ def _refuse(column: Column, table: str, why: str, hint: str) -> InputRefused:
     )
 
 
-def _string_hint(column: Column) -> str:
+def string_hint(column: Column) -> str:
     return (f'read it as text with column_types = {{ {column.name} = "string" }} in the table\'s '
             "source (docs/sources.md)")
 
 
-def _wide_hint(column: Column) -> str:
+def wide_hint(column: Column) -> str:
     return (f"choose a mapping in the table's source: {WIDE_HINT}, or column_types = "
             f'{{ {column.name} = "string" }} (docs/sources.md)')
 
@@ -257,7 +262,7 @@ def _postgres_column(
             raise ConfigError(
                 f"column_types maps column {column.name} ({db_type(column)}) to {wanted}; a "
                 "decimal applies to numeric and money columns",
-                table=table, hint=_string_hint(column),
+                table=table, hint=string_hint(column),
             )
         _decimal(select, column, precision, scale, array, cast=True)
         return
@@ -273,8 +278,8 @@ def _postgres_column(
             _decimal(select, column, MAX_PRECISION, min(max(scale, 0), MAX_PRECISION), array,
                      cast=True)
         else:
-            raise _refuse(column, table, "wider than Spark's decimal (38 digits)",
-                          _wide_hint(column))
+            raise refuse(column, table, "wider than Spark's decimal (38 digits)",
+                          wide_hint(column))
         return
     moment = base if base in _GAP else _MOMENTS.get(column.jdbc_type) if not array else None
     if moment is not None:  # a date or timestamp, or a domain over one
@@ -283,12 +288,12 @@ def _postgres_column(
     as_text = base in _AS_TEXT or (not array and column.jdbc_type == _TIME)
     if as_text or (base == "bit" and (array or column.precision > 1)):
         if array:
-            raise _refuse(column, table, "an array Spark cannot read exactly",
-                          _string_hint(column))
+            raise refuse(column, table, "an array Spark cannot read exactly",
+                          string_hint(column))
         select.add(column, f"{col}::text")
         return
     if array and base not in _EXACT and name not in enums:
-        raise _refuse(column, table, "an array Spark cannot read exactly", _string_hint(column))
+        raise refuse(column, table, "an array Spark cannot read exactly", string_hint(column))
     select.add(column)  # Spark's mapping keeps every value (or reads the text: inet, ranges)
 
 
@@ -345,10 +350,10 @@ def _plan_other(
         elif wanted or (wide and wide_numeric == "decimal"):
             raise ConfigError(
                 f"column {column.name}: a decimal checked value by value needs PostgreSQL",
-                table=table, hint=_string_hint(column),
+                table=table, hint=string_hint(column),
             )
         elif wide:
-            raise _refuse(column, table, "wider than Spark's decimal (38 digits)",
+            raise refuse(column, table, "wider than Spark's decimal (38 digits)",
                           f'choose column_types = {{ {column.name} = "string" }} or '
                           'wide_numeric = "string" in the table\'s source (docs/sources.md)')
     schema = ", ".join("`" + n.replace("`", "``") + "` STRING" for n in strings)
