@@ -220,16 +220,14 @@ def _run_pending(
         sink.prepare(state.dir)
     request = state.requests.reload_request()
     head = state.head()
+    commits = state.commits()
     reloading = reload_sinks(request, ctx.sinks)
-    if head is not None and reloading:
-        # The requested re-creation rebuilds these sinks from a full image: publishing their
-        # backlog first would be wasted (and may be impossible: a lost target).
-        superseded = [s for s in reloading if sink_backlog(state.commits(), s)]
-        if superseded:
-            say(f"the requested reload supersedes what {', '.join(superseded)} left unpublished")
-    if head is not None and any(
-        sink_backlog(state.commits(), s) for s in ctx.sinks if s not in reloading
-    ):
+    # The requested reload rebuilds these sinks from a full image: publishing their backlog
+    # first would be wasted (and may be impossible: a lost target).
+    superseded = [s for s in reloading if sink_backlog(commits, s)]
+    if superseded:
+        say(f"the requested reload supersedes what {', '.join(superseded)} left unpublished")
+    if any(sink_backlog(commits, s) for s in ctx.sinks if s not in reloading):
         ctx.stage(None, "finishing versions left unpublished by an earlier run")
         report.resumed_versions.extend(publish_backlog(ctx, skip=reloading))
     if rollback_to is not None:

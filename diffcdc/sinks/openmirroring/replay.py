@@ -16,6 +16,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from diffcdc.core.compare import norm_value
@@ -101,7 +102,15 @@ def replay(storage: LandingStorage, folder: str, upto: int | None = None) -> Mir
                 )
             rows = read_text_file(_read(storage, path), meta)
         elif extension == "parquet":
-            rows = pq.read_table(io.BytesIO(_read(storage, path))).to_pylist()
+            try:
+                rows = pq.read_table(io.BytesIO(_read(storage, path))).to_pylist()
+            except pa.ArrowException as exc:  # a damaged or foreign file in the folder
+                raise LandingZoneMismatch(
+                    f"landing file is not readable Parquet: {' '.join(str(exc).split())}",
+                    path=path,
+                    hint="the file was damaged or written by someone else: stop that writer; "
+                    "'diffcdc run' refuses the folder and names the reload that replaces it",
+                ) from None
         else:
             raise LandingZoneMismatch("a text file, but _metadata.json declares no FileExtension", path=path)
         default = MARKER_UPSERT if upsert_default else MARKER_INSERT
