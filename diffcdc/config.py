@@ -26,7 +26,12 @@ from diffcdc.sinks.delta.config import DeltaSinkConfig
 from diffcdc.sinks.kafka.config import KafkaSinkConfig
 from diffcdc.sinks.openmirroring.config import LANDING_FIELDS, OpenMirroringSinkConfig
 from diffcdc.sinks.targets import OwnedTarget, own, target_clash
-from diffcdc.sources.config import DataFrameSourceConfig, JdbcSourceConfig, jdbc_jars
+from diffcdc.sources.config import (
+    DataFrameSourceConfig,
+    JdbcSourceConfig,
+    check_passwords,
+    jdbc_jars,
+)
 from diffcdc.state.root import StateRoot
 
 
@@ -290,6 +295,17 @@ class RunConfig(BaseModel):
         if clash:
             raise ValueError(clash)
         return self
+
+
+def check_secrets(tables: list[TableConfig]) -> None:
+    """Every environment variable a table reads a secret from is set — a JDBC source's
+    ``password_env``, a Kafka sink's ``sasl_password_env`` — found before Spark starts (exit
+    2, one line), not once the read or the publish begins."""
+    check_passwords(list(tables))
+    for table in tables:
+        for sink in table.sinks:
+            if isinstance(sink, KafkaSinkConfig) and sink.sasl_password_env:
+                sink.password(table.name)
 
 
 def table_label(table: TableConfig) -> str:

@@ -788,3 +788,27 @@ def test_a_topic_that_lost_its_messages_is_refused_and_reload_sink_republishes(s
         assert rows == [(i, f"c{i}") for i in range(2, 33)]
     finally:
         own.stop()
+
+
+def test_a_missing_sasl_password_variable_is_found_before_spark_starts(tmp_path):
+    config = tmp_path / "diffcdc.toml"
+    (tmp_path / "src").mkdir()
+    pa_table = pa.table({"id": [1]})
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa_table, tmp_path / "src" / "1.parquet")
+    config.write_text(
+        '[diffcdc]\nstate = "state"\n[tables.T]\nsource = "src"\nkeys = ["id"]\n'
+        '[[tables.T.sinks]]\ntype = "kafka"\nbootstrap_servers = "127.0.0.1:9"\ntopic = "t"\n'
+        'security_protocol = "sasl_plaintext"\nsasl_mechanism = "PLAIN"\nsasl_username = "u"\n'
+        'sasl_password_env = "DIFFCDC_TEST_SASL_NOT_SET"\n'
+    )
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("PYTEST") and k != "DIFFCDC_TEST_SASL_NOT_SET"}
+    done = subprocess.run([sys.executable, "-m", "diffcdc.cli", "run", "--config", str(config)],
+                          env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    (line,) = [x for x in (done.stdout + done.stderr).splitlines()
+               if "DIFFCDC_TEST_SASL_NOT_SET" in x]
+    assert "table T" in line and "sasl_password_env of Kafka sink kafka" in line, line
+    assert not (tmp_path / "state" / "_logs").exists()  # no run log: Spark never started

@@ -87,13 +87,13 @@ def _run_busy(args: argparse.Namespace, config: Any, busy: list[Any],
               overrides: dict[str, frozenset[str]], reload: frozenset[str],
               rollback: dict[str, int], observer: Any, run_log: list[Any]) -> list[Any]:
     """Start Spark (its console output into the run's log file unless --debug) and run."""
+    from diffcdc.config import check_secrets
     from diffcdc.engine.executors import check_executor_python
     from diffcdc.engine.run import run_many
     from diffcdc.runlog import logged_spark
-    from diffcdc.sources.config import check_passwords
     from diffcdc.spark import master_label
 
-    check_passwords(busy)  # a missing password variable: exit 2 before Spark starts
+    check_secrets(busy)  # a missing password variable: exit 2 before Spark starts
     log.info("starting Spark (%s) for %d table(s)", master_label(config.spark.master), len(busy))
     spark, opened = logged_spark(config.state_root().logs_base(), args.debug, config.spark.master, config.spark.conf,
                                  jars=config.model_copy(update={"tables": busy}).jars())

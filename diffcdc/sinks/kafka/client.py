@@ -10,7 +10,6 @@ is never logged, stored or shown by :meth:`KafkaClients.describe`.
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -67,20 +66,9 @@ class KafkaClients:
         if c.sasl_mechanism:
             conf["sasl.mechanism"] = c.sasl_mechanism
             conf["sasl.username"] = c.sasl_username
-            conf["sasl.password"] = self._password()
+            conf["sasl.password"] = c.password(self.table)
         conf.update({k: v for k, v in c.producer.items() if k.startswith(CONNECTION_PREFIXES)})
         return conf
-
-    def _password(self) -> str:
-        name = self.config.sasl_password_env or ""
-        value = os.environ.get(name)
-        if not value:
-            raise ConfigError(
-                f"environment variable {name} (sasl_password_env of Kafka sink {self.sink_id}) is not set",
-                table=self.table,
-                hint=f"export {name} with the SASL password before the run",
-            )
-        return value
 
     def producer(self) -> Producer:
         """A transactional, idempotent producer with this table's stable transactional id."""

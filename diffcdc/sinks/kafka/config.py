@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from diffcdc.errors import ConfigError
 from diffcdc.sinks.targets import SinkTarget, kafka_servers
 
 #: Kafka's own rule for topic names.
@@ -152,6 +154,20 @@ class KafkaSinkConfig(BaseModel):
         if not sasl and (self.sasl_mechanism or self.sasl_username or self.sasl_password_env):
             raise ValueError("sasl_* settings need security_protocol sasl_plaintext or sasl_ssl")
         return self
+
+    def password(self, table: str) -> str:
+        """The SASL password from ``sasl_password_env`` (ConfigError, exit 2, when it is not
+        set: found before Spark starts, see :func:`diffcdc.config.check_secrets`)."""
+        name = self.sasl_password_env or ""
+        value = os.environ.get(name)
+        if not value:
+            raise ConfigError(
+                f"environment variable {name} (sasl_password_env of Kafka sink {self.sink_id}) "
+                "is not set",
+                table=table,
+                hint=f"export {name} with the SASL password before the run",
+            )
+        return value
 
     @property
     def sink_id(self) -> str:
