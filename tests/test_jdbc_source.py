@@ -827,3 +827,40 @@ def test_mariadb_url_scheme_refused_at_load():
     with pytest.raises(ValidationError, match="write jdbc:mysql://"):
         JdbcSourceConfig(type="jdbc", url="jdbc:mariadb://db/erp", table="t")
     assert JdbcSourceConfig(type="jdbc", url="jdbc:mysql://db/erp", table="t").driver_class == "org.mariadb.jdbc.Driver"
+
+
+def test_mariadb_read_behind_ddl_fails_after_lock_timeout(mariadb, tmp_path):
+    """An ALTER TABLE waits for a long transaction; every later reader of the table queues
+    behind the ALTER (MariaDB's own default wait is a year). The read gives up after
+    lock_timeout in one line, and the ALTER proceeds once the transaction ends."""
+    mariadb.sql("DROP TABLE IF EXISTS legacy; CREATE TABLE legacy (id int PRIMARY KEY); INSERT INTO legacy VALUES (1)")
+
+    def client(sql: str) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            ["mariadb", "--no-defaults", "-S", mariadb.socket, "-u", "root", "-D", mariadb.database,
+             "-e", sql], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+    holder = client("BEGIN; SELECT id FROM legacy; SELECT SLEEP(60)")
+    alter = None
+    try:
+        deadline = time.monotonic() + 30
+        while mariadb.sql("SELECT count(*) FROM information_schema.processlist WHERE info = 'SELECT SLEEP(60)'") != "1":
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        alter = client("ALTER TABLE legacy ADD COLUMN x int")
+        while mariadb.sql("SELECT count(*) FROM information_schema.processlist "
+                          "WHERE state = 'Waiting for table metadata lock'") != "1":
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        done = _mariadb_cli(tmp_path, mariadb, "lock_timeout = 2\n")
+    finally:
+        holder.terminate()
+        holder.communicate(timeout=60)
+        altered = alter.communicate(timeout=60) if alter is not None else None
+    assert done.returncode == 1, done.stdout + done.stderr
+    error = json.loads(done.stdout)["tables"][0]["error"]
+    assert "a lock on the source was not granted within lock_timeout = 2 s" in error["message"], error
+    assert "\n" not in error["message"] and not (tmp_path / "state" / "L").exists()
+    assert alter is not None and alter.returncode == 0, altered
+    assert mariadb.sql("SELECT count(*) FROM information_schema.columns WHERE table_name = 'legacy' "
+                       "AND column_name = 'x'") == "1"  # the ALTER went through

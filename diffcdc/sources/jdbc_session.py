@@ -159,7 +159,7 @@ def jdbc_error(exc: BaseException, cfg: JdbcSourceConfig, password: str | None) 
             hint=f'read the column as text with column_types = {{ {column} = "string" }} in the '
             "table's source, or as a decimal that holds it (docs/sources.md)",
         )
-    if sql_state == "55P03":
+    if sql_state == "55P03" or "Lock wait timeout exceeded" in text:  # PostgreSQL, MariaDB/MySQL
         return SourceUnavailable(
             f"a lock on the source was not granted within lock_timeout = {cfg.lock_timeout:g} s "
             "(another session holds or waits for a conflicting lock, e.g. a DROP or ALTER TABLE); "
