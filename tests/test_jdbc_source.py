@@ -864,3 +864,29 @@ def test_mariadb_read_behind_ddl_fails_after_lock_timeout(mariadb, tmp_path):
     assert alter is not None and alter.returncode == 0, altered
     assert mariadb.sql("SELECT count(*) FROM information_schema.columns WHERE table_name = 'legacy' "
                        "AND column_name = 'x'") == "1"  # the ALTER went through
+
+
+def test_timestamp_without_zone_refused_when_spark_jvm_is_not_in_utc(spark, postgres, ws):
+    """PostgreSQL's driver hands a timestamp without time zone over as a wall clock in the
+    JVM's zone: Spark would store 07:35 in Berlin, 06:35 UTC. Refused, naming the fix."""
+    postgres.sql("DROP TABLE IF EXISTS wall; CREATE TABLE wall (id int PRIMARY KEY, ts timestamp, tstz timestamptz);"
+                 "INSERT INTO wall VALUES (1, '2026-11-23 07:35:00', '2026-11-23 07:35:00+00')")
+    zones = spark._jvm.java.util.TimeZone
+    before = zones.getDefault()
+    zones.setDefault(zones.getTimeZone("Europe/Berlin"))
+    try:
+        raw = spark.read.format("jdbc").options(
+            url=postgres.jdbc_url, dbtable="wall", user=postgres.user, password=postgres.password,
+            driver="org.postgresql.Driver").load()
+        (shown,) = raw.selectExpr("cast(ts as string)").collect()
+        assert shown[0] == "2026-11-23 06:35:00"  # what Spark alone would store
+        with pytest.raises(InputRefused) as err:
+            _run(spark, ws, _table(ws, postgres, ["id"], table="wall"))
+        text = _refused_first_run(ws, err.value)
+        assert "column ts has database type timestamp, a wall clock Spark's JVM would read in its time " \
+               "zone Europe/Berlin" in text and "-Duser.timezone=UTC" in text
+        (snap,) = _run(spark, ws, _table(ws, postgres, ["id"], table="wall", column_types={"ts": "string"})).snapshots
+        (row,) = spark.read.parquet(_copy(ws, snap.snapshot_id)).selectExpr("ts", "cast(tstz as string)").collect()
+        assert tuple(row) == ("2026-11-23 07:35:00", "2026-11-23 07:35:00")  # the instant is unaffected
+    finally:
+        zones.setDefault(before)

@@ -129,6 +129,7 @@ class JdbcSource(Source):
             table=self.table, enums=session.enum_arrays() if session.postgres else frozenset(),
             partition_column=self.cfg.partition_column if self.cfg.num_partitions > 1 else None,
             is_query=self.cfg.query is not None, mysql=session.mysql,
+            jvm_zone=session.jvm_zone() if session.postgres else "UTC",
         )
 
     def _snapshot_id(self, session: JdbcSession) -> str | None:

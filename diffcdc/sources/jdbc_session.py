@@ -28,6 +28,7 @@ class JdbcSession:
     def __init__(self, spark: SparkSession, cfg: JdbcSourceConfig, password: str | None) -> None:
         jvm = spark._jvm  # type: ignore[attr-defined]
         assert jvm is not None
+        self.jvm = jvm
         name = cfg.driver_class
         if name is None:
             raise SourceError(
@@ -81,6 +82,12 @@ class JdbcSession:
             return [_value(rs, i + 1, types[i]) for i in range(count)], types
         finally:
             stmt.close()
+
+    def jvm_zone(self) -> str:
+        """``UTC`` when the JVM's default time zone has UTC's rules, else that zone's id."""
+        zone = self.jvm.java.util.TimeZone.getDefault()
+        utc = self.jvm.java.util.TimeZone.getTimeZone("UTC")
+        return "UTC" if zone.hasSameRules(utc) else str(zone.getID())
 
     def columns(self, relation: str) -> list[Column]:
         """The relation's columns as the driver describes them (no row is read)."""

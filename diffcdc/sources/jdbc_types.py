@@ -20,7 +20,8 @@ columns (their JDBC metadata, read before any row) and decides per column:
 
 A value check fails the database query with a text marked :data:`MARK` (PostgreSQL evaluates
 ``'<message>'::int`` only for a row that fails the check); :func:`refusal_in` finds it in the
-error again. The checks are PostgreSQL SQL; other databases get the width check and ``string``.
+error again. The checks are PostgreSQL SQL; MariaDB / MySQL: :mod:`diffcdc.sources.jdbc_mysql`;
+other databases get the width check and ``string``.
 """
 
 from __future__ import annotations
@@ -146,9 +147,12 @@ def plan_read(
     columns: list[Column], *, relation: str, postgres: bool, wide_numeric: str,
     column_types: Mapping[str, str], table: str, enums: frozenset[str] = frozenset(),
     partition_column: str | None = None, is_query: bool = False, mysql: bool = False,
+    jvm_zone: str = "UTC",
 ) -> ReadPlan:
     """How to read ``relation`` so that every value arrives unchanged (see the module doc).
 
+    ``jvm_zone``: the time zone of Spark's JVM when it is not UTC (PostgreSQL's driver hands a
+    ``timestamp`` without time zone over as a wall clock in that zone: it would be shifted).
     Raises :class:`InputRefused` (exit 3) for a column no mapping reads exactly, and
     :class:`ConfigError` for a ``column_types`` entry that names no column of the relation.
     """
@@ -162,7 +166,7 @@ def plan_read(
         )
     if postgres:
         return _plan_postgres(columns, relation, wide_numeric, column_types, table, enums,
-                              partition_column, is_query)
+                              partition_column, is_query, jvm_zone)
     if mysql:
         from diffcdc.sources.jdbc_mysql import plan_mysql
 
@@ -238,10 +242,20 @@ class _Select:
 def _plan_postgres(
     columns: list[Column], relation: str, wide_numeric: str, column_types: Mapping[str, str],
     table: str, enums: frozenset[str], partition_column: str | None, is_query: bool,
+    jvm_zone: str,
 ) -> ReadPlan:
     select = _Select(partition_column)
     for column in columns:
-        _postgres_column(select, column, wide_numeric, column_types.get(column.name), table, enums)
+        wanted = column_types.get(column.name)
+        if jvm_zone != "UTC" and column.type_name.lstrip("_") == "timestamp" and wanted is None:
+            raise refuse(
+                column, table,
+                f"a wall clock Spark's JVM would read in its time zone {jvm_zone} (shifted)",
+                "run Spark's JVMs in UTC: -Duser.timezone=UTC in spark.driver.extraJavaOptions "
+                f'and spark.executor.extraJavaOptions; or column_types = {{ {column.name} = '
+                '"string" }',
+            )
+        _postgres_column(select, column, wide_numeric, wanted, table, enums)
     return ReadPlan(select.query(relation, is_query) if select.changed or select.where else relation)
 
 
