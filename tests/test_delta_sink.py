@@ -9,7 +9,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from diffcdc.config import TableConfig
-from diffcdc.errors import TargetMismatch
+from diffcdc.errors import StorageError, TargetMismatch
 from diffcdc.sinks.delta.feed import commit_of, feed_of, plain_types
 from diffcdc.state.store import TableState
 from tests.helpers import Workspace
@@ -210,28 +210,30 @@ def test_a_foreign_change_is_refused_for_that_sink_alone_and_reload_sink_recover
     ws.assert_mirror_equals(spark, "4.parquet")
 
 
+def _outage(monkeypatch) -> None:
+    """The Delta sink's publishing fails like a store that does not answer (until undone)."""
+    from diffcdc.sinks.delta.sink import DeltaSink
+
+    def outage(self, *args, **kwargs):
+        raise StorageError("the store does not answer", table="T")
+
+    monkeypatch.setattr(DeltaSink, "publish", outage)
+
+
 def test_a_table_deleted_with_a_version_unpublished_is_refused_not_rebuilt_from_a_diff(
         spark, tmp_path, monkeypatch):
     import shutil
-
-    from diffcdc.errors import StorageError
-    from diffcdc.sinks.delta.sink import DeltaSink
 
     ws = _two_sinks(tmp_path)
     path = str(tmp_path / "lake" / "t")
     ws.write("1.parquet", _rows(20, "a"))
     ws.run(spark)
     ws.write("2.parquet", _rows(21, "a")[1:])  # delete 1, insert 21
-    real = DeltaSink.publish
-
-    def outage(self, *args, **kwargs):
-        raise StorageError("the store does not answer", table="T")
-
-    monkeypatch.setattr(DeltaSink, "publish", outage)
+    _outage(monkeypatch)
     with pytest.raises(StorageError, match="sink delta: the store does not answer"):
         ws.run(spark)
     assert TableState(ws.state, "T").head().unpublished == ["delta"]
-    monkeypatch.setattr(DeltaSink, "publish", real)
+    monkeypatch.undo()
     shutil.rmtree(path)  # someone cleans up the lake
     with pytest.raises(TargetMismatch, match="the Delta table is gone"):
         ws.run(spark)
@@ -242,16 +244,11 @@ def test_a_table_deleted_with_a_version_unpublished_is_refused_not_rebuilt_from_
 
 def test_an_outage_of_one_sink_is_caught_up_in_order_while_the_other_publishes(
         spark, tmp_path, monkeypatch):
-    from diffcdc.errors import StorageError
-    from diffcdc.sinks.delta.sink import DeltaSink
-
     ws = _two_sinks(tmp_path)
     path = str(tmp_path / "lake" / "t")
     ws.write("1.parquet", _rows(3, "a"))
     ws.run(spark)
-    real = DeltaSink.publish
-    monkeypatch.setattr(DeltaSink, "publish", lambda self, *a, **k: (_ for _ in ()).throw(
-        StorageError("the store does not answer", table="T")))
+    _outage(monkeypatch)
     for n, rows in ((2, _rows(4, "b")), (3, _rows(2, "c"))):
         ws.write(f"{n}.parquet", rows)
         with pytest.raises(StorageError) as failed:
@@ -259,7 +256,7 @@ def test_an_outage_of_one_sink_is_caught_up_in_order_while_the_other_publishes(
         assert failed.value.report.snapshots[0].sinks["delta"]["published"] is False
         ws.assert_mirror_equals(spark, f"{n}.parquet")
     assert [c.unpublished for c in TableState(ws.state, "T").commits()] == [[], ["delta"], ["delta"]]
-    monkeypatch.setattr(DeltaSink, "publish", real)
+    monkeypatch.undo()
     report = ws.run(spark)
     assert report.outcome == "ok" and report.resumed_versions == [2, 3]
     assert _live(path) == [(1, "c1"), (2, "c2")]

@@ -812,3 +812,6 @@ def test_a_missing_sasl_password_variable_is_found_before_spark_starts(tmp_path)
                if "DIFFCDC_TEST_SASL_NOT_SET" in x]
     assert "table T" in line and "sasl_password_env of Kafka sink kafka" in line, line
     assert not (tmp_path / "state" / "_logs").exists()  # no run log: Spark never started
+    plan = subprocess.run([sys.executable, "-m", "diffcdc.cli", "plan", "--config", str(config)],
+                          env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert plan.returncode == 2 and "DIFFCDC_TEST_SASL_NOT_SET" in plan.stdout, plan.stdout

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from diffcdc.config import TableConfig
+from diffcdc.config import TableConfig, check_secrets
 from diffcdc.errors import DiffcdcError, InputRefused, StateError
 from diffcdc.sources.base import PendingSnapshot, Source
 from diffcdc.state.owner import check_owner
@@ -106,10 +106,13 @@ def check_continues(
 
 
 def plan_error(table: TableConfig, plan: TablePlan) -> DiffcdcError | None:
-    """Why the run would refuse the table, also one that first publishes its head version."""
+    """Why the run would refuse the table, also one that first publishes its head version or
+    whose secret (a password variable) is missing."""
     if plan.error is not None:
         return plan.error
     try:
+        if plan.has_work:
+            check_secrets([table])  # the run refuses it before Spark starts
         check_continues(table, plan.head, plan.snapshots, plan.reload)
     except DiffcdcError as exc:
         exc.table = exc.table or table.name
