@@ -11,6 +11,40 @@ os.environ.setdefault("DIFFCDC_SPARK_LOG_LEVEL", "ERROR")
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # tests stay on the loopback interface
 
 
+#: Fixtures that start a JVM or a server: a test that uses one is not in the unit tier.
+HEAVY_FIXTURES = frozenset({"spark", "broker", "postgres", "mariadb", "spark_cluster", "servers"})
+#: Markers of tests that start processes or servers themselves.
+HEAVY_MARKERS = ("slow", "integration", "cluster", "exhaustive")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark the unit tier: tests that need no Spark session, no server and no subprocess.
+
+    The default tier (the README's first test command, ``-m "unit or default_tier"``) is the
+    unit tier plus the tests marked ``default_tier``: one contract run per sink kind and the
+    commit-boundary kill over every sink.
+    """
+    for item in items:
+        heavy = HEAVY_FIXTURES & set(getattr(item, "fixturenames", ()))
+        if not heavy and not any(item.get_closest_marker(m) for m in HEAVY_MARKERS):
+            item.add_marker(pytest.mark.unit)
+
+
+@pytest.fixture(autouse=True)
+def _unit_tests_start_no_jvm(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch):
+    """A test in the unit tier that starts a JVM (a SparkContext, a py4j gateway) is misfiled:
+    it fails, naming the fixture that moves it out of the tier."""
+    if request.node.get_closest_marker("unit") is not None:
+        from pyspark import SparkContext
+
+        def refuse(*args, **kwargs):
+            raise AssertionError("a unit-tier test started Spark: take the spark fixture")
+
+        monkeypatch.setattr(SparkContext, "_ensure_initialized", classmethod(refuse))
+        monkeypatch.setattr("pyspark.java_gateway.launch_gateway", refuse)
+    yield
+
+
 @pytest.fixture(scope="session")
 def spark():
     from diffcdc.cds import build

@@ -64,6 +64,7 @@ def _assert_replays(spark, table: TableConfig, state: str, sid: str) -> None:
     assert not bad, bad
 
 
+@pytest.mark.default_tier
 @pytest.mark.parametrize("kind", KINDS, ids=[k.name for k in KINDS])
 def test_replaying_a_sink_gives_every_snapshot(spark, servers, kind):
     @settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
@@ -184,6 +185,8 @@ SECOND = {**{k: {**v, "s1": "changed"} for k, v in FIRST.items() if k[0] < 3},
 #: Every other point is marked ``exhaustive`` and runs with ``pytest -m exhaustive``.
 CORE_POINTS = {"after_claim", "publish@landing_local:1", "publish@landing_dfs:1",
                "delta_committed@delta", "kafka_after_commit@kafka", "before_mark_published@kafka"}
+#: The kill at the commit boundary (committed, nothing published): in the default tier.
+COMMIT_BOUNDARY = "after_claim"
 
 
 def _crash_points() -> list[Any]:
@@ -191,7 +194,8 @@ def _crash_points() -> list[Any]:
     for kind in KINDS:
         points += list(kind.crash_points) + [f"before_mark_published@{kind.name}"]
     assert CORE_POINTS <= set(points)
-    return [p if p in CORE_POINTS else pytest.param(p, marks=pytest.mark.exhaustive)
+    return [pytest.param(p, marks=pytest.mark.default_tier) if p == COMMIT_BOUNDARY
+            else p if p in CORE_POINTS else pytest.param(p, marks=pytest.mark.exhaustive)
             for p in points]
 
 
