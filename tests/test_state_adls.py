@@ -97,3 +97,16 @@ def test_table_state_keeps_requests_marks_and_reports_on_adls(server, tmp_path):
         "last_change.json", "last_report.json", "log", "reload.json", "reports"
     ]  # the lease is gone
     assert state.commits() == []  # marks are not commits
+
+
+def test_a_commit_whose_answer_was_lost_is_this_runs_own_not_a_conflict(server):
+    """Commit state unknown: the rename that creates a commit record lands, its answer is lost,
+    the client's retry finds the record there. It is this run's own record (same bytes): the
+    put succeeded. Only another writer's record is a conflict."""
+    storage = open_storage(server)
+    server.inject("rename", drop_response=True, times=1, path_contains="log/")
+    storage.put_if_absent("log/00000000000000000001.json", b"this run's record")
+    assert storage.read_bytes("log/00000000000000000001.json") == b"this run's record"
+    assert server.names("ws", "lake/state/T/log") == ["00000000000000000001.json"]  # no temp left
+    with pytest.raises(FileExistsError):  # another run's record is still a conflict
+        storage.put_if_absent("log/00000000000000000001.json", b"another run's record")

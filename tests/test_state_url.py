@@ -200,3 +200,21 @@ def test_a_run_killed_after_its_remote_commit_is_finished_by_the_next_run(
     assert "lease.json" not in server.names(FS, f"{ROOT}/T")
     mirrored = replay(LocalStorage(str(tmp_path / "landing")), table_folder("T", None)).replayed()
     assert sorted((r["id"], r["name"]) for r in mirrored.rows) == [(1, "z"), (3, "c")]
+
+
+def test_a_commit_whose_answer_was_lost_completes_the_run(
+    spark, server, tmp_path, monkeypatch, capsys, cli_logging  # noqa: F811
+) -> None:
+    """The commit record's rename lands on the server but its answer is lost: the client's
+    retry finds the record. The run goes on (it is its own commit), publishes, exits 0; it was
+    'ConcurrentRunError: version 1 was committed by another run first; this run changed
+    nothing' about its own commit."""
+    monkeypatch.setenv("TEST_STATE_KEY", server.account_key)
+    config = write_config(tmp_path, server)
+    snapshot(tmp_path, "0001", [(1, "a"), (2, "b")])
+    server.inject("rename", drop_response=True, times=1, path_contains=f"{1:020d}.json")
+    code, run, err = cli(capsys, "run", "--config", config)
+    assert code == 0, err
+    assert run["tables"][0]["snapshots"][0]["version"] == 1
+    head = load_config(config).state_root().table("T").head()
+    assert head is not None and head.version == 1 and head.published

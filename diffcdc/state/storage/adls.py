@@ -12,6 +12,7 @@ not at all:
 
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
 from typing import Any
@@ -23,6 +24,8 @@ from diffcdc.sinks.storage.adls import AdlsStorage
 from diffcdc.sinks.storage.adls_transport import error_code
 from diffcdc.sinks.storage.base import join
 from diffcdc.state.storage.base import StateStorage, Tagged
+
+log = logging.getLogger("diffcdc")
 
 
 class AdlsStateStorage(StateStorage):
@@ -75,7 +78,20 @@ class AdlsStateStorage(StateStorage):
             os.unlink(local)
 
     def put_if_absent(self, path: str, data: bytes) -> None:
-        self.remote._rename_into_place(self._upload(path, data), self._rel(path))
+        """Create ``path`` unless it exists (``If-None-Match: *`` on the rename).
+
+        Commit state unknown: when a rename lands but its answer is lost, the client's retry
+        finds ``path`` there. A document holding exactly ``data`` is this writer's own (every
+        document names its run and time), so the put succeeded; anything else is a conflict.
+        """
+        try:
+            self.remote._rename_into_place(self._upload(path, data), self._rel(path))
+        except FileExistsError:
+            found = self.read(path)
+            if found is None or found.data != data:
+                raise
+            log.info("%s: the answer to its creation was lost; it holds what this run wrote",
+                     self.describe(path))
 
     def put(self, path: str, data: bytes) -> None:
         self._rename(self._upload(path, data), path, {})
