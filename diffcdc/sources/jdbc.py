@@ -33,7 +33,7 @@ from diffcdc.errors import ConfigError, DiffcdcError
 from diffcdc.sources.base import PendingSnapshot, Snapshot, Source, check_order
 from diffcdc.sources.config import JdbcSourceConfig
 from diffcdc.sources.copies import SnapshotCopies
-from diffcdc.sources.jdbc_mysql import session_statement
+from diffcdc.sources.jdbc_mysql import plan_mysql, session_statement
 from diffcdc.sources.jdbc_session import JdbcSession, connection_properties, jdbc_error
 from diffcdc.sources.jdbc_types import ReadPlan, plan_read
 from diffcdc.state.store import Commit
@@ -123,12 +123,15 @@ class JdbcSource(Source):
     def _plan(self, session: JdbcSession) -> ReadPlan:
         """How each column is read (from the relation's metadata: no row read yet)."""
         columns = session.columns(self._relation())
+        if session.mysql:
+            return plan_mysql(columns, self._relation(), self.cfg.wide_numeric,
+                              self.cfg.column_types, self.table)
         return plan_read(
             columns, relation=self._relation(), postgres=session.postgres,
             wide_numeric=self.cfg.wide_numeric, column_types=self.cfg.column_types,
             table=self.table, enums=session.enum_arrays() if session.postgres else frozenset(),
             partition_column=self.cfg.partition_column if self.cfg.num_partitions > 1 else None,
-            is_query=self.cfg.query is not None, mysql=session.mysql,
+            is_query=self.cfg.query is not None,
             jvm_zone=session.jvm_zone() if session.postgres else "UTC",
         )
 

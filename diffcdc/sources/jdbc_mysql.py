@@ -25,6 +25,7 @@ from diffcdc.sources.jdbc_types import (
     MAX_PRECISION,
     Column,
     ReadPlan,
+    check_column_types,
     db_type,
     refuse,
     string_hint,
@@ -58,6 +59,7 @@ def plan_mysql(
     table: str,
 ) -> ReadPlan:
     """The wrapping query and the Spark expressions (see the module docstring)."""
+    check_column_types(columns, column_types, table)
     items: list[str] = []
     spark: list[str] = []
     changed = False

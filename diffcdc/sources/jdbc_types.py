@@ -146,8 +146,7 @@ def refusal_in(text: str) -> str | None:
 def plan_read(
     columns: list[Column], *, relation: str, postgres: bool, wide_numeric: str,
     column_types: Mapping[str, str], table: str, enums: frozenset[str] = frozenset(),
-    partition_column: str | None = None, is_query: bool = False, mysql: bool = False,
-    jvm_zone: str = "UTC",
+    partition_column: str | None = None, is_query: bool = False, jvm_zone: str = "UTC",
 ) -> ReadPlan:
     """How to read ``relation`` so that every value arrives unchanged (see the module doc).
 
@@ -155,7 +154,18 @@ def plan_read(
     ``timestamp`` without time zone over as a wall clock in that zone: it would be shifted).
     Raises :class:`InputRefused` (exit 3) for a column no mapping reads exactly, and
     :class:`ConfigError` for a ``column_types`` entry that names no column of the relation.
+    MariaDB / MySQL: :func:`diffcdc.sources.jdbc_mysql.plan_mysql`.
     """
+    check_column_types(columns, column_types, table)
+    if postgres:
+        return _plan_postgres(columns, relation, wide_numeric, column_types, table, enums,
+                              partition_column, is_query, jvm_zone)
+    return _plan_other(columns, relation, wide_numeric, column_types, table)
+
+
+def check_column_types(columns: list[Column], column_types: Mapping[str, str], table: str
+                       ) -> None:
+    """Refuse a ``column_types`` entry that names no column of the relation (ConfigError)."""
     names = [c.name for c in columns]
     unknown = [n for n in column_types if n not in names]
     if unknown:
@@ -164,14 +174,6 @@ def plan_read(
             table=table,
             hint="its columns: " + ", ".join(names),
         )
-    if postgres:
-        return _plan_postgres(columns, relation, wide_numeric, column_types, table, enums,
-                              partition_column, is_query, jvm_zone)
-    if mysql:
-        from diffcdc.sources.jdbc_mysql import plan_mysql
-
-        return plan_mysql(columns, relation, wide_numeric, column_types, table)
-    return _plan_other(columns, relation, wide_numeric, column_types, table)
 
 
 def refuse(column: Column, table: str, why: str, hint: str) -> InputRefused:
