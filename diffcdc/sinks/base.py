@@ -127,6 +127,12 @@ class Sink(ABC):
         self.id = sink_id
         self.table = table
 
+    def reload_command(self) -> str:
+        """The command that publishes a full image to this sink alone (a refused target's
+        recovery; the table's other sinks go on with the diff)."""
+        schema = f" --schema {self.table.schema_name}" if self.table.schema_name else ""
+        return f"diffcdc reload --table {self.table.name}{schema} --sink {self.id} --yes"
+
     @abstractmethod
     def describe(self) -> dict[str, Any]:
         """``{"type": ..., "target": ...}`` and anything useful for ``status``; no secrets."""

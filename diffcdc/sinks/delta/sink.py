@@ -91,13 +91,9 @@ class DeltaSink(Sink):
         return StorageError(
             text[:1000], table=self.table.name, path=path or self.config.path,
             hint=(f"the table lost files diffcdc wrote: replace it with a full image with "
-                  f"'{self._reload_command()}'" if damaged
+                  f"'{self.reload_command()}'" if damaged
                   else "check the path and its storage options, then run again"),
         )
-
-    def _reload_command(self) -> str:
-        schema = f" --schema {self.table.schema_name}" if self.table.schema_name else ""
-        return f"diffcdc reload --table {self.table.name}{schema} --sink {self.id} --yes"
 
     def check(self, history: SinkHistory) -> None:
         self._verify(list(history.manifests))
@@ -112,14 +108,14 @@ class DeltaSink(Sink):
                 raise self._mismatch(
                     "a Delta table that this diffcdc table did not publish to is at the path",
                     "point the sink at a new path or remove that table, or replace it with a "
-                    f"full image: '{self._reload_command()}'",
+                    f"full image: '{self.reload_command()}'",
                 )
             return None
         version, manifest = with_rows[-1]
         if table is None:
             raise self._mismatch(
                 f"the Delta table is gone (it held diffcdc version {version})",
-                f"publish a full image to it again: '{self._reload_command()}'",
+                f"publish a full image to it again: '{self.reload_command()}'",
             )
         config = table.metadata().configuration
         if str(config.get("delta.enableChangeDataFeed", "")).lower() != "true":
@@ -127,7 +123,7 @@ class DeltaSink(Sink):
                 "the Delta table's change data feed was turned off "
                 "(delta.enableChangeDataFeed is not true)",
                 "turn it on again and publish a full image: "
-                f"'{self._reload_command()}'",
+                f"'{self.reload_command()}'",
             )
         foreign = self._foreign_commit(table, version, manifest)
         if foreign is not None:
@@ -135,7 +131,7 @@ class DeltaSink(Sink):
                 f"the Delta table was changed by another writer: its commit {foreign} came "
                 f"after diffcdc version {version}",
                 f"stop that writer, then replace the table with a full image: "
-                f"'{self._reload_command()}'",
+                f"'{self.reload_command()}'",
             )
         # Data files the log names but the store lost (deleted by hand, a bad clean-up): a
         # MERGE could then miss rows it must update. One listing (delta-rs FSCK, dry run).
@@ -146,7 +142,7 @@ class DeltaSink(Sink):
         if lost:
             raise self._mismatch(
                 f"the Delta table lost {len(lost)} data file(s) its log names (e.g. {lost[0]})",
-                f"replace the table with a full image: '{self._reload_command()}'",
+                f"replace the table with a full image: '{self.reload_command()}'",
             )
         return table
 

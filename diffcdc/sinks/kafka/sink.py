@@ -1,10 +1,11 @@
 """The Kafka sink: a table's changes as Avro container files with ``sys_op`` (spec §4).
 
 ``accept`` refuses what the target cannot take (updates or deletes for a standalone table),
-``check`` makes sure the topic exists and has not lost what was published to it, ``stage`` encodes the change set into part files on the
-executors and records where the resume check starts reading, ``publish`` sends the missing
-parts in one transaction, ``is_published`` is that resume check, ``replay`` rebuilds the
-table as a ``read_committed`` consumer does. See docs/kafka.md.
+``check`` makes sure the topic exists and has not lost what was published to it, ``stage``
+encodes the change set into part files on the executors and records where the resume check
+starts reading, ``publish`` sends the missing parts in one transaction, ``is_published`` is
+that resume check, ``replay`` rebuilds the table as a ``read_committed`` consumer does. See
+docs/kafka.md.
 """
 
 from __future__ import annotations
@@ -95,12 +96,11 @@ class KafkaSink(Sink):
             )
 
     def _mismatch(self, message: str) -> TargetMismatch:
-        schema = f" --schema {self.table.schema_name}" if self.table.schema_name else ""
         return TargetMismatch(
             f"Kafka sink {self.id} ({self.clients.target}): {message}",
             table=self.table.name,
             hint="consumers rebuilding from the topic would miss changes; publish a full image "
-            f"to it with 'diffcdc reload --table {self.table.name}{schema} --sink {self.id} --yes'",
+            f"to it with '{self.reload_command()}'",
         )
 
     def stage(self, changes: ChangeSet, staging_dir: str, history: SinkHistory) -> dict[str, Any]:

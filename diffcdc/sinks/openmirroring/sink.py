@@ -98,9 +98,8 @@ class OpenMirroringSink(Sink):
         try:
             yield
         except (TargetMismatch, PublishConflict) as exc:
-            schema = f" --schema {self.table.schema_name}" if self.table.schema_name else ""
-            exc.hint = (f"{exc.hint}; or publish a full image to this sink alone: 'diffcdc "
-                        f"reload --table {self.table.name}{schema} --sink {self.id} --yes'")
+            exc.hint = (f"{exc.hint}; or publish a full image to this sink alone: "
+                        f"'{self.reload_command()}'")
             raise
 
     def schema_problem(self, schema: T.StructType, history: SinkHistory) -> str | None:
