@@ -29,7 +29,6 @@ from diffcdc.sinks.targets import OwnedTarget, own, target_clash
 from diffcdc.sources.config import (
     DataFrameSourceConfig,
     JdbcSourceConfig,
-    check_passwords,
     jdbc_jars,
 )
 from diffcdc.state.root import StateRoot
@@ -301,8 +300,9 @@ def check_secrets(tables: list[TableConfig]) -> None:
     """Every environment variable a table reads a secret from is set — a JDBC source's
     ``password_env``, a Kafka sink's ``sasl_password_env`` — found before Spark starts (exit
     2, one line), not once the read or the publish begins."""
-    check_passwords(list(tables))
     for table in tables:
+        if isinstance(table.source, JdbcSourceConfig):
+            table.source.password(table.name)
         for sink in table.sinks:
             if isinstance(sink, KafkaSinkConfig) and sink.sasl_password_env:
                 sink.password(table.name)

@@ -195,14 +195,6 @@ class DataFrameSourceConfig(BaseModel):
     description: str = Field(default="a Spark DataFrame", description="Recorded as the snapshot's path.")
 
 
-def check_passwords(tables: list[object]) -> None:
-    """Every JDBC source's password variable is set (before Spark starts; exit 2 if not)."""
-    for table in tables:
-        source = getattr(table, "source", None)
-        if isinstance(source, JdbcSourceConfig):
-            source.password(str(getattr(table, "name", "")))
-
-
 def jdbc_jars(sources: list[object]) -> list[str]:
     """Driver jars the configured JDBC sources need on Spark's classpath (no duplicates)."""
     jars: list[str] = []
