@@ -3,7 +3,7 @@
 The same generated snapshots, the same diffcdc settings and the same driver memory; the only
 difference is where the executors run: in the driver's JVM (``local[2]``) or in a separate
 executor JVM started by a standalone worker on this machine (master and worker from the
-pip-installed pyspark on 127.0.0.1, ``tests/spark_cluster.py``). Each run is the ``steady``
+pip-installed pyspark on 127.0.0.1, ``tests/support/spark_cluster.py``). Each run is the ``steady``
 scenario of ``benchmarks.run``: the first load of snapshot 1 (``setup s``) then the timed run of
 snapshot 2 (1% updates, 0.5% deletes, 0.5% inserts, 0.1% key changes), each master in a fresh
 process, every result checked against the generator's ground truth.
@@ -30,7 +30,7 @@ def compare_masters(rows: int, executor_memory: str, driver_memory: str, seed: i
                     data: str, work: str, log: Any = print) -> dict[str, Any]:
     """Start the cluster, run the steady scenario on it and on ``local[2]``; stop the cluster."""
     sys.path.insert(0, REPO)  # tests/ is not a package: its cluster launcher is imported by path
-    from tests.spark_cluster import StandaloneCluster
+    from tests.support.spark_cluster import StandaloneCluster
 
     folder = tempfile.mkdtemp(prefix="cluster-", dir=work if os.path.isdir(work) else None)
     cluster = StandaloneCluster(folder, cores=2, memory="3g")

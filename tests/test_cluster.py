@@ -1,4 +1,4 @@
-"""Whole pipelines on a real Spark standalone cluster (tests/spark_cluster.py, one per session).
+"""Whole pipelines on a real Spark standalone cluster (tests/support/spark_cluster.py, one per session).
 
 Every run here is ``diffcdc run`` in its own process whose driver talks to the cluster's master
 (``[spark] master`` in the config, or ``--master`` on the command line); its executors are
@@ -6,79 +6,39 @@ separate JVMs started by the worker, sharing this machine's disk with the driver
 landing roots are therefore reachable by both under the same path, as a cluster requires). The
 Kafka sink encodes its messages in Python tasks on the executors, so those runs also prove that
 the executors import diffcdc with the driver's interpreter. Each sink's output is replayed and
-checked for "nothing twice" with the helpers of tests/sink_kinds.py; the checks run in this
+checked for "nothing twice" with the helpers of tests/support/sink_kinds.py; the checks run in this
 process (local Spark) on the files the cluster wrote.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import os
 import signal
 import subprocess
 import sys
-from decimal import Decimal
 from typing import Any
 
-import pyarrow.parquet as pq
 import pytest
 
 from diffcdc.config_file import load_config
 from diffcdc.engine.run import run_table
 from diffcdc.engine.verify import verify_table
 from diffcdc.state.store import TableState
-from tests.helpers import PERMISSIVE, expected_counts
-from tests.sink_kinds import KINDS
-from tests.test_property_replay import _table
-from tests.webhdfs_server import webhdfs  # noqa: F401 - a fixture
+from tests.support.config_text import toml_value
+from tests.support.sink_kinds import KINDS
+from tests.support.snapshots import row, snapshot_one, snapshot_two, write_snapshot
+from tests.support.workspace import PERMISSIVE, expected_counts
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.integration]
 
 ALL_SINKS = [k for k in KINDS if k.name in {"landing_local", "delta", "kafka"}]
 LANDING_ONLY = [k for k in KINDS if k.name == "landing_local"]
-UTC = dt.timezone.utc
-
-
-def row(i: int, text: str) -> dict[str, Any]:
-    """A row with every kind of column filled (NULLs in a few places)."""
-    return {"s1": text, "s2": None if i % 3 == 0 else f"x{i}", "n": i, "d": i / 4,
-            "dec": Decimal(i) / 8, "day": dt.date(2026, 1, 1 + i % 28),
-            "ts": dt.datetime(2026, 1, 1, i % 24, tzinfo=UTC), "flag": i % 2 == 0,
-            "blob": bytes([i % 256]), "arr": [i, None], "st": {"a": i, "b": None},
-            "m": [("k", i)]}
-
-
-def snapshot_one(n: int = 20) -> dict:
-    return {(i, "a"): row(i, f"v{i}") for i in range(n)}
-
-
-def snapshot_two(n: int = 20) -> dict:
-    """Updates, an unchanged part, a delete, an insert and a key change (6 → 60)."""
-    rows = snapshot_one(n)
-    for i in range(3):
-        rows[(i, "a")] = row(i, f"changed{i}")
-    del rows[(5, "a")]
-    rows[(6, "a")]["s1"] = "moved"
-    rows[(60, "a")] = rows.pop((6, "a"))
-    rows[(99, "b")] = row(99, "new")
-    return rows
-
-
-def write_snapshot(source: str, name: str, rows: dict, seed: int) -> None:
-    os.makedirs(source, exist_ok=True)
-    pq.write_table(_table(rows, seed), os.path.join(source, name))
-
-
-def toml_value(value: Any) -> str:
-    if isinstance(value, dict):
-        return "{ " + ", ".join(f"{json.dumps(k)} = {toml_value(v)}" for k, v in value.items()) + " }"
-    return json.dumps(value)
 
 
 def write_config(root: str, tables: dict[str, list], servers: dict[str, Any],
                  master: str | None, quality: dict[str, Any], state_data: str | None = None) -> str:
-    """A config file: each table with its sinks (tests/sink_kinds.py entries, one folder per
+    """A config file: each table with its sinks (tests/support/sink_kinds.py entries, one folder per
     table), ``[spark] master`` when given, the gate settings in ``[quality]``, the state
     Parquet in ``state_data`` when given."""
     lines = [f"[diffcdc]\nstate = {json.dumps(os.path.join(root, 'state'))}\nparallelism = 3\n"
@@ -211,7 +171,7 @@ def test_config_master_runs_many_tables_with_key_changes_and_a_gate_refusal(
 
 
 def test_driver_killed_mid_run_then_rerun_replays_every_sink_exactly(
-        spark, spark_cluster, broker, webhdfs, tmp_path):  # noqa: F811
+        spark, spark_cluster, broker, webhdfs, tmp_path):
     """With ``state_data`` on the loopback WebHDFS server: the executors write the state
     Parquet and staged output through Hadoop's WebHdfsFileSystem and encode Kafka bodies and
     landing text through fsspec, none of it on a path the driver and executors share. (A

@@ -17,8 +17,8 @@ import time
 import pytest
 
 from diffcdc.state.store import TableState
-from tests import nolink
-from tests.helpers import Workspace
+from tests.support import nolink
+from tests.support.workspace import Workspace
 
 # Every crash point with every sink is killed in tests/test_sink_contract.py; here the CLI
 # process itself, with several landing files per batch, around the commit and mid-publish.

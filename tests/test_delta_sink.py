@@ -12,7 +12,7 @@ from diffcdc.config import TableConfig
 from diffcdc.errors import StorageError, TargetMismatch
 from diffcdc.sinks.delta.feed import commit_of, feed_of, plain_types
 from diffcdc.state.store import TableState
-from tests.helpers import Workspace
+from tests.support.workspace import Workspace
 
 
 def _ws(tmp_path, changelog: bool = True) -> Workspace:

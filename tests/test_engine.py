@@ -19,7 +19,7 @@ from diffcdc.errors import (
     SchemaChangeError,
 )
 from diffcdc.state.store import TableState
-from tests.helpers import Workspace, next_sequence
+from tests.support.workspace import Workspace, next_sequence
 
 EMP = pa.schema([("EmployeeID", pa.string()), ("Location", pa.string()), ("Email", pa.string())])
 

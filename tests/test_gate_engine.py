@@ -9,7 +9,7 @@ import pytest
 from diffcdc.core.quality_config import ExpectationSpec, QualityConfig
 from diffcdc.errors import QualityGateFailed
 from diffcdc.state.store import TableState
-from tests.helpers import Workspace
+from tests.support.workspace import Workspace
 
 
 def small(**fields) -> QualityConfig:

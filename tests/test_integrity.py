@@ -23,7 +23,7 @@ from diffcdc.errors import DiffcdcError, InputRefused, LandingZoneMismatch, Stat
 from diffcdc.state.prune import prune_versions
 from diffcdc.state.reports import TableReports
 from diffcdc.state.store import TableState
-from tests.helpers import Workspace
+from tests.support.workspace import Workspace
 
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string())])
 

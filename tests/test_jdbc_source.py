@@ -1,4 +1,4 @@
-"""The JDBC source against a real PostgreSQL server (tests/postgres_server.py).
+"""The JDBC source against a real PostgreSQL server (tests/support/postgres_server.py).
 
 Types survive the read and the replay; a partitioned read sees one database snapshot while a
 writer moves rows between partitions; failures (wrong password, unknown table, the server
@@ -29,7 +29,7 @@ from diffcdc.engine.verify import verify_table
 from diffcdc.errors import ConfigError, DiffcdcError, InputRefused, SourceError, SourceUnavailable
 from diffcdc.sources.jdbc_session import JdbcSession
 from diffcdc.state.store import TableState
-from tests.postgres_server import JDBC_JAR, finish
+from tests.support.postgres_server import JDBC_JAR, finish
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 ENV = "DIFFCDC_TEST_PG_PASSWORD"
@@ -749,7 +749,7 @@ LEGACY_TEXT = {
 
 @pytest.fixture(scope="module")
 def mariadb():
-    from tests.mariadb_server import MariaDbServer, mariadb_missing
+    from tests.support.mariadb_server import MariaDbServer, mariadb_missing
 
     missing = mariadb_missing()
     if missing:

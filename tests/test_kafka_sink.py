@@ -43,7 +43,7 @@ from diffcdc.sinks.kafka.container import (
 from diffcdc.sinks.kafka.errors import KafkaPublishError, KafkaUnavailable, StandaloneRefused
 from diffcdc.sinks.kafka.schema import avro_layout
 from diffcdc.sinks.kafka.stage import stage_parts
-from tests.kafka_broker import TansuBroker
+from tests.support.kafka_broker import TansuBroker
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 UTC = dt.timezone.utc
@@ -749,7 +749,7 @@ def test_a_topic_that_lost_its_messages_is_refused_and_reload_sink_republishes(s
     from diffcdc.config import TableConfig
     from diffcdc.errors import TargetMismatch
     from diffcdc.state.store import TableState
-    from tests.helpers import Workspace
+    from tests.support.workspace import Workspace
 
     own = TansuBroker(str(tmp_path / "tansu.log"))
     own.start()

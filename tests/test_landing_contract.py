@@ -29,7 +29,7 @@ from diffcdc.errors import (
 from diffcdc.sinks.openmirroring.sink import OpenMirroringSink
 from diffcdc.sinks.openmirroring.text_read import coerce, read_text_file
 from diffcdc.state.store import TableState
-from tests.helpers import UTC, Workspace, next_sequence, norm
+from tests.support.workspace import UTC, Workspace, next_sequence, norm
 
 AWKWARD = [
     "plain", "com,ma", "semi;colon", "pi|pe", "tab\there", 'dq"uote', "sq'uote", "back\\slash",
@@ -592,7 +592,7 @@ def test_columns_clashing_with_ours_are_refused(spark, tmp_path, name):
 def test_adls_publishes_in_last_modified_order_and_drops(tmp_path, monkeypatch):
     """Last-Modified cannot be set on ADLS: files are stamped in order before they appear."""
     from diffcdc.sinks.storage.base import PublishItem, file_sha256, open_landing
-    from tests.dfs_server import DfsServer
+    from tests.support.dfs_server import DfsServer
 
     for name in ("AZURE_STORAGE_ACCOUNT_KEY", "AZURE_STORAGE_KEY", "AZURE_STORAGE_SAS_TOKEN"):
         monkeypatch.delenv(name, raising=False)

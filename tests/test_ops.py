@@ -15,7 +15,7 @@ import pytest
 
 from diffcdc.cli.main import main
 from diffcdc.state.store import TableState
-from tests.test_cli import rows, run_args, write
+from tests.support.cli_runs import rows, run_args, write
 
 ISO_LINE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d\d:\d\d \S")
 

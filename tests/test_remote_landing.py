@@ -1,6 +1,6 @@
 """The engine, the CLI and the reference replay against a remote landing root.
 
-The landing root is the loopback DFS server of :mod:`tests.dfs_server`, reached through the
+The landing root is the loopback DFS server of :mod:`tests.support.dfs_server`, reached through the
 real ``azure-storage-file-datalake`` SDK (``AdlsStorage``): the property/replay test, a crash in
 the middle of a remote publish (a real ``diffcdc run`` process) and its resume, an aborted
 publish finished by the next run, foreign files that are never overwritten, faults (503, 429,
@@ -43,10 +43,11 @@ from diffcdc.sinks.storage.adls import AdlsStorage
 from diffcdc.sinks.storage.base import is_temp_name, open_landing
 from diffcdc.state.status import table_status
 from diffcdc.state.store import TableState
-from tests.dfs_server import DfsServer
-from tests.helpers import Workspace
-from tests.test_adls_storage import FakeTokenCredential
-from tests.test_property_replay import check_replay_property, snapshot_sequences
+from tests.support.dfs_server import DfsServer
+from tests.support.replay_property import check_replay_property
+from tests.support.snapshots import snapshot_sequences
+from tests.support.token_credential import FakeTokenCredential
+from tests.support.workspace import Workspace
 
 pytestmark = pytest.mark.integration
 
@@ -85,18 +86,6 @@ def adls_log() -> Iterator[list[logging.LogRecord]]:
     yield records
     logger.removeHandler(handler)
     logger.setLevel(level)
-
-
-@pytest.fixture
-def cli_logging() -> Iterator[None]:
-    """Put the ``diffcdc`` logger back the way it was after in-process CLI calls."""
-    logger = logging.getLogger("diffcdc")
-    saved = (logger.handlers[:], logger.level, logger.propagate)
-    yield
-    for handler in logger.handlers:
-        if handler not in saved[0]:
-            handler.close()  # e.g. a run's log file
-    logger.handlers[:], logger.level, logger.propagate = saved[0], saved[1], saved[2]
 
 
 def wait_idle(server: DfsServer, timeout: float = 15.0) -> None:

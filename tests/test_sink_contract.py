@@ -15,7 +15,6 @@ import os
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -25,23 +24,14 @@ from diffcdc.config import TableConfig
 from diffcdc.engine.run import run_table
 from diffcdc.engine.verify import verify_table
 from diffcdc.state.store import TableState
-from tests.dfs_server import DfsServer
-from tests.helpers import PERMISSIVE, expected_counts
-from tests.sink_kinds import KINDS, SinkKind
-from tests.test_property_replay import _table, snapshot_sequences
+from tests.support.sink_kinds import KINDS, SinkKind
+from tests.support.snapshots import snapshot_sequences, snapshot_table
+from tests.support.workspace import PERMISSIVE, expected_counts
 
 pytestmark = pytest.mark.slow
 KEYS = ("k1", "k2")
 STEPS = ["after_read", "after_state_staged", "after_changes_staged", "after_claim",
          "before_mark_published", "after_published"]
-
-
-@pytest.fixture(scope="module")
-def servers(broker) -> Iterator[dict[str, Any]]:
-    """The servers sink kinds need, on loopback (the DFS server here, the session's broker)."""
-    with DfsServer() as dfs:
-        dfs.create_filesystem("ws")
-        yield {"dfs": dfs, "kafka": broker}
 
 
 def _table_config(root: str, kinds: list[SinkKind], servers: dict[str, Any]) -> TableConfig:
@@ -55,7 +45,7 @@ def _write(root: str, sid: str, rows: dict, seed: int) -> None:
     import pyarrow.parquet as pq
 
     os.makedirs(os.path.join(root, "source"), exist_ok=True)
-    pq.write_table(_table(rows, seed), os.path.join(root, "source", sid))
+    pq.write_table(snapshot_table(rows, seed), os.path.join(root, "source", sid))
 
 
 def _assert_replays(spark, table: TableConfig, state: str, sid: str) -> None:

@@ -13,7 +13,7 @@ from diffcdc.errors import ConfigError, StorageError
 from diffcdc.sinks.openmirroring.sink import OpenMirroringSink
 from diffcdc.state.status import table_status
 from diffcdc.state.store import TableState
-from tests.helpers import Workspace
+from tests.support.workspace import Workspace
 
 TWO_SINKS = """
 [diffcdc]

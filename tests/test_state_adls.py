@@ -1,11 +1,10 @@
 """State documents (commit log, marks, lease, reports) on an ADLS Gen2 / OneLake URL, against the
-loopback DFS server of :mod:`tests.dfs_server` with the real ``azure-storage-file-datalake``
+loopback DFS server of :mod:`tests.support.dfs_server` with the real ``azure-storage-file-datalake``
 client: put-if-absent is ``If-None-Match: *``, a lease takeover ``If-Match: <ETag>``."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
 
 import pytest
 
@@ -13,20 +12,12 @@ from diffcdc.errors import ConcurrentRunError
 from diffcdc.state.lease import LEASE_PATH, Lease, LeaseHolder
 from diffcdc.state.storage.adls import AdlsStateStorage
 from diffcdc.state.store import TableState
-from tests.dfs_server import DfsServer
-from tests.test_state_lease import Clock, race
+from tests.support.concurrency import Clock, race
+from tests.support.dfs_server import DfsServer
 
 pytestmark = pytest.mark.integration
 
 FAST = {"retry_backoff": 0.01, "retry_backoff_max": 0.05}
-
-
-@pytest.fixture
-def server() -> Iterator[DfsServer]:
-    with DfsServer() as srv:
-        srv.create_filesystem("ws")
-        yield srv
-        assert srv.errors == [], "the test server hit a bug:\n" + "\n".join(srv.errors)
 
 
 def open_storage(server: DfsServer) -> AdlsStateStorage:

@@ -20,7 +20,7 @@ from diffcdc.core.fingerprint_ref import RowFingerprinter
 from diffcdc.state.check import check_state
 from diffcdc.state.store import TableState
 from diffcdc.state.verify import check_head, verify_head
-from tests.helpers import Workspace
+from tests.support.workspace import Workspace
 
 UTC = dt.timezone.utc
 SCHEMA = pa.schema([

@@ -9,7 +9,6 @@ import logging
 import os
 import subprocess
 import sys
-import threading
 
 import pytest
 
@@ -17,7 +16,8 @@ from diffcdc.errors import ConcurrentRunError
 from diffcdc.state.lease import LEASE_PATH, Lease, LeaseHolder
 from diffcdc.state.storage.local import LocalStateStorage
 from diffcdc.state.store import TableState
-from tests import nolink
+from tests.support import nolink
+from tests.support.concurrency import Clock, race
 
 
 @pytest.fixture(params=["local", "nolink"])
@@ -28,34 +28,6 @@ def root(request, tmp_path, monkeypatch):
         with pytest.raises(OSError):
             os.link(__file__, str(tmp_path / "x"))
     return str(tmp_path)
-
-
-class Clock:
-    def __init__(self, now: float = 1_800_000_000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def race(fn, n: int = 8) -> list:
-    """Run ``fn`` in ``n`` threads released at once; their results."""
-    barrier = threading.Barrier(n)
-    results: list = [None] * n
-
-    def one(i: int) -> None:
-        barrier.wait()
-        try:
-            results[i] = fn(i)
-        except Exception as exc:  # noqa: BLE001 - the result under test
-            results[i] = exc
-
-    threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return results
 
 
 # -- storage ---------------------------------------------------------------------------------
@@ -236,7 +208,7 @@ def test_a_run_frozen_past_its_lease_is_told_so_not_to_reload_the_table(spark, t
 
     from diffcdc.sinks.openmirroring.sink import OpenMirroringSink
     from diffcdc.state.lease import Lease as RunLease
-    from tests.helpers import Workspace
+    from tests.support.workspace import Workspace
 
     ws = Workspace(str(tmp_path))
     ws.write("1.parquet", [{"id": 1, "v": "a"}])

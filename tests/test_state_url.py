@@ -23,9 +23,7 @@ from diffcdc.sinks.openmirroring.contract import table_folder
 from diffcdc.sinks.openmirroring.replay import replay
 from diffcdc.sinks.storage.local import LocalStorage
 from diffcdc.state.lease import Lease
-from tests.dfs_server import DfsServer
-from tests.test_remote_landing import cli_logging  # noqa: F401 - a fixture
-from tests.test_state_adls import server  # noqa: F401 - a fixture: the DFS server with "ws"
+from tests.support.dfs_server import DfsServer
 
 pytestmark = pytest.mark.integration
 
@@ -69,7 +67,7 @@ def cli(capsys: Any, *argv: str) -> tuple[int, Any, str]:
 
 
 def test_a_url_state_root_keeps_documents_remote_and_parquet_in_state_data(
-    spark, server, tmp_path, monkeypatch, capsys, cli_logging  # noqa: F811
+    spark, server, tmp_path, monkeypatch, capsys, cli_logging
 ) -> None:
     monkeypatch.setenv("TEST_STATE_KEY", server.account_key)
     config = write_config(tmp_path, server)
@@ -134,7 +132,7 @@ def test_a_url_state_root_keeps_documents_remote_and_parquet_in_state_data(
     ],
 )
 def test_state_settings_that_do_not_fit_are_refused_before_anything_runs(
-    server, tmp_path, capsys, settings, expected, cli_logging  # noqa: F811
+    server, tmp_path, capsys, settings, expected, cli_logging
 ) -> None:
     config = write_config(tmp_path, server, **settings)
     with pytest.raises(ConfigError) as caught:
@@ -147,7 +145,7 @@ def test_state_settings_that_do_not_fit_are_refused_before_anything_runs(
 
 
 def test_a_state_root_that_cannot_be_reached_fails_in_one_line_and_writes_nothing(
-    tmp_path, capsys, cli_logging  # noqa: F811
+    tmp_path, capsys, cli_logging
 ) -> None:
     with DfsServer() as gone:  # a port that certainly held no server a moment later
         url = gone.url(FS, ROOT)
@@ -172,7 +170,7 @@ keys = ["id"]
 
 
 def test_a_run_killed_after_its_remote_commit_is_finished_by_the_next_run(
-    spark, server, tmp_path, monkeypatch, capsys, cli_logging  # noqa: F811
+    spark, server, tmp_path, monkeypatch, capsys, cli_logging
 ) -> None:
     monkeypatch.setenv("TEST_STATE_KEY", server.account_key)
     config = write_config(tmp_path, server)
@@ -203,7 +201,7 @@ def test_a_run_killed_after_its_remote_commit_is_finished_by_the_next_run(
 
 
 def test_a_commit_whose_answer_was_lost_completes_the_run(
-    spark, server, tmp_path, monkeypatch, capsys, cli_logging  # noqa: F811
+    spark, server, tmp_path, monkeypatch, capsys, cli_logging
 ) -> None:
     """The commit record's rename lands on the server but its answer is lost: the client's
     retry finds the record. The run goes on (it is its own commit), publishes, exits 0; it was

@@ -1,5 +1,5 @@
 """State data at a URL only Spark and diffcdc's own reads reach: ``state_data =
-"webhdfs://..."`` against the loopback WebHDFS server (tests/webhdfs_server.py).
+"webhdfs://..."`` against the loopback WebHDFS server (tests/support/webhdfs_server.py).
 
 Spark writes and reads the state Parquet, the staged change sets and snapshot copies through
 Hadoop's ``WebHdfsFileSystem``; diffcdc's own Python code (state manifests, landing text
@@ -28,11 +28,10 @@ from diffcdc.engine.verify import verify_table
 from diffcdc.errors import StorageError, TransientStorageError
 from diffcdc.state.root import StateRoot
 from diffcdc.state.store import TableState
-from tests.helpers import PERMISSIVE, expected_counts
-from tests.sink_kinds import KINDS
-from tests.test_cluster import snapshot_one, snapshot_two, toml_value, write_snapshot
-from tests.test_sink_contract import servers  # noqa: F401 - a fixture: DFS server and broker
-from tests.webhdfs_server import webhdfs  # noqa: F401 - a fixture
+from tests.support.config_text import toml_value
+from tests.support.sink_kinds import KINDS
+from tests.support.snapshots import snapshot_one, snapshot_two, write_snapshot
+from tests.support.workspace import PERMISSIVE, expected_counts
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -65,7 +64,7 @@ def local_files(folder: str) -> list[str]:
 
 @pytest.mark.parametrize("kind", KINDS, ids=[k.name for k in KINDS])
 def test_every_sink_replays_each_snapshot_with_the_state_data_on_webhdfs(
-    spark, servers, webhdfs, kind, tmp_path  # noqa: F811
+    spark, servers, webhdfs, kind, tmp_path
 ) -> None:
     root = str(tmp_path / "work")
     source = os.path.join(root, "source")
@@ -93,7 +92,7 @@ def test_every_sink_replays_each_snapshot_with_the_state_data_on_webhdfs(
     assert webhdfs.count("OPEN") > 0 and webhdfs.count("CREATE") > 0
 
 
-def write_config(root: str, data: str, kinds: list, servers: dict[str, Any]) -> str:  # noqa: F811
+def write_config(root: str, data: str, kinds: list, servers: dict[str, Any]) -> str:
     lines = ["[diffcdc]", f"state = {json.dumps(os.path.join(root, 'state'))}",
              f"state_data = {json.dumps(data)}", "keep_versions = 2", "",
              "[quality]", "min_row_ratio = 0.0", "max_delete_ratio = 1.0", "",
@@ -119,7 +118,7 @@ def run_cli(config: str, crash_at: str | None = None) -> subprocess.CompletedPro
     )
 
 
-def assert_replays(spark, config: str, sid: str, kinds: list, servers: dict[str, Any]) -> None:  # noqa: F811
+def assert_replays(spark, config: str, sid: str, kinds: list, servers: dict[str, Any]) -> None:
     loaded = load_config(config)
     (table,) = loaded.tables
     results = verify_table(spark, table, loaded.state_root(), os.path.join(table.source, sid))
@@ -137,7 +136,7 @@ def assert_replays(spark, config: str, sid: str, kinds: list, servers: dict[str,
                 "delta_committed@delta")),
 ])
 def test_a_run_killed_with_the_state_data_on_webhdfs_is_finished_exactly_once(
-    spark, servers, webhdfs, tmp_path, point  # noqa: F811
+    spark, servers, webhdfs, tmp_path, point
 ) -> None:
     root = str(tmp_path)
     config = write_config(root, webhdfs.url("data"), KINDS, servers)
@@ -156,7 +155,7 @@ LANDING = [k for k in KINDS if k.name == "landing_local"]
 
 
 def test_a_state_data_server_that_is_down_fails_the_run_in_one_line_and_changes_nothing(
-    spark, servers, webhdfs, tmp_path  # noqa: F811
+    spark, servers, webhdfs, tmp_path
 ) -> None:
     root = str(tmp_path)
     config = write_config(root, webhdfs.url("data"), LANDING, servers)
@@ -182,7 +181,7 @@ def test_a_state_data_server_that_is_down_fails_the_run_in_one_line_and_changes_
 
 
 def test_verify_repair_and_drop_work_on_state_data_at_a_url(
-    spark, servers, webhdfs, tmp_path, capsys  # noqa: F811
+    spark, servers, webhdfs, tmp_path, capsys
 ) -> None:
     root = str(tmp_path)
     config = write_config(root, webhdfs.url("data"), LANDING, servers)
@@ -209,7 +208,7 @@ def test_verify_repair_and_drop_work_on_state_data_at_a_url(
     assert not os.path.exists(webhdfs.local("data/T")) and not os.path.exists(os.path.join(root, "state", "T"))
 
 
-def test_the_state_data_functions_work_the_same_on_a_path_and_a_url(webhdfs, tmp_path) -> None:  # noqa: F811
+def test_the_state_data_functions_work_the_same_on_a_path_and_a_url(webhdfs, tmp_path) -> None:
     for folder in (str(tmp_path / "local"), webhdfs.url("fs")):
         path = datafs.join(folder, "a b", "f:1.bin")
         assert datafs.listdir(folder) == [] and not datafs.exists(path)

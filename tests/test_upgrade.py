@@ -20,7 +20,7 @@ from diffcdc.engine.run import run_table
 from diffcdc.engine.verify import verify_table
 from diffcdc.state.commit import LEGACY_SINK_ID
 from diffcdc.state.store import TableState
-from tests.helpers import PERMISSIVE
+from tests.support.workspace import PERMISSIVE
 
 FIXTURE = os.path.join(os.path.dirname(__file__), "data", "state_format1")
 

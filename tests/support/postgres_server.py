@@ -15,7 +15,7 @@ import shutil
 import subprocess
 import tempfile
 
-from tests.kafka_broker import free_port
+from tests.support.kafka_broker import free_port
 
 JDBC_JAR = "/usr/share/java/postgresql.jar"
 

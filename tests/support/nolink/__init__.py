@@ -1,5 +1,5 @@
 """Make ``os.link`` (into one folder) and ``fcntl.flock`` fail with ENOTSUP, as on a mount
-without them; see tests/nolink/sitecustomize.py."""
+without them; see tests/support/nolink/sitecustomize.py."""
 
 from __future__ import annotations
 
@@ -34,6 +34,6 @@ def disable(under: str, setattr_: Callable[[Any, str, Any], None] = setattr) -> 
 
 def env_for(under: str) -> dict[str, str]:
     """Environment entries that make a subprocess see ``under`` as such a mount."""
-    repo = os.path.dirname(os.path.dirname(HERE))
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))  # tests/support/nolink
     path = os.pathsep.join(p for p in (HERE, repo, os.environ.get("PYTHONPATH", "")) if p)
     return {ENV: under, "PYTHONPATH": path}

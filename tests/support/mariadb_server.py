@@ -15,7 +15,7 @@ import subprocess
 import tempfile
 import time
 
-from tests.kafka_broker import free_port
+from tests.support.kafka_broker import free_port
 
 JDBC_JAR = "/usr/share/java/mariadb-java-client.jar"
 

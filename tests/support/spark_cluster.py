@@ -25,7 +25,7 @@ import time
 import urllib.request
 from dataclasses import dataclass
 
-from tests.kafka_broker import free_port
+from tests.support.kafka_broker import free_port
 
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"

@@ -17,11 +17,8 @@ import shutil
 import threading
 import urllib.parse
 from collections import Counter
-from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-
-import pytest
 
 PREFIX = "/webhdfs/v1"
 
@@ -286,10 +283,3 @@ _OPS = {
     ("PUT", "SETTIMES"): _no_op,
     ("PUT", "SETREPLICATION"): lambda h, *a: h._send(200, {"boolean": True}),
 }
-
-
-@pytest.fixture
-def webhdfs(tmp_path: Any) -> Iterator[WebHdfsServer]:
-    """A started server over ``tmp_path/webhdfs``, stopped at the end."""
-    with WebHdfsServer(str(tmp_path / "webhdfs")) as server:
-        yield server

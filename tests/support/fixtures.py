@@ -1,0 +1,58 @@
+"""Fixtures that several test modules take (tests/conftest.py registers this module as a plugin,
+so no test module imports another for a fixture).
+
+The servers start in this process on loopback; their harnesses are imported only when a test
+asks for one, so the unit tier imports none of them.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+
+@pytest.fixture
+def server() -> Iterator[Any]:
+    """The loopback DFS server (ADLS Gen2 API) with the filesystem ``ws``; the test fails if the
+    server itself hit a bug. (A module may define its own ``server``, which then wins.)"""
+    from tests.support.dfs_server import DfsServer
+
+    with DfsServer() as srv:
+        srv.create_filesystem("ws")
+        yield srv
+        assert srv.errors == [], "the test server hit a bug:\n" + "\n".join(srv.errors)
+
+
+@pytest.fixture(scope="module")
+def servers(broker) -> Iterator[dict[str, Any]]:
+    """The servers sink kinds need (tests/support/sink_kinds.py ``servers[...]``), on loopback:
+    a DFS server with the filesystem ``ws`` for the module, the session's Kafka broker."""
+    from tests.support.dfs_server import DfsServer
+
+    with DfsServer() as dfs:
+        dfs.create_filesystem("ws")
+        yield {"dfs": dfs, "kafka": broker}
+
+
+@pytest.fixture
+def webhdfs(tmp_path: Any) -> Iterator[Any]:
+    """A started loopback WebHDFS server over ``tmp_path/webhdfs``, stopped at the end."""
+    from tests.support.webhdfs_server import WebHdfsServer
+
+    with WebHdfsServer(str(tmp_path / "webhdfs")) as srv:
+        yield srv
+
+
+@pytest.fixture
+def cli_logging() -> Iterator[None]:
+    """Put the ``diffcdc`` logger back the way it was after in-process CLI calls."""
+    logger = logging.getLogger("diffcdc")
+    saved = (logger.handlers[:], logger.level, logger.propagate)
+    yield
+    for handler in logger.handlers:
+        if handler not in saved[0]:
+            handler.close()  # e.g. a run's log file
+    logger.handlers[:], logger.level, logger.propagate = saved[0], saved[1], saved[2]
