@@ -7,12 +7,17 @@ import os
 import pyspark  # noqa: F401 - imported early: it raises the recursion limit on import
 import pytest
 
+from tests.support import hypothesis_profiles
+
 os.environ.setdefault("DIFFCDC_SPARK_LOG_LEVEL", "ERROR")
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # tests stay on the loopback interface
 
 #: Fixtures that several test modules take (a DFS server, the servers of the sink kinds, a
 #: WebHDFS server, the CLI's logger put back).
 pytest_plugins = ("tests.support.fixtures",)
+
+# Hypothesis: few examples by default, each test's own count with --hypothesis-profile=full.
+hypothesis_profiles.register()
 
 
 #: Fixtures that start a JVM or a server: a test that uses one is not in the unit tier.

@@ -24,6 +24,7 @@ from diffcdc.core.arrow_types import spark_schema
 from diffcdc.core.fingerprint import FP, FP_HI, fingerprint_exprs
 from diffcdc.core.fingerprint_ref import RowFingerprinter, fingerprint_ref, java_bytes
 from diffcdc.state.check_read import arrow_values, snapshot_batches
+from tests.support.hypothesis_profiles import examples
 
 UTC = dt.timezone.utc
 ATOMIC = [
@@ -134,7 +135,7 @@ def spark_fingerprints(spark, path: str, keys: list[str], exclude: list[str]) ->
 
 
 @settings(
-    max_examples=25,
+    max_examples=examples(25),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
 )

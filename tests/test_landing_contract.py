@@ -29,6 +29,7 @@ from diffcdc.errors import (
 from diffcdc.sinks.openmirroring.sink import OpenMirroringSink
 from diffcdc.sinks.openmirroring.text_read import coerce, read_text_file
 from diffcdc.state.store import TableState
+from tests.support.hypothesis_profiles import examples
 from tests.support.workspace import UTC, Workspace, next_sequence, norm
 
 AWKWARD = [
@@ -458,7 +459,7 @@ def test_text_round_trip_of_any_value(spec, codec):
             "SchemaDefinition": {"Columns": [{"Name": "v", "DataType": "String"}]}}
     alphabet = st.sampled_from(list(",;|\t\"'\\/\r\n NULA/é€ab"))
 
-    @settings(max_examples=40, deadline=None)
+    @settings(max_examples=examples(40), deadline=None)
     @given(st.lists(st.none() | st.text(alphabet, max_size=6), min_size=1, max_size=8))
     def check(values):
         table = pa.table({'v c,"': pa.array(values, pa.string())})
@@ -540,7 +541,7 @@ def test_text_of_whole_columns_equals_the_rules_one_value_at_a_time(spec):
     }
     row = st.fixed_dictionaries({name: st.none() | values for name, (values, _) in types.items()})
 
-    @settings(max_examples=60, deadline=None)
+    @settings(max_examples=examples(60), deadline=None)
     @given(st.lists(row, max_size=6))
     def check(rows):
         table = pa.table({name: pa.array([r[name] for r in rows], kind)

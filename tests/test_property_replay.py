@@ -13,13 +13,14 @@ import tempfile
 import pytest
 from hypothesis import HealthCheck, given, settings
 
+from tests.support.hypothesis_profiles import examples
 from tests.support.replay_property import check_replay_property
 from tests.support.snapshots import snapshot_sequences
 from tests.support.workspace import Workspace
 
 
 @pytest.mark.slow
-@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck), derandomize=False)
+@settings(max_examples=examples(12), deadline=None, suppress_health_check=list(HealthCheck), derandomize=False)
 @given(snapshots=snapshot_sequences())
 def test_replaying_landing_files_reproduces_every_snapshot(spark, snapshots):
     with tempfile.TemporaryDirectory() as root:

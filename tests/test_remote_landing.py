@@ -44,6 +44,7 @@ from diffcdc.sinks.storage.base import is_temp_name, open_landing
 from diffcdc.state.status import table_status
 from diffcdc.state.store import TableState
 from tests.support.dfs_server import DfsServer
+from tests.support.hypothesis_profiles import examples
 from tests.support.replay_property import check_replay_property
 from tests.support.snapshots import snapshot_sequences
 from tests.support.token_credential import FakeTokenCredential
@@ -181,7 +182,7 @@ def account_sas(server: DfsServer) -> str:
 
 
 @pytest.mark.slow
-@settings(max_examples=3, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(3), deadline=None, suppress_health_check=list(HealthCheck))
 @given(snapshots=snapshot_sequences())
 def test_property_replay_against_a_remote_landing_root(spark, snapshots) -> None:
     with tempfile.TemporaryDirectory() as root, DfsServer(page_size=3) as server:

@@ -24,6 +24,7 @@ from diffcdc.config import TableConfig
 from diffcdc.engine.run import run_table
 from diffcdc.engine.verify import verify_table
 from diffcdc.state.store import TableState
+from tests.support.hypothesis_profiles import examples
 from tests.support.sink_kinds import KINDS, SinkKind
 from tests.support.snapshots import snapshot_sequences, snapshot_table
 from tests.support.workspace import PERMISSIVE, expected_counts
@@ -57,7 +58,7 @@ def _assert_replays(spark, table: TableConfig, state: str, sid: str) -> None:
 @pytest.mark.default_tier
 @pytest.mark.parametrize("kind", KINDS, ids=[k.name for k in KINDS])
 def test_replaying_a_sink_gives_every_snapshot(spark, servers, kind):
-    @settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
+    @settings(max_examples=examples(6), deadline=None, suppress_health_check=list(HealthCheck))
     @given(snapshots=snapshot_sequences())
     def body(snapshots):
         with tempfile.TemporaryDirectory(dir=None) as root:
