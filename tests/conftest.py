@@ -30,8 +30,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Mark the unit tier: tests that need no Spark session, no server and no subprocess.
 
     The default tier (the README's first test command, ``-m "unit or default_tier"``) is the
-    unit tier plus the tests marked ``default_tier``: one contract run per sink kind and the
-    commit-boundary kill over every sink.
+    unit tier plus the tests marked ``default_tier``: one contract run per sink kind, the
+    commit-boundary kill over every sink, and engine tests with the in-memory sink.
     """
     for item in items:
         heavy = HEAVY_FIXTURES & set(getattr(item, "fixturenames", ()))

@@ -1,5 +1,6 @@
-"""Fixtures that several test modules take (tests/conftest.py registers this module as a plugin,
-so no test module imports another for a fixture).
+"""Fixtures that test modules share (tests/conftest.py registers this module as a plugin, so no
+test module imports another for a fixture): loopback servers, the CLI's logger put back, the
+fault-injecting in-memory sinks.
 
 The servers start in this process on loopback; their harnesses are imported only when a test
 asks for one, so the unit tier imports none of them.
@@ -56,3 +57,12 @@ def cli_logging() -> Iterator[None]:
         if handler not in saved[0]:
             handler.close()  # e.g. a run's log file
     logger.handlers[:], logger.level, logger.propagate = saved[0], saved[1], saved[2]
+
+
+@pytest.fixture
+def memory_sinks(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """In-memory sinks for this test, told to fail where the test says
+    (:class:`tests.support.memory_sink.MemorySinks`); runs build them for its table configs."""
+    from tests.support.memory_sink import MemorySinks
+
+    return MemorySinks(monkeypatch)

@@ -1,0 +1,316 @@
+"""A sink whose target is a dict in this process, told to fail at a chosen step and version.
+
+For engine tests: what a run commits, publishes, skips and retries per sink, without a file
+format, a server or a second JVM. The target (:class:`MemoryTarget`) outlives the sink objects
+a run builds, so several runs publish into the same one; it applies each published version's
+changes to the rows it holds and refuses what a real target would show as a mistake (a gap or
+a version published out of order, an insert of a key it holds, an update or delete of one it
+lacks), and keeps every version it took, so a test can ask for "each version exactly once, in
+order".
+
+A fault (:meth:`MemoryTarget.fail_at`) makes the sink raise at one step of the
+:class:`~diffcdc.sinks.base.Sink` protocol — ``prepare``, ``check`` (verifying the target
+before a commit), ``accept``, ``stage``, ``publish`` or ``replay`` (``diffcdc verify``) — at one
+version or any, a given number of times or until :meth:`MemoryTarget.heal`:
+
+* ``transient``: :class:`~diffcdc.errors.TransientStorageError` (an outage; ``transient``);
+* ``terminal``: :class:`~diffcdc.errors.TargetMismatch` (the target changed behind diffcdc's
+  back), at ``accept`` :class:`~diffcdc.errors.InputRefused` (what ``accept`` raises);
+* ``unexpected``: a ``RuntimeError``, not a diffcdc error (a bug in a sink).
+
+``prepare`` and ``check`` are told no version: theirs is the one the run would commit next
+(the table's head + 1).
+
+How a run gets memory sinks: a table config from :meth:`MemorySinks.table` holds a
+:class:`MemorySinkConfig` per memory sink (beside any real sink), and :func:`_install` makes
+diffcdc build a :class:`MemorySink` for it. That hook is the only place tests reach into how
+sinks are built (today: every diffcdc module's ``build_sink`` from ``diffcdc.sinks.registry``);
+when sinks become plug-ins of a registry, the memory sink becomes one there instead.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import pyarrow.parquet as pq
+import pytest
+from pydantic import BaseModel, ConfigDict
+
+from diffcdc.config import TableConfig
+from diffcdc.errors import InputRefused, TargetMismatch, TransientStorageError
+from diffcdc.sinks.base import (
+    OP,
+    OP_DELETE,
+    OP_INSERT,
+    OP_UPDATE,
+    ChangeSet,
+    Replayed,
+    Sink,
+    SinkHistory,
+    SinkTable,
+)
+from diffcdc.state.store import TableState
+
+Step = Literal["prepare", "check", "accept", "stage", "publish", "replay"]
+STEPS: tuple[Step, ...] = ("prepare", "check", "accept", "stage", "publish", "replay")
+Kind = Literal["transient", "terminal", "unexpected"]
+CHANGES_FILE = "changes.parquet"
+
+
+@dataclass
+class Fault:
+    """Fail at ``step`` (at ``version``, or any with None), ``times`` times (None: until
+    healed), the way ``kind`` says."""
+
+    step: Step
+    version: int | None = None
+    kind: Kind = "terminal"
+    times: int | None = None
+
+    def error(self, sink_id: str, version: int | None) -> Exception:
+        what = f"injected {self.kind} failure of memory sink {sink_id} at {self.step}"
+        what += f" of version {version}" if version is not None else ""
+        if self.kind == "unexpected":
+            return RuntimeError(what)
+        if self.kind == "transient":
+            return TransientStorageError(what, hint="the memory target is down; run again")
+        if self.step == "accept":
+            return InputRefused(what)
+        return TargetMismatch(what, hint="heal the memory target")
+
+
+@dataclass
+class Published:
+    """One version as the target took it."""
+
+    version: int
+    initial: bool
+    changes: list[dict[str, Any]]  #: the change rows, each with ``OP``
+
+
+@dataclass
+class MemoryTarget:
+    """What a memory sink publishes into: the rows it holds now and every version it took."""
+
+    name: str
+    rows: dict[tuple[Any, ...], dict[str, Any]] = field(default_factory=dict)
+    columns: list[str] = field(default_factory=list)
+    published: list[Published] = field(default_factory=list)
+    faults: list[Fault] = field(default_factory=list)
+    #: Every call of the sink protocol: (step, version); the failed ones too.
+    calls: list[tuple[str, int | None]] = field(default_factory=list)
+    #: Mistakes of the engine the target saw (each also raised as TargetMismatch).
+    violations: list[str] = field(default_factory=list)
+
+    def fail_at(self, step: Step, version: int | None = None, kind: Kind = "terminal",
+                times: int | None = None) -> Fault:
+        """Make the sink fail at ``step`` (see :class:`Fault`)."""
+        assert step in STEPS, step
+        fault = Fault(step, version, kind, times)
+        self.faults.append(fault)
+        return fault
+
+    def heal(self) -> None:
+        """No more faults."""
+        self.faults.clear()
+
+    @property
+    def versions(self) -> list[int]:
+        """The versions published, in the order they were taken."""
+        return [p.version for p in self.published]
+
+    def image(self) -> list[dict[str, Any]]:
+        """The rows the target holds, without the operation column."""
+        return list(self.rows.values())
+
+    def calls_at(self, step: str) -> list[int | None]:
+        return [v for s, v in self.calls if s == step]
+
+    def assert_once_in_order(self) -> None:
+        """Every version taken once, oldest first, and no mistake seen."""
+        assert self.violations == [], self.violations
+        assert self.versions == sorted(set(self.versions)), self.versions
+
+    def _step(self, sink_id: str, step: Step, version: int | None) -> None:
+        self.calls.append((step, version))
+        for fault in self.faults:
+            if fault.step != step or (fault.version is not None and fault.version != version):
+                continue
+            if fault.times is not None:
+                if fault.times <= 0:
+                    continue
+                fault.times -= 1
+            raise fault.error(sink_id, version)
+
+    def _refuse(self, message: str) -> None:
+        self.violations.append(message)
+        raise TargetMismatch(f"memory target {self.name}: {message}")
+
+    def _apply(self, version: int, initial: bool, keys: tuple[str, ...], columns: list[str],
+               changes: list[dict[str, Any]], previous: int | None) -> None:
+        last = self.versions[-1] if self.published else None
+        if not initial and last != previous:
+            self._refuse(f"version {version} follows {previous}, the target is at {last}")
+        if initial:
+            self.rows = {}
+        for change in changes:
+            row = {c: v for c, v in change.items() if c != OP}
+            key = tuple(row[k] for k in keys)
+            op = change[OP]
+            if op == OP_INSERT and key in self.rows:
+                self._refuse(f"version {version} inserts {key}, which the target holds")
+            if op in (OP_UPDATE, OP_DELETE) and key not in self.rows:
+                self._refuse(f"version {version} changes {key}, which the target lacks")
+            if op == OP_DELETE:
+                del self.rows[key]
+            else:
+                self.rows[key] = row
+        self.columns = list(columns)
+        self.published.append(Published(version, initial, changes))
+
+
+class MemorySinkConfig(BaseModel):
+    """A memory sink in a table's config (see :meth:`MemorySinks.table`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    type: Literal["memory"] = "memory"
+    name: str
+
+    @property
+    def sink_id(self) -> str:
+        return self.name
+
+    def targets(self, table: str, schema_name: str | None = None) -> list[Any]:
+        return []  # a dict in this process: nothing another sink could share
+
+
+class MemorySink(Sink):
+    """The :class:`~diffcdc.sinks.base.Sink` over a :class:`MemoryTarget`.
+
+    Staging writes the change set as one Parquet file into the sink's staging folder (so a
+    version committed in one run is published from there in a later one, as with every
+    sink); publishing applies it to the target, once."""
+
+    type = "memory"
+
+    def __init__(self, sink_id: str, table: SinkTable, target: MemoryTarget,
+                 state: TableState) -> None:
+        super().__init__(sink_id, table)
+        self.target = target
+        self.state = state
+
+    def _next_version(self) -> int:
+        head = self.state.head()
+        return head.version + 1 if head is not None else 1
+
+    def describe(self) -> dict[str, Any]:
+        return {"type": self.type, "target": f"memory:{self.target.name}"}
+
+    def prepare(self, scratch_dir: str) -> None:
+        self.target._step(self.id, "prepare", self._next_version())
+
+    def check(self, history: SinkHistory) -> None:
+        self.target._step(self.id, "check", self._next_version())
+        last = history.last[0] if history.last is not None else None
+        held = self.target.versions[-1] if self.target.published else None
+        if last is not None and held != last:
+            raise TargetMismatch(
+                f"memory target {self.target.name} is at version {held}, the state says {last}"
+            )
+
+    def accept(self, changes: ChangeSet) -> None:
+        self.target._step(self.id, "accept", changes.version)
+
+    def stage(self, changes: ChangeSet, staging_dir: str, history: SinkHistory) -> dict[str, Any]:
+        self.target._step(self.id, "stage", changes.version)
+        os.makedirs(staging_dir, exist_ok=True)
+        path = os.path.join(staging_dir, CHANGES_FILE)
+        pq.write_table(changes.frame.toArrow(), path)
+        with open(path, "rb") as handle:
+            sha = hashlib.sha256(handle.read()).hexdigest()
+        return {"file": CHANGES_FILE, "sha256": sha, "columns": changes.columns}
+
+    def publish(self, version: int, manifest: dict[str, Any], staging_dir: str,
+                history: SinkHistory) -> None:
+        self.target._step(self.id, "publish", version)
+        if version in self.target.versions:
+            return  # published before (a run that died before marking it)
+        path = os.path.join(staging_dir, manifest["file"])
+        with open(path, "rb") as handle:
+            if hashlib.sha256(handle.read()).hexdigest() != manifest["sha256"]:
+                self.target._refuse(f"the staged changes of version {version} differ")
+        manifests = [v for v, _ in history.manifests]
+        if manifests[-1:] != [version]:
+            self.target._refuse(f"history of version {version} ends at {manifests[-1:]}")
+        previous = manifests[-2] if len(manifests) > 1 else None
+        changes = pq.read_table(path).to_pylist()
+        self.target._apply(version, bool(manifest.get("initial")), self.table.keys,
+                           manifest["columns"], changes, previous)
+
+    def is_published(self, version: int, manifest: dict[str, Any]) -> bool:
+        return version in self.target.versions
+
+    def replay(self, spark: Any) -> Replayed:
+        self.target._step(self.id, "replay", None)
+        return Replayed(list(self.table.keys), list(self.target.columns), self.target.image(),
+                        units=len(self.target.published))
+
+
+class MemorySinks:
+    """The memory targets of one test, and table configs that use them."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.targets: dict[str, MemoryTarget] = {}
+        _install(monkeypatch, self._build)
+
+    def add(self, name: str) -> MemoryTarget:
+        """A new memory target; a table's sink of that name publishes into it."""
+        assert name not in self.targets, name
+        self.targets[name] = MemoryTarget(name)
+        return self.targets[name]
+
+    def table(self, name: str, source: str, keys: list[str], sinks: list[MemoryTarget | dict],
+              **fields: Any) -> TableConfig:
+        """A table config whose sinks are ``sinks`` in order: a memory target's sink, or a real
+        sink's entry (``{"type": "open_mirroring", ...}``), validated as the config file would."""
+        real = [s for s in sinks if isinstance(s, dict)]
+        placeholder = {"type": "delta", "name": "placeholder", "path": os.path.join(source, "x")}
+        config = TableConfig.model_validate(
+            {"name": name, "source": source, "keys": keys, "sinks": real or [placeholder], **fields}
+        )
+        built = iter(config.sinks)
+        ordered = [MemorySinkConfig(name=s.name) if isinstance(s, MemoryTarget) else next(built)
+                   for s in sinks]
+        ids = [s.sink_id for s in ordered]
+        assert len(set(ids)) == len(ids), ids
+        return config.model_copy(update={"sinks": ordered})
+
+    def _build(self, config: Any, table: SinkTable, state: TableState) -> Sink | None:
+        if not isinstance(config, MemorySinkConfig):
+            return None
+        return MemorySink(config.sink_id, table, self.targets[config.name], state)
+
+
+def _install(monkeypatch: pytest.MonkeyPatch,
+             build: Callable[[Any, SinkTable, TableState], Sink | None]) -> None:
+    """Make diffcdc build ``build``'s sink where it returns one (the real sink otherwise):
+    ``build_sink`` replaced in ``diffcdc.sinks.registry`` and in every diffcdc module that
+    imported it by name, until the test ends."""
+    import diffcdc.engine.context  # noqa: F401 - the modules building sinks, imported first
+    import diffcdc.engine.verify  # noqa: F401
+    import diffcdc.sinks.registry as registry
+
+    original = registry.build_sink
+
+    def build_sink(config: Any, table: SinkTable, state: TableState) -> Sink:
+        return build(config, table, state) or original(config, table, state)
+
+    for name, module in list(sys.modules.items()):
+        if name.startswith("diffcdc") and getattr(module, "build_sink", None) is original:
+            monkeypatch.setattr(module, "build_sink", build_sink)
