@@ -10,6 +10,8 @@ committed, published, skipped and caught up per sink when one fails at a given s
 * a failure at ``prepare``, ``accept`` or ``stage`` commits nothing for any sink;
 * the run's error: the failed sink's own (transient or not), exit code 1 (3 for a change set
   refused at ``accept``), naming the sink and the sinks that published.
+
+The first two tests check the memory sink itself (no Spark: the unit tier).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from diffcdc.engine.run import run_table
 from diffcdc.engine.verify import verify_table
 from diffcdc.errors import DiffcdcError, InputRefused, TargetMismatch, TransientStorageError
 from diffcdc.state.store import TableState
+from tests.support.memory_sink import MemoryTarget
 from tests.support.sink_kinds import KINDS
 from tests.support.workspace import PERMISSIVE
 
@@ -89,6 +92,55 @@ def image(i: int) -> list[dict]:
 
 def held(target) -> list[dict]:
     return sorted(target.image(), key=lambda r: r["id"])
+
+
+def test_a_fault_fires_at_its_step_and_version_as_often_as_told():
+    target = MemoryTarget("m")
+    target.fail_at("publish", version=2, kind="transient", times=2)
+    target.fail_at("stage", kind="terminal")
+    target.fail_at("accept", version=1, kind="terminal", times=1)
+    target.fail_at("check", version=3, kind="unexpected", times=1)
+    target.step("m", "publish", 1)
+    for _ in range(2):
+        with pytest.raises(TransientStorageError) as caught:
+            target.step("m", "publish", 2)
+        assert caught.value.transient and "publish of version 2" in caught.value.message
+    target.step("m", "publish", 2)  # twice was all
+    for version in (1, 5):
+        with pytest.raises(TargetMismatch):
+            target.step("m", "stage", version)  # any version, until healed
+    with pytest.raises(InputRefused):
+        target.step("m", "accept", 1)
+    with pytest.raises(RuntimeError):
+        target.step("m", "check", 3)
+    target.heal()
+    target.step("m", "stage", 6)
+    assert target.calls_at("publish") == [1, 2, 2, 2]
+    assert target.calls_at("stage") == [1, 5, 6]
+
+
+def test_the_memory_target_refuses_what_a_real_target_would_show_as_a_mistake():
+    target = MemoryTarget("m")
+    keys, columns = ("id",), ["id", "v"]
+
+    def change(op: int, i: int, v: str | None = None) -> dict:
+        return {"id": i, "v": v, "__diffcdc_op": op}
+
+    target.apply(1, True, keys, columns, [change(1, 1, "a"), change(1, 2, "b")], None)
+    target.apply(2, False, keys, columns, [change(2, 1, "A"), change(3, 2)], 1)
+    assert target.image() == [{"id": 1, "v": "A"}] and target.versions == [1, 2]
+    mistakes = [
+        (4, [change(1, 3, "c")], 3),  # a gap: version 3 never arrived
+        (3, [change(1, 1, "again")], 2),  # an insert of a held key
+        (3, [change(2, 7, "x")], 2),  # an update of a missing key
+        (3, [change(3, 2)], 2),  # a delete of a missing key
+    ]
+    for version, changes, previous in mistakes:
+        with pytest.raises(TargetMismatch):
+            target.apply(version, False, keys, columns, changes, previous)
+    assert len(target.violations) == 4
+    with pytest.raises(AssertionError):
+        target.assert_once_in_order()
 
 
 @pytest.mark.default_tier

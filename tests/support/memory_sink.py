@@ -136,7 +136,8 @@ class MemoryTarget:
         assert self.violations == [], self.violations
         assert self.versions == sorted(set(self.versions)), self.versions
 
-    def _step(self, sink_id: str, step: Step, version: int | None) -> None:
+    def step(self, sink_id: str, step: Step, version: int | None) -> None:
+        """A call of the sink protocol: recorded, and failed when a fault says so."""
         self.calls.append((step, version))
         for fault in self.faults:
             if fault.step != step or (fault.version is not None and fault.version != version):
@@ -147,15 +148,18 @@ class MemoryTarget:
                 fault.times -= 1
             raise fault.error(sink_id, version)
 
-    def _refuse(self, message: str) -> None:
+    def refuse(self, message: str) -> None:
+        """Record a mistake of the engine and raise it as the target would."""
         self.violations.append(message)
         raise TargetMismatch(f"memory target {self.name}: {message}")
 
-    def _apply(self, version: int, initial: bool, keys: tuple[str, ...], columns: list[str],
+    def apply(self, version: int, initial: bool, keys: tuple[str, ...], columns: list[str],
                changes: list[dict[str, Any]], previous: int | None) -> None:
+        """Take one published version: its change rows applied to the rows held (``initial``:
+        from nothing), after the sink's ``previous`` version."""
         last = self.versions[-1] if self.published else None
         if not initial and last != previous:
-            self._refuse(f"version {version} follows {previous}, the target is at {last}")
+            self.refuse(f"version {version} follows {previous}, the target is at {last}")
         if initial:
             self.rows = {}
         for change in changes:
@@ -163,9 +167,9 @@ class MemoryTarget:
             key = tuple(row[k] for k in keys)
             op = change[OP]
             if op == OP_INSERT and key in self.rows:
-                self._refuse(f"version {version} inserts {key}, which the target holds")
+                self.refuse(f"version {version} inserts {key}, which the target holds")
             if op in (OP_UPDATE, OP_DELETE) and key not in self.rows:
-                self._refuse(f"version {version} changes {key}, which the target lacks")
+                self.refuse(f"version {version} changes {key}, which the target lacks")
             if op == OP_DELETE:
                 del self.rows[key]
             else:
@@ -213,10 +217,10 @@ class MemorySink(Sink):
         return {"type": self.type, "target": f"memory:{self.target.name}"}
 
     def prepare(self, scratch_dir: str) -> None:
-        self.target._step(self.id, "prepare", self._next_version())
+        self.target.step(self.id, "prepare", self._next_version())
 
     def check(self, history: SinkHistory) -> None:
-        self.target._step(self.id, "check", self._next_version())
+        self.target.step(self.id, "check", self._next_version())
         last = history.last[0] if history.last is not None else None
         held = self.target.versions[-1] if self.target.published else None
         if last is not None and held != last:
@@ -225,10 +229,10 @@ class MemorySink(Sink):
             )
 
     def accept(self, changes: ChangeSet) -> None:
-        self.target._step(self.id, "accept", changes.version)
+        self.target.step(self.id, "accept", changes.version)
 
     def stage(self, changes: ChangeSet, staging_dir: str, history: SinkHistory) -> dict[str, Any]:
-        self.target._step(self.id, "stage", changes.version)
+        self.target.step(self.id, "stage", changes.version)
         os.makedirs(staging_dir, exist_ok=True)
         path = os.path.join(staging_dir, CHANGES_FILE)
         pq.write_table(changes.frame.toArrow(), path)
@@ -238,26 +242,26 @@ class MemorySink(Sink):
 
     def publish(self, version: int, manifest: dict[str, Any], staging_dir: str,
                 history: SinkHistory) -> None:
-        self.target._step(self.id, "publish", version)
+        self.target.step(self.id, "publish", version)
         if version in self.target.versions:
             return  # published before (a run that died before marking it)
         path = os.path.join(staging_dir, manifest["file"])
         with open(path, "rb") as handle:
             if hashlib.sha256(handle.read()).hexdigest() != manifest["sha256"]:
-                self.target._refuse(f"the staged changes of version {version} differ")
+                self.target.refuse(f"the staged changes of version {version} differ")
         manifests = [v for v, _ in history.manifests]
         if manifests[-1:] != [version]:
-            self.target._refuse(f"history of version {version} ends at {manifests[-1:]}")
+            self.target.refuse(f"history of version {version} ends at {manifests[-1:]}")
         previous = manifests[-2] if len(manifests) > 1 else None
         changes = pq.read_table(path).to_pylist()
-        self.target._apply(version, bool(manifest.get("initial")), self.table.keys,
+        self.target.apply(version, bool(manifest.get("initial")), self.table.keys,
                            manifest["columns"], changes, previous)
 
     def is_published(self, version: int, manifest: dict[str, Any]) -> bool:
         return version in self.target.versions
 
     def replay(self, spark: Any) -> Replayed:
-        self.target._step(self.id, "replay", None)
+        self.target.step(self.id, "replay", None)
         return Replayed(list(self.table.keys), list(self.target.columns), self.target.image(),
                         units=len(self.target.published))
 
