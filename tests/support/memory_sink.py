@@ -129,6 +129,7 @@ class MemoryTarget:
         return list(self.rows.values())
 
     def calls_at(self, step: str) -> list[int | None]:
+        """The versions ``step`` was called with, in order (failed calls included)."""
         return [v for s, v in self.calls if s == step]
 
     def assert_once_in_order(self) -> None:
