@@ -10,6 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from diffcdc.cli.main import main
+from diffcdc.state.requests import reload_wanted
 
 
 def write(path: str, rows: list[dict]) -> None:
@@ -212,7 +213,7 @@ def test_status_shows_pending_reload_and_unfinished_drop(spark, base, capsys):
     assert main([*status, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["tables"][0]["pending"] == []
 
-    state.requests.request_reload("requested with diffcdc reload")
+    state.requests.save_reload(reload_wanted(None, "requested with diffcdc reload"))
     state.requests.request_drop("T")
     assert main([*status, "--json"]) == 0
     pending = json.loads(capsys.readouterr().out)["tables"][0]["pending"]

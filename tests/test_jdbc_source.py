@@ -24,7 +24,7 @@ import pytest
 
 from diffcdc.config import TableConfig
 from diffcdc.core.quality_config import QualityConfig
-from diffcdc.engine.run import run_table
+from diffcdc.engine.run import RunOptions, run_table
 from diffcdc.engine.verify import verify_table
 from diffcdc.errors import ConfigError, DiffcdcError, InputRefused, SourceError, SourceUnavailable
 from diffcdc.sources.jdbc_session import JdbcSession
@@ -68,7 +68,7 @@ def _table(ws: Path, pg: Any, keys: list[str], **source: Any) -> TableConfig:
 
 
 def _run(spark: Any, ws: Path, table: TableConfig):
-    return run_table(spark, table, str(ws / "state"), quality=OPEN)
+    return run_table(spark, table, str(ws / "state"), RunOptions(quality=OPEN))
 
 
 def _files(root: Path) -> dict[str, bytes]:
