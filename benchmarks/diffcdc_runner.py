@@ -97,6 +97,8 @@ def steady_runs(
     ``(seconds, report)``. ``sinks(folder)`` gives the table's sinks under a run folder
     (default: one landing zone in ``folder/landing``).
     """
+    from diffcdc.engine.run import RunOptions
+
     table_config, run_table = _engine()
     base = os.path.join(work, "base")
     shutil.rmtree(work, ignore_errors=True)
@@ -109,7 +111,7 @@ def steady_runs(
                             sinks=targets)
 
     config = configure(base)
-    run_table(spark, config, os.path.join(base, "state"), quality=quality)
+    run_table(spark, config, os.path.join(base, "state"), RunOptions(quality=quality))
     counter = [0]
 
     def once() -> tuple[float, Any]:
@@ -119,7 +121,7 @@ def steady_runs(
         os.symlink(cur, os.path.join(run, "source", "snap-002"))
         table = configure(run)
         started = time.perf_counter()
-        report = run_table(spark, table, os.path.join(run, "state"), quality=quality)
+        report = run_table(spark, table, os.path.join(run, "state"), RunOptions(quality=quality))
         seconds = time.perf_counter() - started
         shutil.rmtree(run)
         return seconds, report

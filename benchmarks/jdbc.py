@@ -79,7 +79,7 @@ def measure(spark: Any, url: str, user: str, password: str, work: str,
     """Timed first loads and plain reads of ``orders`` per partition count (rows/s)."""
     from diffcdc.config import TableConfig
     from diffcdc.core.quality_config import QualityConfig
-    from diffcdc.engine.run import run_table
+    from diffcdc.engine.run import RunOptions, run_table
 
     os.environ["DIFFCDC_BENCH_PG_PASSWORD"] = password
     quality = QualityConfig(min_row_ratio=None, max_row_ratio=None, max_delete_ratio=None)
@@ -88,7 +88,7 @@ def measure(spark: Any, url: str, user: str, password: str, work: str,
                        source={"type": "jdbc", "url": url, "user": user, "query":
                                "SELECT * FROM orders WHERE id <= 1000",
                                "password_env": "DIFFCDC_BENCH_PG_PASSWORD"})
-    run_table(spark, warm, os.path.join(work, "warm", "state"), quality=quality)  # JVM/JIT warm-up
+    run_table(spark, warm, os.path.join(work, "warm", "state"), RunOptions(quality=quality))  # JVM/JIT warm-up
     for n in partitions:
         shutil.rmtree(work, ignore_errors=True)
         source: dict[str, Any] = {"type": "jdbc", "url": url, "table": "orders", "user": user,
@@ -98,7 +98,7 @@ def measure(spark: Any, url: str, user: str, password: str, work: str,
         table = TableConfig(name="orders", source=source, keys=["id"],
                             landing=os.path.join(work, "landing"))
         started = time.monotonic()
-        report = run_table(spark, table, os.path.join(work, "state"), quality=quality)
+        report = run_table(spark, table, os.path.join(work, "state"), RunOptions(quality=quality))
         seconds = time.monotonic() - started
         (snap,) = report.snapshots
         out["diffcdc"][str(n)] = _rate(snap.rows, seconds)

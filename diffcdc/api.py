@@ -58,7 +58,7 @@ def run_dataframe(
     report; raises a :class:`diffcdc.errors.DiffcdcError` (with ``exit_code``) when the run
     fails, with state and every sink unchanged.
     """
-    from diffcdc.engine.run import run_table
+    from diffcdc.engine.run import RunOptions, run_table
     from diffcdc.sources.dataframe import DataFrameSource
     from diffcdc.spark import require_settings
     from diffcdc.state.root import StateRoot
@@ -94,16 +94,10 @@ def run_dataframe(
         exc.table = table
         raise
     try:
-        return run_table(
-            require_settings(df.sparkSession),
-            config,
-            root,
-            keep_versions=keep_versions,
-            progress=progress,
-            quality=gate,
-            overrides=frozenset(override_checks),
-            source=DataFrameSource(df, config.name, snapshot_id),
-        )
+        options = RunOptions(keep_versions=keep_versions, quality=gate,
+                             overrides=frozenset(override_checks), progress=progress)
+        return run_table(require_settings(df.sparkSession), config, root, options,
+                         source=DataFrameSource(df, config.name, snapshot_id))
     finally:
         root.close()  # a URL root's HTTP client: a notebook calls this again and again
 

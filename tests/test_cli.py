@@ -9,6 +9,7 @@ import pyarrow as pa
 import pytest
 
 from diffcdc.cli.main import main
+from diffcdc.state.requests import reload_wanted
 from tests.support.cli_runs import rows, run_args, write
 
 
@@ -198,7 +199,7 @@ def test_status_shows_pending_reload_and_unfinished_drop(spark, base, capsys):
     assert main([*status, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["tables"][0]["pending"] == []
 
-    state.requests.request_reload("requested with diffcdc reload")
+    state.requests.save_reload(reload_wanted(None, "requested with diffcdc reload"))
     state.requests.request_drop("T")
     assert main([*status, "--json"]) == 0
     pending = json.loads(capsys.readouterr().out)["tables"][0]["pending"]

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from diffcdc.config_file import load_config
-from diffcdc.engine.run import run_table
+from diffcdc.engine.run import RunOptions, run_table
 from diffcdc.engine.verify import verify_table
 from diffcdc.state.store import TableState
 from tests.support.config_text import toml_value
@@ -185,7 +185,7 @@ def test_driver_killed_mid_run_then_rerun_replays_every_sink_exactly(
     source = os.path.join(root, "src", "T")
     write_snapshot(source, "1.parquet", snapshot_one(), 0)
     (table,) = load_config(config).tables
-    run_table(spark, table, state_root, quality=PERMISSIVE)  # first load, locally
+    run_table(spark, table, state_root, RunOptions(quality=PERMISSIVE))  # first load, locally
     on_cluster = ("--config", config, "--master", spark_cluster.master_url)
 
     # A real SIGKILL of the driver while the executors stage the sinks' output (the commit

@@ -24,7 +24,7 @@ import pytest
 
 from diffcdc.config import TableConfig
 from diffcdc.core.quality_config import QualityConfig
-from diffcdc.engine.run import run_table
+from diffcdc.engine.run import RunOptions, run_table
 from diffcdc.engine.verify import verify_table
 from diffcdc.errors import ConfigError, DiffcdcError, InputRefused, SourceError, SourceUnavailable
 from diffcdc.sources.jdbc_session import JdbcSession
@@ -68,7 +68,7 @@ def _table(ws: Path, pg: Any, keys: list[str], **source: Any) -> TableConfig:
 
 
 def _run(spark: Any, ws: Path, table: TableConfig):
-    return run_table(spark, table, str(ws / "state"), quality=OPEN)
+    return run_table(spark, table, str(ws / "state"), RunOptions(quality=OPEN))
 
 
 def _files(root: Path) -> dict[str, bytes]:
@@ -613,8 +613,10 @@ def test_cli_missing_password_variable_is_found_before_spark_starts(postgres, ws
     done = subprocess.run([sys.executable, "-m", "diffcdc.cli", "run", "--config", str(config)],
                           env=env, capture_output=True, text=True, timeout=120, cwd=ws)
     assert done.returncode == 2, done.stdout + done.stderr
-    (line,) = [x for x in (done.stdout + done.stderr).splitlines() if "DIFFCDC_TEST_NOT_SET" in x]
-    assert "table C" in line and "environment variable DIFFCDC_TEST_NOT_SET (password_env) is not set" in line
+    lines = [x for x in (done.stdout + done.stderr).splitlines() if "DIFFCDC_TEST_NOT_SET" in x]
+    assert lines, done.stdout + done.stderr
+    for line in lines:  # the table's failure (its log line and its summary line)
+        assert "table C" in line and "environment variable DIFFCDC_TEST_NOT_SET (password_env) is not set" in line
     assert not (ws / "state" / "_logs").exists()  # no run log: Spark never started
 
 

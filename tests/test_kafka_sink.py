@@ -808,9 +808,10 @@ def test_a_missing_sasl_password_variable_is_found_before_spark_starts(tmp_path)
     done = subprocess.run([sys.executable, "-m", "diffcdc.cli", "run", "--config", str(config)],
                           env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert done.returncode == 2, done.stdout + done.stderr
-    (line,) = [x for x in (done.stdout + done.stderr).splitlines()
-               if "DIFFCDC_TEST_SASL_NOT_SET" in x]
-    assert "table T" in line and "sasl_password_env of Kafka sink kafka" in line, line
+    lines = [x for x in (done.stdout + done.stderr).splitlines() if "DIFFCDC_TEST_SASL_NOT_SET" in x]
+    assert lines, done.stdout + done.stderr
+    for line in lines:  # the table's failure (its log line and its summary line)
+        assert "table T" in line and "sasl_password_env of Kafka sink kafka" in line, line
     assert not (tmp_path / "state" / "_logs").exists()  # no run log: Spark never started
     plan = subprocess.run([sys.executable, "-m", "diffcdc.cli", "plan", "--config", str(config)],
                           env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)

@@ -372,7 +372,7 @@ def test_reload_survives_a_crash_and_drop_forgets_the_table(spark, tmp_path, mon
     monkeypatch.setattr(engine, "process_snapshot", die)
     with pytest.raises(Exception, match="killed"):
         ws.run(spark, reload=True)
-    assert TableState(ws.state, "T").requests.reload_request() is not None
+    assert TableState(ws.state, "T").requests.pending_reload() is not None
     # ... and dies again after the old folder was dropped, in the middle of publishing
     monkeypatch.setattr(engine, "process_snapshot", original)
     calls = {"n": 0}
@@ -389,7 +389,7 @@ def test_reload_survives_a_crash_and_drop_forgets_the_table(spark, tmp_path, mon
     monkeypatch.setattr(OpenMirroringSink, "publish", publish_then_die)
     with pytest.raises(Exception, match="killed while publishing"):
         ws.run(spark)
-    assert TableState(ws.state, "T").requests.reload_request() is None  # the commit carries it now
+    assert TableState(ws.state, "T").requests.pending_reload() is None  # the commit carries it now
     assert not os.path.exists(ws.folder)
     monkeypatch.setattr(OpenMirroringSink, "publish", real_publish)
     report = ws.run(spark)

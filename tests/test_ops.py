@@ -14,6 +14,7 @@ import time
 import pytest
 
 from diffcdc.cli.main import main
+from diffcdc.state.requests import reload_wanted
 from diffcdc.state.store import TableState
 from tests.support.cli_runs import rows, run_args, write
 
@@ -206,7 +207,7 @@ def test_plan_shows_work_without_spark(spark, base, capsys, monkeypatch):
     write(str(base / "src" / "A" / "2.parquet"), rows(3, changed=1))
     state = TableState(str(base / "state"), "A")
     os.unlink(os.path.join(state.storage.describe("log"), f"{1:020d}.published.open_mirroring.json"))
-    state.requests.request_reload("requested with diffcdc reload")
+    state.requests.save_reload(reload_wanted(None, "requested with diffcdc reload"))
     import diffcdc.spark
 
     monkeypatch.setattr(diffcdc.spark, "build_spark", lambda *a, **k: pytest.fail("Spark started"))

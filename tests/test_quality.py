@@ -214,8 +214,7 @@ def test_override_lets_named_check_pass_for_this_run():
 @pytest.mark.parametrize("name", ["delete_ratioo", "all", "*", "keys_unique", "keys_not_null"])
 def test_unknown_or_key_override_is_config_error(name):
     with pytest.raises(ConfigError) as err:
-        gate_changes(ChangeCounts(0, 0, 0, 0), previous_rows=0, cfg=QualityConfig(),
-                     overrides={name})
+        validate_overrides({name}, QualityConfig())
     assert err.value.exit_code == 2 and name in str(err.value)
 
 

@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from diffcdc.config import TableConfig
-from diffcdc.engine.run import run_table
+from diffcdc.engine.run import RunOptions, RunRequest, run_table
 from diffcdc.engine.verify import verify_table
 from diffcdc.state.store import TableState
 from tests.support.hypothesis_profiles import examples
@@ -68,7 +68,7 @@ def test_replaying_a_sink_gives_every_snapshot(spark, servers, kind):
             for i, rows in enumerate(snapshots):
                 sid = f"{i + 1:08d}.parquet"
                 _write(root, sid, rows, seed=i)
-                (result,) = run_table(spark, table, state, quality=PERMISSIVE).snapshots
+                (result,) = run_table(spark, table, state, RunOptions(quality=PERMISSIVE)).snapshots
                 got = {k: getattr(result, k) for k in ("inserted", "updated", "deleted")}
                 assert got == expected_counts(previous, rows), sid  # minimal
                 _assert_replays(spark, table, state, sid)
@@ -92,7 +92,7 @@ def _run_snapshots(spark, servers, kind: SinkKind, root: str, keys: list[str], s
     for i, rows in enumerate(snapshots):
         sid = f"{i + 1:08d}.parquet"
         pq.write_table(pa.Table.from_pylist(rows, schema), os.path.join(source, sid))
-        (result,) = run_table(spark, table, state, quality=PERMISSIVE).snapshots
+        (result,) = run_table(spark, table, state, RunOptions(quality=PERMISSIVE)).snapshots
         counts.append((result.inserted, result.updated, result.deleted))
         _assert_replays(spark, table, state, sid)
     kind.assert_once(TableState(state, "T"), table.sinks[0].sink_id, servers)
@@ -196,7 +196,7 @@ def test_a_run_killed_anywhere_is_finished_exactly_once_in_every_sink(spark, ser
     table = _table_config(root, KINDS, servers)
     state = os.path.join(root, "state")
     _write(root, "1.parquet", FIRST, seed=0)
-    run_table(spark, table, state, quality=PERMISSIVE)
+    run_table(spark, table, state, RunOptions(quality=PERMISSIVE))
     _write(root, "2.parquet", SECOND, seed=1)
     config = os.path.join(root, "diffcdc.toml")
     with open(config, "w", encoding="utf-8") as handle:
@@ -209,13 +209,13 @@ def test_a_run_killed_anywhere_is_finished_exactly_once_in_every_sink(spark, ser
         env=env, capture_output=True, text=True, timeout=300, check=False,
     )
     assert crashed.returncode == 137, crashed.stderr[-2000:]
-    run_table(spark, table, state, quality=PERMISSIVE)  # the next run finishes the job
+    run_table(spark, table, state, RunOptions(quality=PERMISSIVE))  # the next run finishes the job
     _assert_replays(spark, table, state, "2.parquet")
     tstate = TableState(state, "T")
     assert tstate.head().snapshot_id == "2.parquet" and tstate.head().published
     for kind, sink in zip(KINDS, table.sinks):
         kind.assert_once(tstate, sink.sink_id, servers)
-    again = run_table(spark, table, state, quality=PERMISSIVE)  # and then: nothing to do
+    again = run_table(spark, table, state, RunOptions(quality=PERMISSIVE))  # and then: nothing to do
     assert again.outcome == "nothing to do"
 
 
@@ -273,13 +273,13 @@ def test_a_target_changed_or_gone_is_refused_alone_and_reload_sink_replays_it(
     state = os.path.join(root, "state")
     for n, (rows, tag) in enumerate([(12, "a"), (14, "b")], start=1):
         _write_rows(root, f"{n}.parquet", rows, tag)
-        run_table(spark, table, state, quality=PERMISSIVE)
+        run_table(spark, table, state, RunOptions(quality=PERMISSIVE))
     assert kind.tamper is not None
     kind.tamper(TableState(state, "T"), sink_id, servers, how)
     _write_rows(root, "3.parquet", 13, "c")
     for _ in range(2):  # refused again by the next run: nothing resolves it silently
         with pytest.raises((TargetMismatch, PublishConflict), match=f"sink {sink_id}") as refused:
-            run_table(spark, table, state, quality=PERMISSIVE)
+            run_table(spark, table, state, RunOptions(quality=PERMISSIVE))
         assert f"diffcdc reload --table T --sink {sink_id} --yes" in str(refused.value)
     assert TableState(state, "T").head().unpublished == [sink_id]
     results = verify_table(spark, table, state, os.path.join(table.source, "3.parquet"),
@@ -289,10 +289,10 @@ def test_a_target_changed_or_gone_is_refused_alone_and_reload_sink_replays_it(
         with pytest.raises(TargetMismatch, match="not readable Parquet"):
             verify_table(spark, table, state, os.path.join(table.source, "3.parquet"),
                          only=sink_id)
-    report = run_table(spark, table, state, quality=PERMISSIVE, reload=True,
-                       reload_sinks=(sink_id,))
+    report = run_table(spark, table, state, RunOptions(
+        quality=PERMISSIVE, request=RunRequest(reload=True, reload_sinks=(sink_id,))))
     assert report.outcome == "ok" and report.snapshots[0].sinks[other_id]["rows"] == 0
     _assert_replays(spark, table, state, "3.parquet")
     _write_rows(root, "4.parquet", 11, "d")
-    assert run_table(spark, table, state, quality=PERMISSIVE).outcome == "ok"
+    assert run_table(spark, table, state, RunOptions(quality=PERMISSIVE)).outcome == "ok"
     _assert_replays(spark, table, state, "4.parquet")

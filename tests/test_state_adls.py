@@ -10,6 +10,7 @@ import pytest
 
 from diffcdc.errors import ConcurrentRunError
 from diffcdc.state.lease import LEASE_PATH, Lease, LeaseHolder
+from diffcdc.state.requests import reload_wanted
 from diffcdc.state.storage.adls import AdlsStateStorage
 from diffcdc.state.store import TableState
 from tests.support.concurrency import Clock, race
@@ -73,8 +74,9 @@ def test_table_state_keeps_requests_marks_and_reports_on_adls(server, tmp_path):
     state = TableState(str(tmp_path), "T", storage=open_storage(server))
     with state.lock("run-1", 30):
         assert server.names("ws", "lake/state/T") == [LEASE_PATH]
-        request = state.requests.request_reload("because")
-        assert state.requests.reload_request() == request and state.has_history()
+        request = reload_wanted(None, "because")
+        state.requests.save_reload(request)
+        assert state.requests.pending_reload() == request and state.has_history()
         state.mark_published(1, "lake", {"files": 2})
         state.mark_published(1, "lake", {"files": 3})  # written once: the first stays
         state.sink_marks("lake").put(1, "dropped")

@@ -23,7 +23,7 @@ from diffcdc import datafs
 from diffcdc.cli.main import main
 from diffcdc.config import TableConfig
 from diffcdc.config_file import load_config
-from diffcdc.engine.run import run_table
+from diffcdc.engine.run import RunOptions, run_table
 from diffcdc.engine.verify import verify_table
 from diffcdc.errors import StorageError, TransientStorageError
 from diffcdc.state.root import StateRoot
@@ -74,7 +74,7 @@ def test_every_sink_replays_each_snapshot_with_the_state_data_on_webhdfs(
     for i, rows in enumerate([snapshot_one(), snapshot_two(), snapshot_three()]):
         sid = f"{i + 1}.parquet"
         write_snapshot(source, sid, rows, seed=i)
-        (result,) = run_table(spark, table, state, quality=PERMISSIVE, keep_versions=1).snapshots
+        (result,) = run_table(spark, table, state, RunOptions(quality=PERMISSIVE, keep_versions=1)).snapshots
         got = {k: getattr(result, k) for k in ("inserted", "updated", "deleted")}
         assert got == expected_counts(previous, rows), sid
         verified = verify_table(spark, table, state, os.path.join(source, sid))
@@ -143,7 +143,7 @@ def test_a_run_killed_with_the_state_data_on_webhdfs_is_finished_exactly_once(
     source = os.path.join(root, "source")
     write_snapshot(source, "1.parquet", snapshot_one(), 0)
     (table,) = load_config(config).tables
-    run_table(spark, table, load_config(config).state_root(), quality=PERMISSIVE)
+    run_table(spark, table, load_config(config).state_root(), RunOptions(quality=PERMISSIVE))
     write_snapshot(source, "2.parquet", snapshot_two(), 1)
     crashed = run_cli(config, crash_at=point)
     assert crashed.returncode == 137, crashed.stderr[-2000:]

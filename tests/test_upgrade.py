@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from diffcdc.config import TableConfig
-from diffcdc.engine.run import run_table
+from diffcdc.engine.run import RunOptions, run_table
 from diffcdc.engine.verify import verify_table
 from diffcdc.state.commit import LEGACY_SINK_ID
 from diffcdc.state.store import TableState
@@ -52,7 +52,7 @@ def test_format1_records_read_as_one_landing_sink(old):
 def test_earlier_state_is_finished_and_continued(spark, old):
     state_root = os.path.join(old, "state")
     # B: the committed, unpublished version 2 of the old format is published first
-    report = run_table(spark, _table(old, "B"), state_root, quality=PERMISSIVE)
+    report = run_table(spark, _table(old, "B"), state_root, RunOptions(quality=PERMISSIVE))
     assert report.resumed_versions == [2] and report.outcome == "ok"
     assert sorted(os.listdir(os.path.join(old, "landing", "B"))) == [
         "00000000000000000001.parquet", "00000000000000000002.parquet", "_metadata.json"]
@@ -65,7 +65,7 @@ def test_earlier_state_is_finished_and_continued(spark, old):
             os.path.join(old, "src", name, "2026-11-03.parquet"),
         )
         table = _table(old, name)
-        report = run_table(spark, table, state_root, quality=PERMISSIVE)
+        report = run_table(spark, table, state_root, RunOptions(quality=PERMISSIVE))
         assert [s.files for s in report.snapshots] == [["00000000000000000003.parquet"]]
         head = TableState(state_root, name).head()
         assert head.record.format == 2 and head.published

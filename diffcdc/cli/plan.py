@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import replace
 from typing import Any
 
 from diffcdc.cli.run import build_run_config, check_overrides
-from diffcdc.engine.pending import TablePlan, plan_error, plan_table
+from diffcdc.engine.plan import TablePlan, plan_table
 from diffcdc.state.store import TableState
 
 
@@ -16,11 +15,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     config = build_run_config(args)
     check_overrides(args.override_check, config)
     root = config.state_root()
-    plans = []
-    for table in config.tables:
-        plan = plan_table(table, TableState(root, table.state_name))
-        # a table that publishes its head first is refused after that, as the run refuses it
-        plans.append((table, replace(plan, error=plan_error(table, plan))))
+    plans = [(table, plan_table(table, TableState(root, table.state_name)))
+             for table in config.tables]
     if args.json:
         print(json.dumps({"state": str(root), "tables": [plan_dict(p) for _, p in plans]},
                          indent=1, default=str))
@@ -30,7 +26,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         busy = [p for _, p in plans if p.has_work]
         print(f"{len(busy)} of {len(plans)} table(s) have work"
               + ("; 'diffcdc run' starts Spark for them" if busy else "; a run starts no Spark"))
-    return max((p.error.exit_code for _, p in plans if p.error is not None), default=0)
+    return max((p.problem.exit_code for _, p in plans if p.problem is not None), default=0)
 
 
 def plan_dict(plan: TablePlan) -> dict[str, Any]:
@@ -49,8 +45,8 @@ def plan_dict(plan: TablePlan) -> dict[str, Any]:
         "unpublished": {"version": head.version, "sinks": list(plan.unpublished),
                         "versions": {s: list(v) for s, v in plan.backlog.items()}}
         if head and plan.unpublished else None,
-        "reload": plan.reload,
-        "error": plan.error.to_dict() if plan.error else None,
+        "reload": plan.reload.to_dict() if plan.reload else None,
+        "error": plan.problem.to_dict() if plan.problem else None,
     }
 
 
@@ -62,21 +58,20 @@ def plan_lines(plan: TablePlan, sinks: dict[str, str]) -> list[str]:
     lines.append(f"  last commit: version {head.version}, snapshot {head.snapshot_id}"
                  + (f", {head.record.committed_at}" if head.record.committed_at else "")
                  if head else "  last commit: none (the first run is an initial load)")
-    reloading = plan.reload.get("sinks") or plan.sinks if plan.reload is not None else ()
     for sink in plan.unpublished if head else ():
-        versions = plan.backlog.get(sink) or (head.version,)
-        action = ("superseded by the requested reload" if sink in reloading
+        versions = plan.backlog[sink]
+        action = ("superseded by the requested reload" if sink in plan.reloading
                   else "the run publishes it first" if len(versions) == 1
                   else "the run publishes them first, in order")
         lines.append(f"  unpublished: {sink} has not published version(s) "
                      f"{', '.join(map(str, versions))} ({action})")
     if plan.reload is not None:
-        what = (f"gives sink(s) {', '.join(plan.reload['sinks'])} a full image"
-                if plan.reload.get("sinks") else "re-creates the table from a full image")
-        lines.append(f"  reload requested {plan.reload.get('requested_at', '')}: the next "
+        what = (f"gives sink(s) {', '.join(plan.reload.sinks)} a full image"
+                if plan.reload.sinks else "re-creates the table from a full image")
+        lines.append(f"  reload requested {plan.reload.requested_at}: the next "
                      f"commit {what}")
-    if plan.error is not None:
-        lines.append(f"  refused: {plan.error}")
+    if plan.problem is not None:
+        lines.append(f"  refused: {plan.problem}")
     elif plan.snapshots:
         lines.append(f"  would process {len(plan.snapshots)} snapshot(s), oldest first: "
                      + ", ".join(e.snapshot_id or e.path for e in plan.snapshots))

@@ -21,7 +21,7 @@ from diffcdc.engine.progress import RunObserver
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from diffcdc.engine.pending import TablePlan
+    from diffcdc.engine.plan import TablePlan
     from diffcdc.engine.report import SnapshotResult, TableReport
 
 log = logging.getLogger("diffcdc")
@@ -125,9 +125,9 @@ class PlainProgress(RunObserver):
 def plan_line(plan: TablePlan) -> str:
     """What a table's run is about to do, in a few words."""
     parts = []
-    if plan.unpublished and plan.resumes:
+    if plan.resumes:
         parts.append(f"version {plan.head.version if plan.head else '?'} to publish "
-                     f"({', '.join(plan.unpublished)})")
+                     f"({', '.join(plan.publishes_first)})")
     if plan.snapshots:
         parts.append(f"{len(plan.snapshots)} snapshot(s) waiting: "
                      + ", ".join(e.snapshot_id or e.path for e in plan.snapshots[:3])
@@ -171,8 +171,10 @@ class LiveProgress(RunObserver):
         self._watcher = _StageWatcher(spark, 0.5, self._set_stages)
 
     def table_started(self, table: str, plan: TablePlan | None) -> None:
-        with self._lock:
-            self._rows[table] = _Row(table, step=plan_line(plan) if plan else "starting")
+        with self._lock:  # told again once the table's plan is made under its lease
+            row = self._rows.setdefault(table, _Row(table, step="starting"))
+            if plan is not None:
+                row.step = plan_line(plan)
 
     def stage(self, table: str, snapshot: str | None, stage: str) -> None:
         super().stage(table, snapshot, stage)

@@ -15,6 +15,7 @@ from diffcdc.errors import DiffcdcError, UsageError
 
 if TYPE_CHECKING:
     from diffcdc.config import RunConfig
+    from diffcdc.engine.plan import RunRequest
 
 log = logging.getLogger("diffcdc")
 
@@ -23,23 +24,23 @@ def cmd_run(args: argparse.Namespace) -> int:
     """Check everything that needs no Spark first (config, paths, names, override names,
     pending snapshots); start Spark only when some table has work."""
     from diffcdc.engine.idle import idle_report
+    from diffcdc.engine.plan import RunRequest
 
     started = time.monotonic()
     config = build_run_config(args)
     overrides = check_overrides(args.override_check, config)
-    reload = frozenset(getattr(args, "reload_tables", ()))
-    rollback = dict(getattr(args, "rollback_tables", {}))
+    requests = _requests(args)
     observer = choose_progress(args.quiet, terminal=sys.stderr.isatty())
     run_log: list[Any] = []
     try:
         # No Spark before it is needed: tables with nothing to do are settled first.
         root = config.state_root()
-        idle = {t.name: None if t.name in reload or t.name in rollback
-                else idle_report(t, root) for t in config.tables}
+        idle = {t.name: idle_report(t, root, requests.get(t.name, RunRequest()))
+                for t in config.tables}
         busy = [t for t in config.tables if idle[t.name] is None]
         done = {}
         if busy:
-            done = {r.table: r for r in _run_busy(args, config, busy, overrides, reload, rollback,
+            done = {r.table: r for r in _run_busy(args, config, busy, overrides, requests,
                                                   observer, run_log)}
     finally:
         observer.close()
@@ -83,26 +84,35 @@ def check_overrides(values: list[str], config: RunConfig) -> dict[str, frozenset
     return overrides
 
 
+def _requests(args: argparse.Namespace) -> dict[str, RunRequest]:
+    """What ``reload`` and ``rollback`` ask of their tables (``run`` asks nothing)."""
+    from diffcdc.engine.plan import RunRequest
+
+    sinks = tuple(getattr(args, "reload_sinks", ()))
+    out = {name: RunRequest(reload=True, reload_sinks=sinks)
+           for name in getattr(args, "reload_tables", ())}
+    for name, version in dict(getattr(args, "rollback_tables", {})).items():
+        out[name] = RunRequest(rollback_to=version)
+    return out
+
+
 def _run_busy(args: argparse.Namespace, config: Any, busy: list[Any],
-              overrides: dict[str, frozenset[str]], reload: frozenset[str],
-              rollback: dict[str, int], observer: Any, run_log: list[Any]) -> list[Any]:
+              overrides: dict[str, frozenset[str]], requests: dict[str, RunRequest],
+              observer: Any, run_log: list[Any]) -> list[Any]:
     """Start Spark (its console output into the run's log file unless --debug) and run."""
-    from diffcdc.config import check_secrets
     from diffcdc.engine.executors import check_executor_python
-    from diffcdc.engine.run import run_many
+    from diffcdc.engine.run import RunOptions, run_many
     from diffcdc.runlog import logged_spark
     from diffcdc.spark import master_label
 
-    check_secrets(busy)  # a missing password variable: exit 2 before Spark starts
     log.info("starting Spark (%s) for %d table(s)", master_label(config.spark.master), len(busy))
     spark, opened = logged_spark(config.state_root().logs_base(), args.debug, config.spark.master, config.spark.conf,
                                  jars=config.model_copy(update={"tables": busy}).jars())
     run_log.extend([opened] if opened else [])
     check_executor_python(spark, busy)  # a cluster's executors: before any table starts
     observer.spark_started(spark)
-    return run_many(spark, config.model_copy(update={"tables": busy}), overrides=overrides,
-                    reload=reload, rollback=rollback, observer=observer,
-                    reload_sinks=tuple(getattr(args, "reload_sinks", ())))
+    return run_many(spark, config.model_copy(update={"tables": busy}),
+                    RunOptions(observer=observer), overrides=overrides, requests=requests)
 
 
 def totals_line(reports: list[dict[str, Any]], seconds: float) -> str:

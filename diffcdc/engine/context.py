@@ -1,4 +1,5 @@
-"""The context of one run of one table: Spark, config, state, the table's sinks, the gate."""
+"""The context of one run of one table: Spark, config, state, its plan, the sinks, the gate;
+and the options a run is started with."""
 
 from __future__ import annotations
 
@@ -9,17 +10,51 @@ from dataclasses import dataclass, field
 from pyspark.sql import SparkSession
 
 from diffcdc.config import TableConfig
+from diffcdc.core.quality_config import QualityConfig
 from diffcdc.engine.gate import Gate
+from diffcdc.engine.plan import RunRequest, TablePlan
+from diffcdc.engine.progress import MessageObserver, RunObserver
 from diffcdc.engine.report import Progress
 from diffcdc.errors import DiffcdcError
 from diffcdc.sinks.base import Sink, SinkHistory, SinkTable
 from diffcdc.sinks.registry import build_sink
 from diffcdc.sources.base import Source
 from diffcdc.sources.copies import SnapshotCopies
-from diffcdc.sources.registry import build_source
 from diffcdc.state.commit import CommitRecord
+from diffcdc.state.lease import DEFAULT_LEASE_SECONDS
 from diffcdc.state.records import sink_chain
 from diffcdc.state.store import Commit, TableState
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How a table is run: the settings of ``[diffcdc]`` and ``[quality]`` that apply, what
+    the operator asked of this run, and who is told what it does."""
+
+    #: Committed versions kept for rollback (``keep_versions``).
+    keep_versions: int = 10
+    #: Seconds the table's lease lasts without renewal (``lease_seconds``).
+    lease_seconds: float = DEFAULT_LEASE_SECONDS
+    #: The global gate settings (the table's own ``quality`` replaces fields of them).
+    quality: QualityConfig | None = None
+    #: Checks allowed to fail in this one run (``--override-check``).
+    overrides: frozenset[str] = frozenset()
+    #: Reload or rollback asked for with this run.
+    request: RunRequest = RunRequest()  # noqa: B008 - frozen
+    #: Told of the run's tables, steps and results (from several threads at once).
+    observer: RunObserver | None = None
+    #: The older way to follow a run: one callable told every message.
+    progress: Progress | None = None
+
+    def watcher(self) -> RunObserver:
+        """The run's observer (the ``progress`` callable wrapped, else one that logs)."""
+        if self.observer is not None:
+            return self.observer
+        return MessageObserver(self.progress) if self.progress else RunObserver()
+
+    def gate(self, table: TableConfig) -> Gate:
+        """The table's quality gate for this run (raises on an unknown override)."""
+        return Gate((self.quality or QualityConfig()).merged(table.quality), self.overrides)
 
 
 @dataclass
@@ -29,6 +64,7 @@ class RunContext:
     spark: SparkSession
     table: TableConfig
     state: TableState
+    plan: TablePlan  #: what the run does, decided under the lease before it starts
     sinks: dict[str, Sink]  #: sink id → sink, in config order
     run_id: str
     say: Progress
@@ -47,21 +83,20 @@ class RunContext:
         spark: SparkSession,
         table: TableConfig,
         state: TableState,
+        plan: TablePlan,
         run_id: str,
-        say: Progress,
+        watch: RunObserver,
         gate: Gate,
-        source: Source | None = None,
-        stage: Callable[[str | None, str], None] | None = None,
+        source: Source,
     ) -> RunContext:
         ident = SinkTable(table.name, tuple(table.keys), table.schema_name, tuple(table.exclude))
         sinks = {cfg.sink_id: build_sink(cfg, ident, state) for cfg in table.sinks}
-        ctx = cls(
-            spark, table, state, sinks, run_id, say, gate,
-            source or build_source(table), SnapshotCopies(state.dir, table.name),
+        return cls(
+            spark, table, state, plan, sinks, run_id,
+            lambda message: watch.message(table.name, message), gate, source,
+            SnapshotCopies(state.dir, table.name),
+            lambda snapshot, step: watch.stage(table.name, snapshot, step),
         )
-        if stage is not None:
-            ctx.stage = stage
-        return ctx
 
     def close(self) -> None:
         for sink in self.sinks.values():

@@ -1,11 +1,12 @@
 """Which tables have work, found without Spark: an idle nightly run starts no JVM.
 
 A table has work when a snapshot is pending (newer than its last commit), a committed version
-is not yet published by one of its configured sinks, or a reload was requested (the plan of
-:mod:`diffcdc.engine.pending`). Everything that can be checked on the way — the source
-folder, late snapshots, readable commit records, an unfinished drop — is checked here, so a typo is reported in well under a
-second instead of after Spark's start-up. The engine checks all of it again under the table's
-lock; this is only the decision whether to start Spark.
+is not yet published by one of its configured sinks, or a reload or rollback was asked for (the
+plan of :mod:`diffcdc.engine.plan`). Everything the plan checks — the source folder, late
+snapshots, readable commit records, an unfinished drop, a missing secret — is found here, so a
+typo is reported in well under a second instead of after Spark's start-up. The run makes the
+same plan again under the table's lease (another run may have moved the table on meanwhile);
+this is only the decision whether to start Spark.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import logging
 import time
 
 from diffcdc.config import TableConfig
+from diffcdc.engine.plan import RunRequest, plan_table
 from diffcdc.engine.report import TableReport
 from diffcdc.errors import DiffcdcError, StateOwnerError
 from diffcdc.state.root import StateRoot
@@ -22,25 +24,30 @@ from diffcdc.state.store import TableState, new_run_id, now_iso
 log = logging.getLogger("diffcdc")
 
 
-def has_work(table: TableConfig, state_root: StateRoot | str) -> bool:
-    """Whether a run of ``table`` would do anything (raises DiffcdcError on bad input): the
-    plan ``diffcdc plan`` prints, so the two can never disagree."""
-    from diffcdc.engine.pending import plan_table
-
-    plan = plan_table(table, TableState(state_root, table.state_name))
-    if plan.error is not None:
+def has_work(
+    table: TableConfig, state_root: StateRoot | str, request: RunRequest = RunRequest()  # noqa: B008
+) -> bool:
+    """Whether a run of ``table`` would do anything (raises DiffcdcError on bad input that
+    stops it before it publishes anything): the plan ``diffcdc plan`` prints, so the two can
+    never disagree."""
+    plan = plan_table(table, TableState(state_root, table.state_name), request=request)
+    if plan.refusal is not None:
+        raise plan.refusal
+    if plan.error is not None and not plan.publishes_first:
         raise plan.error
     return plan.has_work
 
 
-def idle_report(table: TableConfig, state_root: StateRoot | str) -> TableReport | None:
+def idle_report(
+    table: TableConfig, state_root: StateRoot | str, request: RunRequest = RunRequest()  # noqa: B008
+) -> TableReport | None:
     """A finished report for a table that needs no Spark (nothing to do, or refused input),
     or None when the table has work. A known idle table keeps it as its last run only: its
     reports and ``last_change.json`` keep the last run that did something."""
     started = time.monotonic()
     report = TableReport(table.name, new_run_id(), now_iso())
     try:
-        if has_work(table, state_root):
+        if has_work(table, state_root, request):
             return None
         report.outcome = "nothing to do"
         log.info("%s: no new snapshot", table.name)

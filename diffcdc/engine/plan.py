@@ -1,96 +1,204 @@
-"""Whether a snapshot continues the table or re-creates it, decided before anything is computed.
+"""The plan of one table's run: every decision made once, before anything is done.
 
-The table continues unless a reload was requested, or its schema changed in a way the table's
-``schema_policy`` handles by re-creating it. Changed keys or a changed fingerprint can never
-continue (they would report every row as changed, and keyColumns can never change once
-published); a schema change under ``schema_policy = "fail"`` is refused. Sinks add their own
-schema limits (delimited text allows no added column) through ``Sink.schema_problem``.
+:func:`plan_table` reads the state and the source (never Spark, never a write) and returns a
+frozen :class:`TablePlan`: whether the table may be touched at all (an unfinished drop, a state
+folder of another table, a damaged request, a missing secret), which versions each sink has yet
+to publish, which reload the next commit carries out and which sinks it starts afresh, and the
+snapshots to process (pending ones, the last one again for a reload, or a kept version's for a
+rollback). ``diffcdc plan`` prints it; ``diffcdc run`` (:mod:`diffcdc.engine.run`) computes the
+very same plan under the table's lease and executes it step by step; a nightly run with no work
+finds that out here and starts no Spark (:mod:`diffcdc.engine.idle`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 
-from pyspark.sql import types as T
-
-from diffcdc.config import TableConfig
-from diffcdc.core.fingerprint import FINGERPRINT_VERSION
-from diffcdc.core.schema import diff_schema
-from diffcdc.errors import KeyViolation, SchemaChangeError, StateError
-from diffcdc.state.commit import CommitRecord, Recreate
-
-
-def reload_hint(table: TableConfig, what: str = "re-create the table") -> str:
-    schema = f" --schema {table.schema_name}" if table.schema_name else ""
-    return f"{what} on purpose with 'diffcdc reload --table {table.name}{schema} --yes'"
+from diffcdc.config import TableConfig, check_secrets
+from diffcdc.engine.rollback import rollback_snapshot
+from diffcdc.errors import DiffcdcError, InputRefused, StateError
+from diffcdc.sources.base import PendingSnapshot, Source
+from diffcdc.state.owner import check_owner
+from diffcdc.state.records import sink_backlog
+from diffcdc.state.requests import ReloadRequest, reload_wanted
+from diffcdc.state.store import Commit, TableState
 
 
-def decide_recreate(
+@dataclass(frozen=True)
+class RunRequest:
+    """What the operator asked of this run of a table (``diffcdc reload`` / ``rollback``)."""
+
+    #: Re-create the table (recorded in state first, so a run that dies carries it over).
+    reload: bool = False
+    #: With ``reload``: start only these sinks afresh (``diffcdc reload --sink``).
+    reload_sinks: tuple[str, ...] = ()
+    #: Publish the way back to this kept version's snapshot as a new version.
+    rollback_to: int | None = None
+
+    @property
+    def reload_reason(self) -> str:
+        sinks = f" --sink {','.join(self.reload_sinks)}" if self.reload_sinks else ""
+        return f"requested with diffcdc reload{sinks}"
+
+
+@dataclass(frozen=True)
+class TablePlan:
+    """One table's work, as the state and the source say it now (see the module docstring)."""
+
+    table: str
+    #: The table's configured sink ids, in config order.
+    sinks: tuple[str, ...]
+    head: Commit | None
+    #: Snapshots the run processes, oldest first (with a reload and nothing newer: the last
+    #: committed snapshot again; with a rollback: the kept version's snapshot).
+    snapshots: tuple[PendingSnapshot, ...] = ()
+    #: Per sink with something unpublished, the versions it has yet to publish, oldest first
+    #: (a sink that failed catches up in order).
+    backlog: Mapping[str, tuple[int, ...]] = field(default_factory=dict, compare=False)
+    #: The reload the next commit carries out (pending in state, or asked for by this run).
+    reload: ReloadRequest | None = None
+    #: The run records :attr:`reload` in state before anything else (``diffcdc reload``).
+    record_reload: bool = False
+    #: The kept version a rollback goes back to.
+    rollback_to: int | None = None
+    #: A drop was started and has not finished (the run refuses the table until it is).
+    drop: bool = False
+    #: Why the run must not touch the table at all (an unfinished drop, another table's state
+    #: folder, a damaged request, a missing secret): raised before anything is done.
+    refusal: DiffcdcError | None = field(default=None, compare=False)
+    #: Why the run must refuse its snapshots (missing source, late snapshot, changed keys, a
+    #: rollback that cannot be done): raised once the sinks' backlog is published.
+    error: DiffcdcError | None = field(default=None, compare=False)
+
+    @property
+    def unpublished(self) -> tuple[str, ...]:
+        """Configured sinks that have something left to publish."""
+        return tuple(self.backlog)
+
+    @property
+    def reloading(self) -> frozenset[str]:
+        """The sinks the reload starts afresh from a full image."""
+        return self.reload.starts_afresh(self.sinks) if self.reload is not None else frozenset()
+
+    @property
+    def publishes_first(self) -> tuple[str, ...]:
+        """Sinks that publish their backlog before any snapshot (a reload supersedes the
+        backlog of the sinks it starts afresh: publishing it would be wasted, or impossible
+        when their target is lost)."""
+        return tuple(s for s in self.backlog if s not in self.reloading)
+
+    @property
+    def superseded(self) -> tuple[str, ...]:
+        return tuple(s for s in self.backlog if s in self.reloading)
+
+    @property
+    def problem(self) -> DiffcdcError | None:
+        """The error the run ends with, if any."""
+        return self.refusal or self.error
+
+    @property
+    def has_work(self) -> bool:
+        """Whether a run needs Spark: a snapshot to diff, a version to publish, a requested
+        reload or an unfinished drop (the engine settles both under the table's lease)."""
+        return bool(self.snapshots or self.backlog or self.reload is not None or self.drop)
+
+    @property
+    def resumes(self) -> bool:
+        """Whether the run first finishes versions left unpublished."""
+        return bool(self.publishes_first)
+
+
+def plan_table(
     table: TableConfig,
-    schema: T.StructType,
-    keys: list[str],
-    head: CommitRecord | None,
-    sid: str,
-    reload_request: dict[str, Any] | None,
-    sink_problems: Sequence[str] = (),
-) -> Recreate | None:
-    """The re-creation this snapshot makes, or None when the table continues; raises."""
-    if reload_request is not None:
-        return Recreate(str(reload_request.get("reason", "reload")), reload_request["id"])
-    if head is None:
-        return None
-    check_identity(head, keys, table, sid)
-    problem = schema_problem(head, schema, table, sink_problems)
-    if problem is None:
-        return None
-    if table.schema_policy != "recreate":
-        raise SchemaChangeError(
-            f"schema changed: {problem}",
+    state: TableState,
+    source: Source | None = None,
+    request: RunRequest = RunRequest(),  # noqa: B008 - frozen
+) -> TablePlan:
+    """The plan of one table; reads state and the source only (no Spark, nothing written).
+
+    ``source`` is the table's source (built from its config when None); ``request`` what the
+    operator asked of this run.
+    """
+    head = state.head()
+    sinks = tuple(cfg.sink_id for cfg in table.sinks)
+    plan = TablePlan(table.name, sinks, head, rollback_to=request.rollback_to,
+                     drop=state.requests.has_drop_request())
+    try:
+        commits = state.commits()
+        check_owner(state, table.name, table.schema_name, commits)
+        if plan.drop:
+            raise StateError(
+                "a drop of this table was started and has not finished",
+                table=table.name,
+                path=state.requests.drop_path,
+                hint=f"finish it with 'diffcdc drop --table {table.name} --yes', then run again",
+            )
+        pending_reload = state.requests.pending_reload()
+        reload = pending_reload
+        if request.reload:
+            reload = reload_wanted(pending_reload, request.reload_reason, request.reload_sinks)
+        backlog = {s: tuple(c.version for c in versions) for s in sinks
+                   if (versions := sink_backlog(commits, s))}
+        plan = TablePlan(table.name, sinks, head, backlog=backlog, reload=reload,
+                         record_reload=reload is not pending_reload,
+                         rollback_to=request.rollback_to)
+    except DiffcdcError as exc:
+        exc.table = exc.table or table.name
+        return replace(plan, refusal=exc)
+    try:
+        source = source or _build_source(table)
+        if request.rollback_to is not None:
+            snapshots = [rollback_snapshot(table, source, commits, request.rollback_to,
+                                           plan.reload)]
+        else:
+            snapshots = source.pending(commits)
+            if plan.reload is not None and not snapshots and head is not None:
+                snapshots = _reload_from_head(source, head, table)
+            check_continues(table, head, snapshots, plan.reload)
+    except DiffcdcError as exc:
+        exc.table = exc.table or table.name
+        plan = replace(plan, error=exc)
+    else:
+        plan = replace(plan, snapshots=tuple(snapshots))
+    try:
+        if plan.has_work:
+            check_secrets([table])  # a missing password variable: refused before Spark starts
+    except DiffcdcError as exc:
+        exc.table = exc.table or table.name
+        plan = replace(plan, refusal=exc)
+    return plan
+
+
+def _build_source(table: TableConfig) -> Source:
+    from diffcdc.sources.registry import build_source
+
+    return build_source(table)
+
+
+def check_continues(
+    table: TableConfig, head: Commit | None, pending: Sequence[PendingSnapshot],
+    reload: ReloadRequest | None,
+) -> None:
+    """Refuse, as the run would, a snapshot that cannot continue the head: key columns or a
+    fingerprint width other than the committed ones (only a reload re-creates the table)."""
+    if head is None or not pending or reload is not None:
+        return
+    from diffcdc.engine.recreate import check_identity  # pyspark types: a table with work
+
+    check_identity(head.record, list(table.keys), table, pending[0].snapshot_id or "")
+
+
+def _reload_from_head(source: Source, head: Commit, table: TableConfig) -> list[PendingSnapshot]:
+    """A reload with nothing newer waiting re-creates the table from the last snapshot."""
+    again = source.again(head.snapshot_id)
+    if again is None:
+        raise InputRefused(
+            f"nothing to reload from: the last snapshot {head.snapshot_id} is no longer in "
+            "the source",
             table=table.name,
-            snapshot=sid,
-            hint="restore the columns in the extract, set schema_policy = \"recreate\" "
-            "for the table, or " + reload_hint(table),
+            path=source.describe(),
+            hint="put a current snapshot into the source and run again (the reload stays "
+            "requested)",
         )
-    return Recreate(f"schema changed: {problem}", None)
-
-
-def check_identity(head: CommitRecord, keys: list[str], table: TableConfig, sid: str) -> None:
-    """Refuse changed key columns or a changed fingerprint against the committed head."""
-    if [k.lower() for k in head.keys] != [k.lower() for k in keys]:
-        raise KeyViolation(
-            f"key columns changed from {head.keys} to {keys}; keyColumns can never change "
-            "once published",
-            table=table.name,
-            snapshot=sid,
-            hint="restore the key setting, or "
-            + reload_hint(table, "re-create the table with the new keys"),
-        )
-    fp = head.fingerprint
-    if (fp.version, fp.bits) != (FINGERPRINT_VERSION, table.fingerprint_bits):
-        raise StateError(
-            f"state was fingerprinted with {{'version': {fp.version}, 'bits': {fp.bits}}}, this "
-            f"run uses version {FINGERPRINT_VERSION} with {table.fingerprint_bits} bits; mixing "
-            "them would report every row as changed",
-            table=table.name,
-            snapshot=sid,
-            hint="keep the old fingerprint_bits, or "
-            + reload_hint(table, "re-create the table to rebuild its state"),
-        )
-
-
-def schema_problem(
-    head: CommitRecord, schema: T.StructType, table: TableConfig, sink_problems: Sequence[str]
-) -> str | None:
-    """What the schema policy must handle (removed/retyped columns, sinks' limits), or None."""
-    diff = diff_schema(T.StructType.fromJson(head.schema), schema)
-    parts = []
-    removed = [] if table.removed_columns == "null" else diff.removed
-    if removed:
-        parts.append(f"removed {removed}")
-    if diff.retyped:
-        parts.append("retyped " + ", ".join(f"{n} {a}→{b}" for n, a, b in diff.retyped))
-    for problem in sink_problems:
-        if problem not in parts:
-            parts.append(problem)
-    return "; ".join(parts) or None
+    return [again]

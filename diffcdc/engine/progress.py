@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from diffcdc.engine.pending import TablePlan
+    from diffcdc.engine.plan import TablePlan
     from diffcdc.engine.report import SnapshotResult, TableReport
 
 log = logging.getLogger("diffcdc")

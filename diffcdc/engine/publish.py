@@ -11,20 +11,11 @@ is missing lands.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
-
 from diffcdc.engine.context import RunContext, sink_history, staging_dir
 from diffcdc.errors import DiffcdcError
 from diffcdc.faults import crash_point
-from diffcdc.state.records import sink_chain
+from diffcdc.state.records import sink_backlog
 from diffcdc.state.store import Commit
-
-
-def sink_backlog(commits: list[Commit], sink_id: str) -> list[Commit]:
-    """The versions of the sink's current history (since it last started from a full image)
-    that it has not published yet, oldest first."""
-    return [c for c in sink_chain(commits, sink_id) if sink_id not in c.published_sinks]
 
 
 def publish_backlog(ctx: RunContext, skip: frozenset[str] = frozenset()) -> list[int]:
@@ -62,15 +53,6 @@ def _publish(ctx: RunContext, commits: list[Commit], commit: Commit, sink_id: st
         ctx.fail_sink(sink_id, exc, f"version {commit.version}")
         return False
     return True
-
-
-def reload_sinks(request: dict[str, Any] | None, sinks: Iterable[str]) -> frozenset[str]:
-    """The sinks a pending reload request starts afresh: every sink for a reload of the table,
-    the named ones for ``diffcdc reload --sink``, none without a request."""
-    if request is None:
-        return frozenset()
-    named = request.get("sinks")
-    return frozenset(named if named else sinks) & frozenset(sinks)
 
 
 def failed_sinks_error(ctx: RunContext) -> DiffcdcError:

@@ -12,16 +12,20 @@ from __future__ import annotations
 
 import os
 
-from diffcdc.engine.context import RunContext
+from diffcdc.config import TableConfig
 from diffcdc.errors import InputRefused, UsageError
-from diffcdc.sources.base import PendingSnapshot
+from diffcdc.sources.base import PendingSnapshot, Source
 from diffcdc.sources.files import identify
+from diffcdc.state.requests import ReloadRequest
+from diffcdc.state.store import Commit
 
 
-def rollback_entry(ctx: RunContext, version: int) -> PendingSnapshot:
-    """The snapshot entry of kept version ``version``, proven to be the file it was made from."""
-    table, state = ctx.table, ctx.state
-    commits = state.commits()
+def rollback_snapshot(
+    table: TableConfig, source: Source, commits: list[Commit], version: int,
+    reload: ReloadRequest | None,
+) -> PendingSnapshot:
+    """The snapshot of kept version ``version``, proven to be the very file it was made from
+    (``reload``: a pending reload request, which must be carried out first)."""
     target = next((c for c in commits if c.version == version), None)
     if target is None:
         known = ", ".join(str(c.version) for c in commits[-10:]) or "none"
@@ -30,16 +34,16 @@ def rollback_entry(ctx: RunContext, version: int) -> PendingSnapshot:
     if target is commits[-1]:
         raise UsageError(f"version {version} is the head already; nothing to roll back",
                          table=table.name)
-    if state.requests.reload_request() is not None:
+    if reload is not None:
         raise UsageError("a reload of this table is pending; finish it first ('diffcdc run')",
                          table=table.name)
     record = target.record
     refuse = f"cannot roll back to version {version}: "
-    ctx.source.pending(commits)  # a folder source lists its entries (late ones refused)
-    entry = ctx.source.again(record.snapshot_id)
+    source.pending(commits)  # a folder source lists its entries (late ones refused)
+    entry = source.again(record.snapshot_id)
     if entry is None or not os.path.exists(entry.path):
         raise InputRefused(refuse + f"its snapshot {record.snapshot_id} is no longer in the "
-                           "source folder", table=table.name, path=ctx.source.describe(),
+                           "source folder", table=table.name, path=source.describe(),
                            hint="put the snapshot back, or re-create the table from a snapshot "
                            f"you have (diffcdc reload --table {table.name} --yes)")
     if record.snapshot_identity is None or identify(entry.path) != record.snapshot_identity:

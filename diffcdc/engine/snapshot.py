@@ -29,8 +29,8 @@ from diffcdc.core.schema import check_snapshot_columns, resolve_columns
 from diffcdc.core.sql import quote
 from diffcdc.engine.context import RunContext, sink_history
 from diffcdc.engine.gate import run_gate
-from diffcdc.engine.plan import decide_recreate
-from diffcdc.engine.publish import failed_sinks_error, publish_backlog, reload_sinks
+from diffcdc.engine.publish import failed_sinks_error, publish_backlog
+from diffcdc.engine.recreate import decide_recreate
 from diffcdc.engine.report import SnapshotResult
 from diffcdc.errors import DiffcdcError, InputRefused
 from diffcdc.faults import crash_point
@@ -41,6 +41,7 @@ from diffcdc.staged_files import HadoopFile, HadoopFolder, in_process
 from diffcdc.state.commit import CommitRecord, Counts, Fingerprint, SinkEntry
 from diffcdc.state.guard import check_head_state
 from diffcdc.state.integrity import describe_state
+from diffcdc.state.requests import ReloadRequest
 from diffcdc.state.store import Commit
 
 #: Inserted + updated keys up to this count are broadcast to pick full rows from the snapshot.
@@ -52,19 +53,20 @@ def process_snapshot(
     ctx: RunContext,
     pending: PendingSnapshot,
     head: Commit | None,
-    reload_request: dict[str, Any] | None = None,
-    rollback_to: int | None = None,
+    reload: ReloadRequest | None = None,
 ) -> SnapshotResult | None:
     """Diff one snapshot against the head state, gate it, commit it and publish it.
 
-    When the table is re-created (``reload_request``, or a schema change under
+    When the table is re-created (``reload`` of the whole table, or a schema change under
     ``schema_policy = "recreate"``) the snapshot is diffed against nothing: every sink gets a
-    full image and starts its output afresh. None when the source's snapshot turns out to be
-    the last committed one again (a snapshot id query returning the same batch).
+    full image and starts its output afresh; a ``reload`` of named sinks gives just those a
+    full image. None when the source's snapshot turns out to be the last committed one again
+    (a snapshot id query returning the same batch).
     """
     started = time.monotonic()
     table, state = ctx.table, ctx.state
-    fresh = head is not None and reload_request is None and rollback_to is None
+    rollback_to = ctx.plan.rollback_to
+    fresh = head is not None and reload is None and rollback_to is None
     after = head.snapshot_id if fresh and head is not None else None
     ctx.stage(pending.snapshot_id, "read")
     snapshot = ctx.source.read(ctx.spark, pending, ctx.copies, after)
@@ -81,13 +83,14 @@ def process_snapshot(
     problems = [
         p for s, sink in ctx.sinks.items() if (p := sink.schema_problem(df.schema, histories[s]))
     ]
-    sink_reload = reload_request is not None and bool(reload_request.get("sinks"))
+    sink_reload = reload is not None and bool(reload.sinks)
     recreate = decide_recreate(
         table, df.schema, keys, head.record if head else None, sid,
-        None if sink_reload else reload_request, problems,
+        None if sink_reload else reload, problems,
     )
     base = None if recreate else head  # what the batch is diffed against
-    fresh_sinks = reload_sinks(reload_request, ctx.sinks)  # these start from a full image
+    # these start from a full image
+    fresh_sinks = reload.starts_afresh(ctx.sinks) if reload is not None else frozenset()
     if recreate is not None:
         ctx.say(f"{sid}: re-creating the table ({recreate.reason})")
         histories = {s: SinkHistory() for s in ctx.sinks}
@@ -120,11 +123,12 @@ def process_snapshot(
         restart: dict[str, str] = {}
         if recreate is not None:
             restart = dict.fromkeys(ctx.sinks, recreate.reason)
-        elif reload_request is not None:
-            restart = dict.fromkeys(fresh_sinks, str(reload_request.get("reason", "reload")))
-        sinks = _stage_sinks(ctx, df, ident, written, base, restart, histories, vdir, version, sid)
-        if sink_reload and reload_request is not None:  # the commit carries the request out
-            sinks = {s: SinkEntry(e.type, {**e.manifest, "reload": reload_request["id"]})
+        elif reload is not None:
+            restart = dict.fromkeys(fresh_sinks, reload.reason)
+        sinks = _stage_sinks(ctx, df, ident, written, _Draft(version, sid, vdir, base),
+                             restart, histories)
+        if sink_reload and reload is not None:  # the commit carries the request out
+            sinks = {s: SinkEntry(e.type, {**e.manifest, "reload": reload.id})
                      if s in fresh_sinks else e for s, e in sinks.items()}
         crash_point("after_changes_staged")
         if snapshot.changed():
@@ -161,7 +165,7 @@ def process_snapshot(
         ctx.stage(sid, f"commit version {version}")
         state.claim(record)
         committed = True
-        if reload_request is not None:
+        if reload is not None:
             state.requests.clear_reload_request()
     finally:
         if not committed:
@@ -256,17 +260,25 @@ def _counts_in_process(
     return state_counts((pq.read_table(f.local) for f in files if f.local), keys)
 
 
+@dataclass(frozen=True)
+class _Draft:
+    """The version being made: its number, snapshot, uncommitted folder and what it is
+    diffed against (None: nothing, a full image)."""
+
+    version: int
+    snapshot_id: str
+    folder: str
+    base: Commit | None
+
+
 def _stage_sinks(
     ctx: RunContext,
     df: DataFrame,
     ident: SinkTable,
     written: WrittenState,
-    base: Commit | None,
+    draft: _Draft,
     restart: dict[str, str],
     histories: dict[str, SinkHistory],
-    vdir: str,
-    version: int,
-    sid: str,
 ) -> dict[str, SinkEntry]:
     """Every sink's change set, accepted by all sinks first, then staged by each.
 
@@ -275,7 +287,8 @@ def _stage_sinks(
     to the version folder and each reads that copy: the snapshot is joined only once.
     """
     columns, metrics = df.columns, written.counts
-    continuing = [s for s in ctx.sinks if base is not None and histories[s].manifests]
+    version, sid, vdir = draft.version, draft.snapshot_id, draft.folder
+    continuing = [s for s in ctx.sinks if draft.base is not None and histories[s].manifests]
     diff = None
     if continuing:
         state_df = read_written(ctx.spark, datafs.join(vdir, "state"), written.schema)

@@ -74,6 +74,12 @@ def sink_chain(commits: list[Commit], sink_id: str, upto: int | None = None) -> 
     return out[::-1]
 
 
+def sink_backlog(commits: list[Commit], sink_id: str) -> list[Commit]:
+    """The versions of the sink's current history (since it last started from a full image)
+    that it has not published yet, oldest first."""
+    return [c for c in sink_chain(commits, sink_id) if sink_id not in c.published_sinks]
+
+
 class SinkMarks:
     """Facts a sink records once per version: ``log/<version>.<what>.<sink>.json``."""
 

@@ -8,12 +8,61 @@ refuse the table until ``diffcdc drop`` finishes it).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from diffcdc.errors import StateError
 from diffcdc.state.records import Commit, encode_json, now_iso
 from diffcdc.state.storage.base import StateStorage
+
+
+@dataclass(frozen=True)
+class ReloadRequest:
+    """``reload.json``: the next commit re-creates the table, or with :attr:`sinks` gives just
+    those sinks a full image; a commit that does so names :attr:`id`."""
+
+    id: str
+    requested_at: str = ""
+    reason: str = "reload"
+    #: The sinks to start afresh (``diffcdc reload --sink``); empty: the whole table.
+    sinks: tuple[str, ...] = ()
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ReloadRequest:
+        return cls(str(data["id"]), str(data.get("requested_at", "")),
+                   str(data.get("reason", "reload")), tuple(data.get("sinks") or ()))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The document as written (``sinks`` only when some are named)."""
+        out: dict[str, Any] = {"id": self.id, "requested_at": self.requested_at,
+                               "reason": self.reason}
+        if self.sinks:
+            out["sinks"] = list(self.sinks)
+        return out
+
+    def starts_afresh(self, sinks: Iterable[str]) -> frozenset[str]:
+        """Which of the configured ``sinks`` this request gives a full image."""
+        configured = frozenset(sinks)
+        return frozenset(self.sinks) & configured if self.sinks else configured
+
+
+def reload_wanted(
+    pending: ReloadRequest | None, reason: str, sinks: Sequence[str] = ()
+) -> ReloadRequest:
+    """The reload request once the table (or, with ``sinks``, just those sinks) is asked to be
+    started afresh; ``pending`` itself when it covers that already.
+
+    A pending request is widened, never narrowed: a reload of the table stays one, and sinks
+    asked for are added to a pending reload of other sinks.
+    """
+    if pending is not None:
+        if not pending.sinks or (sinks and set(sinks) <= set(pending.sinks)):
+            return pending
+        if not sinks:  # the whole table now: widen to it
+            return replace(pending, sinks=())
+        sinks = sorted(set(pending.sinks) | set(sinks))
+    return ReloadRequest(uuid.uuid4().hex, now_iso(), reason, tuple(sorted(sinks)))
 
 
 class TableRequests:
@@ -38,44 +87,17 @@ class TableRequests:
     def drop_path(self) -> str:
         return self.storage.describe(self.DROP)
 
-    def request_reload(self, reason: str, sinks: Sequence[str] = ()) -> dict[str, Any]:
-        """Record that the next commit must re-create the table, or with ``sinks`` start just
-        those sinks afresh from a full image (kept until a commit carries it out).
+    def save_reload(self, request: ReloadRequest) -> None:
+        """Record the reload request (kept until a commit carries it out)."""
+        self.storage.put(self.RELOAD, encode_json(request.to_dict()))
 
-        A pending request is widened, never narrowed: a reload of the table stays one, and
-        sinks asked for are added to a pending reload of other sinks.
-        """
-        existing = self.reload_request()
-        if existing is not None:
-            pending = existing.get("sinks") or []
-            if not pending or not sinks or set(sinks) <= set(pending):
-                if pending and not sinks:  # the whole table now: widen to it
-                    existing = {**existing, "sinks": []}
-                    self.storage.put(self.RELOAD, encode_json(existing))
-                return existing
-            sinks = sorted(set(pending) | set(sinks))
-        request: dict[str, Any] = {"id": uuid.uuid4().hex, "requested_at": now_iso(),
-                                   "reason": reason}
-        if sinks:
-            request["sinks"] = sorted(sinks)
-        self.storage.put(self.RELOAD, encode_json(request))
-        return request
-
-    def reload_request(self) -> dict[str, Any] | None:
-        """The pending reload request, or None (also once a commit has carried it out: the
-        file a crash right after that commit left behind is removed)."""
-        request = self._read_reload()
-        if request is not None and self._carried_out(request):
-            self.storage.delete(self.RELOAD)
-            return None
-        return request
-
-    def pending_reload(self) -> dict[str, Any] | None:
-        """:meth:`reload_request`, read only (plan and status take no lock, write nothing)."""
+    def pending_reload(self) -> ReloadRequest | None:
+        """The pending reload request, or None (also once a commit has carried it out); read
+        only (plan and status take no lock, write nothing)."""
         request = self._read_reload()
         return None if request is None or self._carried_out(request) else request
 
-    def _read_reload(self) -> dict[str, Any] | None:
+    def _read_reload(self) -> ReloadRequest | None:
         """``reload.json``, or None; a damaged one is a :class:`StateError` (one line)."""
         try:
             request = self.storage.read_json(self.RELOAD)
@@ -85,7 +107,7 @@ class TableRequests:
             if request is None:
                 return None
             if isinstance(request, dict) and isinstance(request.get("id"), str):
-                return dict(request)
+                return ReloadRequest.from_dict(request)
             problem = "is not a reload request (a JSON object with an id)"
         raise StateError(
             f"the table's reload request {problem}",
@@ -94,14 +116,21 @@ class TableRequests:
             "if the table is to be re-created",
         )
 
-    def _carried_out(self, request: dict[str, Any]) -> bool:
+    def _carried_out(self, request: ReloadRequest) -> bool:
         """Whether a commit has re-created the table (or its named sinks) for this request."""
-        ident = request.get("id")
+        ident = request.id
         return any(
             (c.record.recreate is not None and c.record.recreate.request == ident)
             or any(e.manifest.get("reload") == ident for e in c.record.sinks.values())
             for c in self.commits()
         )
+
+    def remove_carried_out(self) -> None:
+        """Remove a reload request a commit has carried out (a crash right after that commit
+        left the file behind)."""
+        request = self._read_reload() if self.has_reload_request() else None
+        if request is not None and self._carried_out(request):
+            self.storage.delete(self.RELOAD)
 
     def clear_reload_request(self) -> None:
         self.storage.delete(self.RELOAD)

@@ -104,8 +104,8 @@ def _pending(state: TableState) -> list[str]:
     else:
         if reload is not None:
             pending.append(
-                f"re-creation requested {reload.get('requested_at', '')} "
-                f"({reload.get('reason', '')}): the next run drops the table folder and "
+                f"re-creation requested {reload.requested_at} "
+                f"({reload.reason}): the next run drops the table folder and "
                 "publishes a fresh initial load"
             )
     drop = _read_json(state, state.requests.DROP)

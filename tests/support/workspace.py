@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 from diffcdc.config import TableConfig
 from diffcdc.core.compare import compare
 from diffcdc.core.quality_config import QualityConfig
-from diffcdc.engine.run import run_table
+from diffcdc.engine.run import RunOptions, RunRequest, run_table
 from diffcdc.sinks.openmirroring.contract import table_folder
 from diffcdc.sinks.openmirroring.replay import replay
 from diffcdc.sinks.storage.local import LocalStorage
@@ -48,8 +48,13 @@ class Workspace:
         return path
 
     def run(self, spark: Any, **kwargs: Any):
+        """Run the table; ``reload``, ``reload_sinks`` and ``rollback_to`` are the run's
+        request, the other keywords its :class:`RunOptions` (quality: PERMISSIVE)."""
         kwargs.setdefault("quality", PERMISSIVE)
-        return run_table(spark, self.table, self.state, **kwargs)
+        asked = {k: kwargs.pop(k) for k in ("reload", "reload_sinks", "rollback_to") if k in kwargs}
+        source = kwargs.pop("source", None)
+        options = RunOptions(**kwargs, request=RunRequest(**asked))
+        return run_table(spark, self.table, self.state, options, source=source)
 
     def data_files(self) -> list[str]:
         if not os.path.isdir(self.folder):
