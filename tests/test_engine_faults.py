@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from diffcdc.engine.context import RunOptions
 from diffcdc.engine.run import run_table
 from diffcdc.engine.verify import verify_table
 from diffcdc.errors import DiffcdcError, InputRefused, TargetMismatch, TransientStorageError
@@ -66,7 +67,7 @@ class Table:
         return name
 
     def run(self, spark):
-        return run_table(spark, self.config, self.state, quality=PERMISSIVE)
+        return run_table(spark, self.config, self.state, RunOptions(quality=PERMISSIVE))
 
     def fails(self, spark, error: type[Exception] = DiffcdcError) -> DiffcdcError:
         with pytest.raises(error) as caught:
