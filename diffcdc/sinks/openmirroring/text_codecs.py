@@ -53,11 +53,11 @@ def decompress(data: bytes) -> bytes:
 
 
 # -- Snappy framing format (github.com/google/snappy/blob/main/framing_format.txt) --------------
-# Written here, read by cramjam (measured at 1M rows of CSV text, one core, see
-# benchmarks/README.md "Hand-written encoders against libraries"): these few lines over pyarrow's
-# Snappy and google-crc32c frame as fast as cramjam.snappy.compress and faster once its buffer is
-# copied to bytes, and its files come out smaller (Google's compressor against the snap crate's);
-# reading, cramjam is as fast as the loop that was here and checks the stream strictly.
+# Written here, read by cramjam (measured on 106 MB of CSV text, one core: benchmarks/README.md,
+# "Hand-written encoders against libraries"). These few lines over pyarrow's Snappy and
+# google-crc32c frame as fast as cramjam.snappy.compress, 12% faster once its buffer is copied to
+# bytes, and write 1.8% smaller files (Google's compressor against the snap crate's). A reader by
+# hand was no faster than cramjam.snappy.decompress, which also checks the stream strictly.
 
 def _masked_crc(data: bytes) -> int:
     crc = google_crc32c.value(data)  # CRC-32C (Castagnoli), as the framing format requires
