@@ -37,7 +37,6 @@ from diffcdc.sinks.kafka.client import KafkaClients
 from diffcdc.sinks.kafka.container import (
     MessageWriter,
     container_header,
-    count_records,
     sync_marker,
 )
 from diffcdc.sinks.kafka.errors import KafkaPublishError, KafkaUnavailable, StandaloneRefused
@@ -302,7 +301,8 @@ def test_container_messages_respect_both_limits(tmp_path):
         assert body.records <= 150 and body.bytes <= 8192
         with open(body.path, "rb") as fh:
             raw = fh.read()
-        assert len(raw) == body.bytes and count_records(raw) == body.records
+        assert len(raw) == body.bytes
+        assert [block.num_records for block in fastavro.block_reader(io.BytesIO(raw))] == [body.records]
         reader = fastavro.reader(io.BytesIO(raw))
         assert json.loads(reader.metadata["diffcdc.columns"])[0] == "k"
         assert reader.writer_schema["fields"][-1]["name"] == "sys_op"

@@ -580,6 +580,19 @@ def test_snappy_text_files_follow_the_framing_format():
     assert all(kind in (0x00, 0x01) for kind, _ in chunks) and decompress(framed) == data
 
 
+def test_a_damaged_snappy_text_file_is_a_landing_mismatch():
+    """A changed CRC, a reserved chunk type or a cut stream: refused, never returned as text."""
+    from diffcdc.errors import LandingZoneMismatch
+    from diffcdc.sinks.openmirroring.text_codecs import compress, decompress
+
+    framed = compress(b"a,b\r\n" * 30_000, "snappy")
+    bad_crc = framed[:14] + bytes([framed[14] ^ 1]) + framed[15:]
+    reserved = framed[:10] + b"\x02\x01\x00\x00x" + framed[10:]
+    for damaged in (bad_crc, reserved, framed[:-3]):
+        with pytest.raises(LandingZoneMismatch, match="snappy"):
+            decompress(damaged)
+
+
 @pytest.mark.parametrize("name", ["__rowMarker__", "__ROWMARKER__", "__diffcdc_change"])
 def test_columns_clashing_with_ours_are_refused(spark, tmp_path, name):
     ws = Workspace(str(tmp_path), keys=("id",), file_format="csv")

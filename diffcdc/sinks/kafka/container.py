@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -121,51 +120,3 @@ class MessageWriter:
         self.written.append(WrittenBody(path, self._records, len(body), sha256))
         self._chunks, self._records, self._bytes = [], 0, 0
 
-
-def iter_blocks(body: bytes) -> Iterator[tuple[int, bytes]]:
-    """``(record count, block bytes)`` of every data block of a container (no decoding)."""
-    if body[:4] != MAGIC:
-        raise ValueError("not an Avro container file")
-    pos = 4
-
-    def read_long() -> int:
-        nonlocal pos
-        shift = result = 0
-        while True:
-            b = body[pos]
-            pos += 1
-            result |= (b & 0x7F) << shift
-            shift += 7
-            if b < 0x80:
-                return (result >> 1) ^ -(result & 1)
-
-    def skip_bytes() -> None:
-        nonlocal pos
-        size = read_long()  # read first: ``pos += read_long()`` would add to the old position
-        pos += size
-
-    while True:
-        count = read_long()
-        if count == 0:
-            break
-        if count < 0:
-            read_long()
-            count = -count
-        for _ in range(count):
-            skip_bytes()
-            skip_bytes()
-    sync = body[pos : pos + 16]
-    pos += 16
-    while pos < len(body):
-        count = read_long()
-        size = read_long()
-        yield count, body[pos : pos + size]
-        pos += size
-        if body[pos : pos + 16] != sync:
-            raise ValueError("sync marker mismatch")
-        pos += 16
-
-
-def count_records(body: bytes) -> int:
-    """Records in a container file, from its block headers."""
-    return sum(count for count, _ in iter_blocks(body))

@@ -11,6 +11,7 @@ import gzip
 import io
 import struct
 
+import cramjam
 import google_crc32c
 import pyarrow as pa
 
@@ -44,11 +45,19 @@ def decompress(data: bytes) -> bytes:
     if data.startswith(_ZSTD_MAGIC):
         return pa.input_stream(pa.BufferReader(data), compression="zstd").read()
     if data.startswith(_SNAPPY_STREAM):
-        return _snappy_unframe(data)
+        try:
+            return bytes(cramjam.snappy.decompress(data))
+        except cramjam.DecompressionError as exc:
+            raise LandingZoneMismatch(f"not a valid snappy framed stream: {exc}") from None
     return data
 
 
 # -- Snappy framing format (github.com/google/snappy/blob/main/framing_format.txt) --------------
+# Written here, read by cramjam (measured on 106 MB of CSV text, one core: benchmarks/README.md,
+# "Hand-written encoders against libraries"). These few lines over pyarrow's Snappy and
+# google-crc32c frame as fast as cramjam.snappy.compress, 12% faster once its buffer is copied to
+# bytes, and write 1.8% smaller files (Google's compressor against the snap crate's). A reader by
+# hand was no faster than cramjam.snappy.decompress, which also checks the stream strictly.
 
 def _masked_crc(data: bytes) -> int:
     crc = google_crc32c.value(data)  # CRC-32C (Castagnoli), as the framing format requires
@@ -66,34 +75,4 @@ def _snappy_frame(data: bytes) -> bytes:
         out.write(bytes([kind]) + length.to_bytes(3, "little"))
         out.write(struct.pack("<I", _masked_crc(block)))
         out.write(body)
-    return out.getvalue()
-
-
-def _snappy_unframe(data: bytes) -> bytes:
-    out = io.BytesIO()
-    i = 0
-    while i < len(data):
-        kind = data[i]
-        length = int.from_bytes(data[i + 1 : i + 4], "little")
-        body = data[i + 4 : i + 4 + length]
-        i += 4 + length
-        if kind == 0xFF or 0x80 <= kind <= 0xFE:
-            continue  # stream identifier, padding and skippable chunks
-        if kind not in (0x00, 0x01):
-            raise LandingZoneMismatch(f"unknown snappy chunk type {kind:#x}")
-        expected = struct.unpack("<I", body[:4])[0]
-        payload = body[4:]
-        if kind == 0x00:
-            size, shift, pos = 0, 0, 0
-            while True:  # the raw block starts with its uncompressed length (varint)
-                byte = payload[pos]
-                size |= (byte & 0x7F) << shift
-                pos += 1
-                shift += 7
-                if not byte & 0x80:
-                    break
-            payload = pa.decompress(payload, decompressed_size=size, codec="snappy", asbytes=True)
-        if _masked_crc(payload) != expected:
-            raise LandingZoneMismatch("snappy chunk checksum mismatch")
-        out.write(payload)
     return out.getvalue()
