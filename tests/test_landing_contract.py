@@ -213,14 +213,14 @@ def test_partner_events_and_schema_folders(spark, tmp_path):
     # same table name in another schema: its own folder and its own state
     hr = Workspace(str(tmp_path / "hr"), table="Orders", schema_name="HR", partner=partner)
     hr.landing, hr.state = sales.landing, sales.state
-    hr.table = hr.table.with_landing(landing=sales.landing)
+    hr.table = hr.table.with_table_fields(landing=sales.landing)
     hr.write("1.parquet", [{"id": 1, "v": "h"}, {"id": 2, "v": "h"}])
     hr.run(spark)
     assert sorted(os.listdir(sales.state)) == ["HR.schema.Orders", "Sales.schema.Orders"]
     hr.assert_mirror_equals(spark, "1.parquet")
     sales.assert_mirror_equals(spark, "1.parquet")
     # a different partner file is refused before anything is published
-    hr.table = hr.table.with_landing(partner={**partner, "partner_name": "Other"})
+    hr.table = hr.table.with_table_fields(partner={**partner, "partner_name": "Other"})
     with pytest.raises(LandingZoneMismatch, match="_partnerEvents.json"):
         hr.run(spark)
 
@@ -301,7 +301,7 @@ def test_schema_changes_fail_policy(spark, tmp_path):
     ws.table = ws.table.model_copy(update={"keys": ["name"]})
     with pytest.raises(KeyViolation, match="keyColumns can never change"):
         ws.run(spark)
-    ws.table = ws.table.model_copy(update={"keys": ["id"]}).with_landing(upsert_default=True)
+    ws.table = ws.table.model_copy(update={"keys": ["id"]}).with_table_fields(upsert_default=True)
     with pytest.raises(ConfigError, match="isUpsertDefaultRowMarker"):
         ws.run(spark)
     assert ws.snapshot_state() == before
@@ -396,7 +396,7 @@ def test_reload_survives_a_crash_and_drop_forgets_the_table(spark, tmp_path, mon
     assert ws.data_files() == ["00000000000000000001.parquet"]
     ws.assert_mirror_equals(spark, "2.parquet")
 
-    from diffcdc.sinks.openmirroring.drop import drop_table
+    from diffcdc.engine.drop import drop_table
 
     drop_table(ws.table, ws.state)
     assert not os.path.exists(ws.folder) and not os.path.exists(os.path.join(ws.state, "T"))

@@ -11,10 +11,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from diffcdc.cli.common import url_data
 from diffcdc.config import RunConfig, TableConfig
 from diffcdc.config_errors import describe_error
-from diffcdc.errors import ConfigError
+from diffcdc.errors import ConfigError, UsageError
+from diffcdc.sinks.registry import TABLE_LEVEL
 from diffcdc.state.root import is_url
 
 #: Settings whose command-line option has another name (``--`` and dashes added otherwise).
@@ -39,7 +39,7 @@ def option_name(loc: Sequence[Any]) -> str:
         parts = parts[2:] if len(parts) > 1 and parts[1].isdigit() else parts[1:]
     if parts[:1] == ["sinks"]:  # the landing options of the command line's one sink
         parts = parts[2:] if len(parts) > 1 and parts[1].isdigit() else parts[1:]
-        parts = parts[1:] if parts[:1] == ["open_mirroring"] else parts
+        parts = parts[1:] if parts[:1] == [TABLE_LEVEL.type] else parts
     if parts[:1] in (["quality"], ["text"]):
         parts = parts[1:]
     field = ".".join(parts)
@@ -56,6 +56,24 @@ def options_error(exc: ValidationError, table: Any = None) -> ConfigError:
         "; ".join(dict.fromkeys(problems)),
         table=table if isinstance(table, str) else None,
     )
+
+
+def check_landing_arg(landing: str | None) -> None:
+    """Refuse a SAS token on a ``--landing`` URL (it would show in process lists)."""
+    if landing and "://" in landing and "?" in landing:
+        raise UsageError(
+            "--landing must not carry a query string (a SAS token is a secret)",
+            hint="export AZURE_STORAGE_SAS_TOKEN, or use sas_token / sas_token_env in the "
+            "config file's landing_options",
+        )
+
+
+def url_data(state_data: str | None) -> str | None:
+    """``state_data`` when it is a URL (a local state root keeps such a data folder), else
+    None (a local folder for a URL root's data: a local state root holds its data itself)."""
+    from diffcdc import datafs
+
+    return state_data if state_data and datafs.is_url(state_data) else None
 
 
 def _given(fields: dict[str, Any]) -> dict[str, Any]:
@@ -106,10 +124,7 @@ def _spark(config: RunConfig | None, settings: dict[str, Any]) -> dict[str, Any]
 def run_config_from_args(args: Any) -> RunConfig:
     """The run's settings from ``diffcdc run``'s options: a config file and the options that
     change it, or one table given by options; validated by the config models either way."""
-    from diffcdc.cli.common import check_landing_arg
     from diffcdc.config_file import load_config
-    from diffcdc.errors import UsageError
-
     check_landing_arg(args.landing)
     settings = {"state": args.state, "keep_versions": args.keep_versions,
                 "parallelism": args.parallelism, "master": args.master}
@@ -135,7 +150,7 @@ def run_config_from_args(args: Any) -> RunConfig:
         config = run_config_from_options(table_fields(args), **settings)
     if args.landing_options:
         given = dict(args.landing_options)
-        config.tables = [t.with_landing_options(given) for t in config.tables]
+        config.tables = [t.with_table_fields(landing_options=given) for t in config.tables]
     return config
 
 

@@ -44,16 +44,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
 from diffcdc.core.compare import Replayed
-
-
-@dataclass(frozen=True)
-class SinkTable:
-    """What a sink knows of its table (identity only; no source, no gate settings)."""
-
-    name: str  #: the diffcdc table name
-    keys: tuple[str, ...]  #: key columns as the snapshot spells them
-    schema_name: str | None = None  #: optional schema (Open Mirroring: ``<schema>.schema/``)
-    exclude: tuple[str, ...] = ()  #: columns left out of the fingerprint (still published)
+from diffcdc.sinks.table import SinkTable
 
 
 @dataclass(frozen=True)
