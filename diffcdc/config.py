@@ -25,30 +25,18 @@ from diffcdc.core.quality_config import QualityConfig
 from diffcdc.sinks.registry import SINKS, TABLE_LEVEL, plugin_of
 from diffcdc.sinks.table import SinkTable
 from diffcdc.sinks.targets import OwnedTarget, own, target_clash
-from diffcdc.sources.config import (
-    DataFrameSourceConfig,
-    JdbcSourceConfig,
-    jdbc_jars,
-)
+from diffcdc.sources.registry import SOURCES, source_kind, source_plugin
 from diffcdc.state.root import StateRoot
 
-
-def _source_kind(value: Any) -> str | None:
-    if isinstance(value, str):
-        return "folder"
-    kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
-    return kind if kind in ("jdbc", "dataframe") else None
-
-
-#: A folder (string) or a table selected by ``type``; errors name the branch that was meant.
+#: A folder (string) or a table selected by ``type`` (every registered source type); errors
+#: name the branch that was meant.
 SourceConfig = Annotated[
-    Annotated[str, Tag("folder")]
-    | Annotated[JdbcSourceConfig, Tag("jdbc")]
-    | Annotated[DataFrameSourceConfig, Tag("dataframe")],
+    Union[tuple(Annotated[p.config, Tag(p.type)] for p in SOURCES)],  # noqa: UP007
     Discriminator(
-        _source_kind,
+        source_kind,
         custom_error_type="source_kind",
-        custom_error_message='must be a folder path or a table with type = "jdbc"',
+        custom_error_message="must be a folder path or a table with type = " + " or ".join(
+            f'"{p.type}"' for p in SOURCES if p.in_file and p.config is not str),
     ),
 ]
 
@@ -263,7 +251,8 @@ class RunConfig(BaseModel):
 
     def jars(self) -> list[str]:
         """Driver jars the tables' JDBC sources need on Spark's classpath."""
-        return jdbc_jars([t.source for t in self.tables])
+        jars = [j for t in self.tables for j in source_plugin(t.source).jars(t.source)]
+        return list(dict.fromkeys(jars))
 
 
     @model_validator(mode="after")
@@ -288,8 +277,7 @@ def check_secrets(tables: list[TableConfig]) -> None:
     ``password_env``, a Kafka sink's ``sasl_password_env`` — found before Spark starts (exit
     2, one line), not once the read or the publish begins."""
     for table in tables:
-        if isinstance(table.source, JdbcSourceConfig):
-            table.source.password(table.name)
+        source_plugin(table.source).check_secrets(table.source, table.name)
         for sink in table.sinks:
             plugin_of(sink).check_secrets(sink, table.name)
 

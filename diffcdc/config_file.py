@@ -40,6 +40,7 @@ from diffcdc.config import RunConfig
 from diffcdc.config_errors import error_from_validation
 from diffcdc.errors import ConfigError
 from diffcdc.sinks.registry import SINKS, TABLE_LEVEL
+from diffcdc.sources.registry import source_kind, source_plugin
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -81,9 +82,10 @@ def load_config(path: str) -> RunConfig:
         if not isinstance(body, dict):
             raise ConfigError(f"table {name}: expected a [tables.{name}] section", path=path)
         merged = {**defaults, **body, "name": name}
-        if isinstance(merged.get("source"), dict) and merged["source"].get("type") == "dataframe":
+        kind = source_kind(merged.get("source"))
+        if kind is not None and not source_plugin(merged["source"]).in_file:
             raise ConfigError(
-                f"table {name}: a dataframe source is handed over in Python "
+                f"table {name}: a {kind} source is handed over in Python "
                 "(diffcdc.run_dataframe), not configured in a file",
                 path=path,
             )
