@@ -65,12 +65,6 @@ def _assert_replays(spark, table: TableConfig, state: str, sid: str) -> None:
 
 
 @pytest.mark.default_tier
-def test_every_registered_sink_type_has_a_contract_kind():
-    from diffcdc.sinks.registry import SINKS
-
-    assert {k.type for k in KINDS} == {p.type for p in SINKS}
-
-
 @pytest.mark.parametrize("kind", KINDS, ids=[k.name for k in KINDS])
 def test_replaying_a_sink_gives_every_snapshot(spark, servers, kind):
     @settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))

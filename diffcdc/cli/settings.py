@@ -21,15 +21,11 @@ from diffcdc.state.root import is_url
 _OPTION_NAMES = {
     "name": "table",
     "schema_name": "schema",
-    "file_format": "format",
-    "quote_character": "quote-char",
-    "escape_character": "escape-char",
-    "landing_options": "landing-option",
     "spark.master": "master",
-    "partner.partner_name": "partner-name",
-    "partner.source_type": "partner-source-type",
-    "partner.source_version": "partner-source-version",
+    **TABLE_LEVEL.option_names,
 }
+#: Nested settings whose fields are options of their own (``--max-delete-ratio``).
+_OPTION_GROUPS = [["quality"], *([g] for g in TABLE_LEVEL.option_groups)]
 
 
 def option_name(loc: Sequence[Any]) -> str:
@@ -40,7 +36,7 @@ def option_name(loc: Sequence[Any]) -> str:
     if parts[:1] == ["sinks"]:  # the landing options of the command line's one sink
         parts = parts[2:] if len(parts) > 1 and parts[1].isdigit() else parts[1:]
         parts = parts[1:] if parts[:1] == [TABLE_LEVEL.type] else parts
-    if parts[:1] in (["quality"], ["text"]):
+    if parts[:1] in _OPTION_GROUPS:
         parts = parts[1:]
     field = ".".join(parts)
     if not field:
@@ -163,37 +159,17 @@ def table_fields(args: Any) -> dict[str, Any]:
         "max_row_ratio": args.max_row_ratio,
         "min_rows_for_ratios": args.min_rows_for_ratios,
     }
-    text = {
-        k: getattr(args, k)
-        for k in ("row_separator", "column_separator", "quote_character", "escape_character",
-                  "null_value", "encoding")
-        if getattr(args, k, None) is not None
-    }
-    partner = None
-    if args.partner_name or args.partner_source_type:
-        partner = {"partner_name": args.partner_name or "",
-                   "source_type": args.partner_source_type or "",
-                   "source_version": args.partner_source_version}
     return {
         "name": args.table,
         "source": args.source,
         "keys": args.keys,
-        "landing": args.landing,
         "exclude": args.exclude,
         "schema_name": args.schema_name,
-        "codec": args.codec,
-        "max_rows_per_file": args.max_rows_per_file,
         "fingerprint_bits": args.fingerprint_bits,
         "csv_infer_schema": args.csv_infer_schema,
         "csv_encoding": args.csv_encoding,
         "quality": _given(quality) or None,
-        "file_format": args.file_format,
-        "file_extension": args.file_extension,
-        "text": text or None,
-        "upsert_default": args.upsert_default,
-        "file_detection": args.file_detection,
         "schema_policy": args.schema_policy,
         "removed_columns": args.removed_columns,
-        "partner": partner,
-        "drop_timeout": args.drop_timeout,
+        **TABLE_LEVEL.from_args(args),
     }

@@ -13,7 +13,7 @@ Importing a plug-in is cheap: no Spark, no client library; the sink itself is im
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pydantic import BaseModel
@@ -79,6 +79,10 @@ def _no_secrets(config: Any, table: str) -> None:
     return None
 
 
+def _no_args(args: Any) -> dict[str, Any]:
+    return {}
+
+
 def _replace(config: C, fields: Mapping[str, Any]) -> C:
     return type(config).model_validate({**config.model_dump(), **fields})
 
@@ -107,6 +111,14 @@ class SinkPlugin(Generic[C]):
     global_fields: tuple[str, ...] = ()
     #: Config file sections that are defaults of the table field of the same name (``[partner]``).
     sections: tuple[str, ...] = ()
+    #: The table fields the single-table command line's options give (``diffcdc run --landing
+    #: ... --codec ...``; None: not given), from its parsed arguments.
+    from_args: Callable[[Any], dict[str, Any]] = _no_args
+    #: Table fields (dotted) whose command-line option is not the field's name with dashes
+    #: (``file_format``: ``format``), for naming an option in an error.
+    option_names: Mapping[str, str] = field(default_factory=dict)
+    #: Nested table fields whose own fields are options (``text``: ``--quote-char`` ...).
+    option_groups: tuple[str, ...] = ()
     #: A copy of the entry with table-level ``fields`` given on the command line (``--landing``,
     #: ``--landing-option``), validated.
     override: Callable[[C, Mapping[str, Any]], C] = _replace

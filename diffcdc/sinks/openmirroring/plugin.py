@@ -35,6 +35,33 @@ def _override(config: OpenMirroringSinkConfig, fields: Mapping[str, Any]) -> Ope
     return OpenMirroringSinkConfig.model_validate({**config.model_dump(), **given})
 
 
+def _from_args(args: Any) -> dict[str, Any]:
+    """The landing fields of ``diffcdc run``'s single-table options (None: not given)."""
+    text = {
+        k: getattr(args, k)
+        for k in ("row_separator", "column_separator", "quote_character", "escape_character",
+                  "null_value", "encoding")
+        if getattr(args, k, None) is not None
+    }
+    partner = None
+    if args.partner_name or args.partner_source_type:
+        partner = {"partner_name": args.partner_name or "",
+                   "source_type": args.partner_source_type or "",
+                   "source_version": args.partner_source_version}
+    return {
+        "landing": args.landing,
+        "codec": args.codec,
+        "max_rows_per_file": args.max_rows_per_file,
+        "file_format": args.file_format,
+        "file_extension": args.file_extension,
+        "text": text or None,
+        "upsert_default": args.upsert_default,
+        "file_detection": args.file_detection,
+        "partner": partner,
+        "drop_timeout": args.drop_timeout,
+    }
+
+
 def _result(manifest: Mapping[str, Any]) -> ResultFiles:
     files = tuple(f["name"] for f in manifest.get("files") or [])
     return ResultFiles(files, manifest["sequence"]["first"] if files else None)
@@ -112,6 +139,17 @@ PLUGIN: SinkPlugin[OpenMirroringSinkConfig] = SinkPlugin(
     table_fields=LANDING_FIELDS,
     global_fields=("landing",),
     sections=("partner",),
+    from_args=_from_args,
+    option_names={
+        "file_format": "format",
+        "quote_character": "quote-char",
+        "escape_character": "escape-char",
+        "landing_options": "landing-option",
+        "partner.partner_name": "partner-name",
+        "partner.source_type": "partner-source-type",
+        "partner.source_version": "partner-source-version",
+    },
+    option_groups=("text",),
     override=_override,
     result=_result,
     status=_status,
