@@ -31,7 +31,7 @@ from diffcdc.state.root import StateRoot
 #: A folder (string) or a table selected by ``type`` (every registered source type); errors
 #: name the branch that was meant.
 SourceConfig = Annotated[
-    Union[tuple(Annotated[p.config, Tag(p.type)] for p in SOURCES)],  # noqa: UP007
+    Union[tuple(Annotated[p.config, Tag(p.type)] for p in SOURCES)],
     Discriminator(
         source_kind,
         custom_error_type="source_kind",
@@ -41,7 +41,7 @@ SourceConfig = Annotated[
 ]
 
 #: One entry of a table's ``sinks``: the config model of a registered sink, by its ``type``.
-SinkConfig = Annotated[Union[tuple(p.config for p in SINKS)], Field(discriminator="type")]  # noqa: UP007
+SinkConfig = Annotated[Union[tuple(p.config for p in SINKS)], Field(discriminator="type")]
 
 
 class TableConfig(BaseModel):

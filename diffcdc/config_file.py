@@ -66,9 +66,9 @@ def load_config(path: str) -> RunConfig:
             path=path,
         )
     top = dict(raw.get("diffcdc", {}))
-    globals_ = {k: top.pop(k) for k in TABLE_LEVEL.global_fields if top.get(k) is not None}
+    global_defaults = {k: top.pop(k) for k in TABLE_LEVEL.global_fields if top.get(k) is not None}
     defaults = dict(raw.get("defaults", {}))
-    for key, value in globals_.items():  # [diffcdc] landing: every table's landing root
+    for key, value in global_defaults.items():  # [diffcdc] landing: every table's landing root
         defaults.setdefault(key, value)
     for section in TABLE_LEVEL.sections:  # [partner] is database level: every table the same
         if section in raw:

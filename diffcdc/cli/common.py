@@ -91,7 +91,7 @@ def check_state_roots(config: Any, *, reload: frozenset[str] = frozenset(),
                 commits = state.commits()
                 check_owner(state, table.name, table.schema_name, commits)
                 if commits and table.name not in reload:
-                    check_landing_moved(table, commits[-1].record, state_given)
+                    check_targets_moved(table, commits[-1].record, state_given)
                 continue
             if (
                 table.name in reload
@@ -119,7 +119,7 @@ def check_state_roots(config: Any, *, reload: frozenset[str] = frozenset(),
         )
 
 
-def check_landing_moved(table: Any, record: Any, state_given: bool) -> None:
+def check_targets_moved(table: Any, record: Any, state_given: bool) -> None:
     """Refuse a sink target other than the one the state published to, while that one still
     exists (each sink type's plug-in checks its own; see ``SinkPlugin.check_target``)."""
     from diffcdc.sinks.registry import plugin_of

@@ -121,6 +121,7 @@ def run_config_from_args(args: Any) -> RunConfig:
     """The run's settings from ``diffcdc run``'s options: a config file and the options that
     change it, or one table given by options; validated by the config models either way."""
     from diffcdc.config_file import load_config
+
     check_landing_arg(args.landing)
     settings = {"state": args.state, "keep_versions": args.keep_versions,
                 "parallelism": args.parallelism, "master": args.master}

@@ -79,18 +79,9 @@ def _run_summary(report: dict[str, Any]) -> dict[str, Any]:
 
 def _sinks(head: Commit) -> list[dict[str, Any]]:
     """Per sink of the head version: its type, where it publishes, whether it has published."""
-    out = []
-    for sink_id, entry in head.record.sinks.items():
-        manifest = entry.manifest
-        item: dict[str, Any] = {
-            "sink": sink_id,
-            "type": entry.type,
-            "published": sink_id in head.published_sinks,
-            "rows": manifest.get("rows"),
-            **sink_status(entry.type, manifest),
-        }
-        out.append(item)
-    return out
+    return [{"sink": sink_id, "type": entry.type, "published": sink_id in head.published_sinks,
+             "rows": entry.manifest.get("rows"), **sink_status(entry.type, entry.manifest)}
+            for sink_id, entry in head.record.sinks.items()]
 
 
 def _pending(state: TableState) -> list[str]:
