@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from diffcdc.cli.settings import check_landing_arg, table_from_options, url_data
+from diffcdc.cli.settings import table_from_options, url_data
 from diffcdc.errors import DiffcdcError, UsageError
+from diffcdc.sinks.registry import TABLE_LEVEL
 
 
 def config_table(config: Any, name: str, path: str) -> Any:
@@ -41,7 +42,7 @@ def located_table(args: Any, command: str) -> tuple[Any, Any]:
     ``--landing-option`` values are added to the table's landing zones."""
     from diffcdc.config_file import load_config
 
-    check_landing_arg(args.landing)
+    TABLE_LEVEL.check_args(args)
     config = None
     if args.config:
         config = load_config(args.config)

@@ -54,16 +54,6 @@ def options_error(exc: ValidationError, table: Any = None) -> ConfigError:
     )
 
 
-def check_landing_arg(landing: str | None) -> None:
-    """Refuse a SAS token on a ``--landing`` URL (it would show in process lists)."""
-    if landing and "://" in landing and "?" in landing:
-        raise UsageError(
-            "--landing must not carry a query string (a SAS token is a secret)",
-            hint="export AZURE_STORAGE_SAS_TOKEN, or use sas_token / sas_token_env in the "
-            "config file's landing_options",
-        )
-
-
 def url_data(state_data: str | None) -> str | None:
     """``state_data`` when it is a URL (a local state root keeps such a data folder), else
     None (a local folder for a URL root's data: a local state root holds its data itself)."""
@@ -122,7 +112,7 @@ def run_config_from_args(args: Any) -> RunConfig:
     change it, or one table given by options; validated by the config models either way."""
     from diffcdc.config_file import load_config
 
-    check_landing_arg(args.landing)
+    TABLE_LEVEL.check_args(args)
     settings = {"state": args.state, "keep_versions": args.keep_versions,
                 "parallelism": args.parallelism, "master": args.master}
     if args.config:

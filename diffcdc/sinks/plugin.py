@@ -83,6 +83,10 @@ def _no_args(args: Any) -> dict[str, Any]:
     return {}
 
 
+def _no_args_check(args: Any) -> None:
+    return None
+
+
 def _replace(config: C, fields: Mapping[str, Any]) -> C:
     return type(config).model_validate({**config.model_dump(), **fields})
 
@@ -114,6 +118,9 @@ class SinkPlugin(Generic[C]):
     #: The table fields the single-table command line's options give (``diffcdc run --landing
     #: ... --codec ...``; None: not given), from its parsed arguments.
     from_args: Callable[[Any], dict[str, Any]] = _no_args
+    #: Refuses (``UsageError``) a value of those options that must not be given on a command
+    #: line (a secret: it would show in process lists).
+    check_args: Callable[[Any], None] = _no_args_check
     #: Table fields (dotted) whose command-line option is not the field's name with dashes
     #: (``file_format``: ``format``), for naming an option in an error.
     option_names: Mapping[str, str] = field(default_factory=dict)

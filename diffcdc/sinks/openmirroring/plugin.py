@@ -62,6 +62,17 @@ def _from_args(args: Any) -> dict[str, Any]:
     }
 
 
+def _check_args(args: Any) -> None:
+    """Refuse a SAS token on a ``--landing`` URL (it would show in process lists)."""
+    landing = args.landing
+    if landing and "://" in landing and "?" in landing:
+        raise UsageError(
+            "--landing must not carry a query string (a SAS token is a secret)",
+            hint="export AZURE_STORAGE_SAS_TOKEN, or use sas_token / sas_token_env in the "
+            "config file's landing_options",
+        )
+
+
 def _result(manifest: Mapping[str, Any]) -> ResultFiles:
     files = tuple(f["name"] for f in manifest.get("files") or [])
     return ResultFiles(files, manifest["sequence"]["first"] if files else None)
@@ -140,6 +151,7 @@ PLUGIN: SinkPlugin[OpenMirroringSinkConfig] = SinkPlugin(
     global_fields=("landing",),
     sections=("partner",),
     from_args=_from_args,
+    check_args=_check_args,
     option_names={
         "file_format": "format",
         "quote_character": "quote-char",
