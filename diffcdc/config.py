@@ -22,7 +22,7 @@ from pydantic import (
 from diffcdc.core.fields import STRICT_SETTINGS, PathText
 from diffcdc.core.names import MAX_NAME_BYTES, check_folder_name
 from diffcdc.core.quality_config import QualityConfig
-from diffcdc.sinks.registry import SINKS, TABLE_LEVEL, plugin_of
+from diffcdc.sinks.registry import SINKS, TABLE_LEVEL, TABLE_SINK, plugin_of
 from diffcdc.sinks.table import SinkTable
 from diffcdc.sinks.targets import OwnedTarget, own, target_clash
 from diffcdc.sources.registry import SOURCES, source_kind, source_plugin
@@ -94,21 +94,21 @@ class TableConfig(BaseModel):
 
         Before sinks existed a table had one landing zone configured by fields at table level
         (``landing``, ``codec``, ``file_format`` ...); such configs keep working unchanged
-        (:data:`~diffcdc.sinks.registry.TABLE_LEVEL` names the sink type they configure).
+        (:data:`~diffcdc.sinks.registry.TABLE_SINK` is the sink type they configure).
         """
         if not isinstance(data, dict):
             return data
-        fields = TABLE_LEVEL.table_fields
+        fields = TABLE_LEVEL.fields
         given = {k: data[k] for k in fields if k in data}
         rest = {k: v for k, v in data.items() if k not in fields}
         if "sinks" not in rest:
             if given:
-                rest["sinks"] = [{"type": TABLE_LEVEL.type, **given}]
+                rest["sinks"] = [{"type": TABLE_SINK.type, **given}]
             return rest
         sinks = rest["sinks"]
         if isinstance(sinks, list) and given:
             rest["sinks"] = [
-                {**given, **s} if isinstance(s, dict) and s.get("type") == TABLE_LEVEL.type else s
+                {**given, **s} if isinstance(s, dict) and s.get("type") == TABLE_SINK.type else s
                 for s in sinks
             ]
         return rest
@@ -177,8 +177,12 @@ class TableConfig(BaseModel):
     def with_table_fields(self, **fields: Any) -> TableConfig:
         """A copy whose sinks that take these table-level fields get them (``--landing``,
         ``--landing-option``: each sink type's plug-in says how; validated)."""
-        sinks = [plugin_of(s).override(s, fields) if set(fields) <= set(plugin_of(s).table_fields)
-                 else s for s in self.sinks]
+        sinks = []
+        for sink in self.sinks:
+            level = plugin_of(sink).table_level
+            if level is not None and set(fields) <= set(level.fields):
+                sink = level.override(sink, fields)
+            sinks.append(sink)
         return self.model_copy(update={"sinks": sinks})
 
 

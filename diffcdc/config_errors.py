@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from diffcdc.errors import ConfigError
-from diffcdc.sinks.registry import SINKS, TABLE_LEVEL
+from diffcdc.sinks.registry import SINKS, TABLE_LEVEL, TABLE_SINK
 
 #: The sink models by their ``type`` (the union's tag in a validation error's location).
 _SINK_MODELS: dict[str, type[BaseModel]] = {p.type: p.config for p in SINKS}
@@ -32,7 +32,7 @@ def _location(loc: tuple[Any, ...], tables: list[str], flat: set[str] = frozense
         and parts[1] < len(tables)
         and tables[parts[1]] in flat
     ):
-        parts = parts[:2] + parts[5 if parts[4] == TABLE_LEVEL.type else 4:]
+        parts = parts[:2] + parts[5 if parts[4] == TABLE_SINK.type else 4:]
     if len(parts) >= 2 and parts[0] == "tables" and isinstance(parts[1], int):
         name = tables[parts[1]] if parts[1] < len(tables) else str(parts[1])
         rest = ".".join(str(p) for p in parts[2:])
@@ -79,13 +79,13 @@ def _field_names(loc: Sequence[Any]) -> list[str]:
         if isinstance(part, int) or part not in names and part not in _SINK_MODELS:
             continue
         if part == "tables":
-            names = set(TableConfig.model_fields) | set(TABLE_LEVEL.table_fields)
+            names = set(TableConfig.model_fields) | set(TABLE_LEVEL.fields)
         elif part == "quality":
             names = set(QualityConfig.model_fields)
         elif part == "spark":
             names = set(SparkSettings.model_fields)
         elif part == "sinks":
-            names = set(TABLE_LEVEL.config.model_fields)
+            names = set(TABLE_SINK.config.model_fields)
         elif part in _SINK_MODELS:
             names = set(_SINK_MODELS[part].model_fields)
     return sorted(names)

@@ -39,7 +39,7 @@ from pydantic import ValidationError
 from diffcdc.config import RunConfig
 from diffcdc.config_errors import error_from_validation
 from diffcdc.errors import ConfigError
-from diffcdc.sinks.registry import SINKS, TABLE_LEVEL
+from diffcdc.sinks.registry import SINKS, TABLE_LEVEL, TABLE_SINK
 from diffcdc.sources.registry import source_kind, source_plugin
 
 if sys.version_info >= (3, 11):
@@ -89,7 +89,7 @@ def load_config(path: str) -> RunConfig:
                 "(diffcdc.run_dataframe), not configured in a file",
                 path=path,
             )
-        for key in ("source", *TABLE_LEVEL.path_fields):
+        for key in ("source", *TABLE_SINK.path_fields):
             if isinstance(merged.get(key), str):
                 merged[key] = _resolve(base, merged[key])
         if isinstance(merged.get("sinks"), list):

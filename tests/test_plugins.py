@@ -8,7 +8,7 @@ from typing import get_args
 import pytest
 
 from diffcdc.config import TableConfig
-from diffcdc.sinks.registry import SINKS, TABLE_LEVEL, headline, sink_result, sink_status
+from diffcdc.sinks.registry import SINKS, TABLE_SINK, headline, sink_result, sink_status
 from diffcdc.sources.registry import SOURCES, source_kind
 from tests.sink_kinds import KINDS
 
@@ -22,14 +22,14 @@ def test_every_registered_sink_has_its_type_a_model_and_a_contract_kind():
     for plugin in SINKS:
         assert get_args(plugin.config.model_fields["type"].annotation) == (plugin.type,)
     assert {k.type for k in KINDS} == set(types)  # the contract runs over every sink type
-    assert [p for p in SINKS if p.table_fields] == [TABLE_LEVEL]
+    assert [p for p in SINKS if p.table_level is not None] == [TABLE_SINK]
 
 
 def test_a_table_without_sinks_gets_one_table_level_sink_and_its_fields_are_defaults():
     flat = TableConfig(name="T", source="s", keys=["k"], landing="/l", codec="zstd")
-    assert [s.type for s in flat.sinks] == [TABLE_LEVEL.type] and flat.sinks[0].codec == "zstd"
+    assert [s.type for s in flat.sinks] == [TABLE_SINK.type] and flat.sinks[0].codec == "zstd"
     both = TableConfig(name="T", source="s", keys=["k"], landing="/l", codec="zstd",
-                       sinks=[{"type": "delta", "path": "/d"}, {"type": TABLE_LEVEL.type}])
+                       sinks=[{"type": "delta", "path": "/d"}, {"type": TABLE_SINK.type}])
     assert both.sinks[1].landing == "/l" and both.sinks[1].codec == "zstd"
 
 

@@ -92,6 +92,35 @@ def _replace(config: C, fields: Mapping[str, Any]) -> C:
 
 
 @dataclass(frozen=True)
+class TableLevel(Generic[C]):
+    """A sink type configured by fields at table level, as the one landing zone of a table was
+    before sinks existed: a table without ``sinks`` gets one sink of this type from them; with
+    ``sinks``, they are defaults of its sinks of this type. The single-table command line
+    (``diffcdc run --landing ... --codec ...``) and a config file's ``[defaults]`` give them."""
+
+    #: The fields (the config model's, but ``type`` and ``name``).
+    fields: tuple[str, ...]
+    #: ``[diffcdc]`` settings of a config file that are defaults of the field of the same name
+    #: (``landing``).
+    global_fields: tuple[str, ...] = ()
+    #: Config file sections that are defaults of the field of the same name (``[partner]``).
+    sections: tuple[str, ...] = ()
+    #: The fields the command line's options give (None: not given), from its parsed arguments.
+    from_args: Callable[[Any], dict[str, Any]] = _no_args
+    #: Refuses (``UsageError``) a value of those options that must not be given on a command
+    #: line (a secret: it would show in process lists).
+    check_args: Callable[[Any], None] = _no_args_check
+    #: Fields (dotted) whose command-line option is not the field's name with dashes
+    #: (``file_format``: ``format``), for naming an option in an error.
+    option_names: Mapping[str, str] = field(default_factory=dict)
+    #: Nested fields whose own fields are options (``text``: ``--quote-char`` ...).
+    option_groups: tuple[str, ...] = ()
+    #: A copy of a sink's entry with fields given on the command line (``--landing``,
+    #: ``--landing-option``), validated.
+    override: Callable[[C, Mapping[str, Any]], C] = _replace
+
+
+@dataclass(frozen=True)
 class SinkPlugin(Generic[C]):
     """One sink type: its config model and everything the engine, the config and the commands
     need to know of it. Only ``type``, ``config`` and ``build`` are required."""
@@ -106,29 +135,8 @@ class SinkPlugin(Generic[C]):
     executor_modules: tuple[str, ...] = ()
     #: Fields of the entry that hold local paths (relative ones: relative to the config file).
     path_fields: tuple[str, ...] = ()
-    #: Fields a table may give at table level (the command line's single-table options, a
-    #: config file's table or ``[defaults]``): a table without ``sinks`` gets one sink of this
-    #: type from them; with ``sinks``, they are defaults of its sinks of this type.
-    table_fields: tuple[str, ...] = ()
-    #: ``[diffcdc]`` settings of a config file that are defaults of the table field of the
-    #: same name (``landing``).
-    global_fields: tuple[str, ...] = ()
-    #: Config file sections that are defaults of the table field of the same name (``[partner]``).
-    sections: tuple[str, ...] = ()
-    #: The table fields the single-table command line's options give (``diffcdc run --landing
-    #: ... --codec ...``; None: not given), from its parsed arguments.
-    from_args: Callable[[Any], dict[str, Any]] = _no_args
-    #: Refuses (``UsageError``) a value of those options that must not be given on a command
-    #: line (a secret: it would show in process lists).
-    check_args: Callable[[Any], None] = _no_args_check
-    #: Table fields (dotted) whose command-line option is not the field's name with dashes
-    #: (``file_format``: ``format``), for naming an option in an error.
-    option_names: Mapping[str, str] = field(default_factory=dict)
-    #: Nested table fields whose own fields are options (``text``: ``--quote-char`` ...).
-    option_groups: tuple[str, ...] = ()
-    #: A copy of the entry with table-level ``fields`` given on the command line (``--landing``,
-    #: ``--landing-option``), validated.
-    override: Callable[[C, Mapping[str, Any]], C] = _replace
+    #: How a table configures this sink type at table level (None: only as an entry of ``sinks``).
+    table_level: TableLevel[C] | None = None
     #: Refuses (``ConfigError``) a secret the entry names that is not there (table name given).
     check_secrets: Callable[[C, str], None] = _no_secrets
     #: What a manifest adds to the snapshot's result.

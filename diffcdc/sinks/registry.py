@@ -14,7 +14,7 @@ from diffcdc.errors import ConfigError
 from diffcdc.sinks.delta.plugin import PLUGIN as DELTA
 from diffcdc.sinks.kafka.plugin import PLUGIN as KAFKA
 from diffcdc.sinks.openmirroring.plugin import PLUGIN as OPEN_MIRRORING
-from diffcdc.sinks.plugin import Headline, ResultFiles, SinkPlugin
+from diffcdc.sinks.plugin import Headline, ResultFiles, SinkPlugin, TableLevel
 from diffcdc.sinks.table import SinkTable
 
 if TYPE_CHECKING:
@@ -23,9 +23,16 @@ if TYPE_CHECKING:
 
 SINKS: tuple[SinkPlugin[Any], ...] = (OPEN_MIRRORING, DELTA, KAFKA)
 
+
+
+def _table_level() -> tuple[SinkPlugin[Any], TableLevel[Any]]:
+    (found,) = [(p, p.table_level) for p in SINKS if p.table_level is not None]
+    return found
+
+
 #: The sink type a table may configure at table level (the one sink of a table without
-#: ``sinks``, as before sinks existed): the one plug-in with ``table_fields``.
-(TABLE_LEVEL,) = [p for p in SINKS if p.table_fields]
+#: ``sinks``, as before sinks existed) and how: the one plug-in with a ``table_level``.
+TABLE_SINK, TABLE_LEVEL = _table_level()
 
 _BY_TYPE = {p.type: p for p in SINKS}
 

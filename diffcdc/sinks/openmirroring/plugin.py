@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from diffcdc.errors import DiffcdcError, UsageError
 from diffcdc.sinks.openmirroring.config import LANDING_FIELDS, OpenMirroringSinkConfig
-from diffcdc.sinks.plugin import Headline, ResultFiles, SinkPlugin
+from diffcdc.sinks.plugin import Headline, ResultFiles, SinkPlugin, TableLevel
 from diffcdc.sinks.table import SinkTable
 
 if TYPE_CHECKING:
@@ -147,22 +147,24 @@ PLUGIN: SinkPlugin[OpenMirroringSinkConfig] = SinkPlugin(
     build=_build,
     executor_modules=("diffcdc.sinks.openmirroring.staging",),
     path_fields=("landing",),
-    table_fields=LANDING_FIELDS,
-    global_fields=("landing",),
-    sections=("partner",),
-    from_args=_from_args,
-    check_args=_check_args,
-    option_names={
-        "file_format": "format",
-        "quote_character": "quote-char",
-        "escape_character": "escape-char",
-        "landing_options": "landing-option",
-        "partner.partner_name": "partner-name",
-        "partner.source_type": "partner-source-type",
-        "partner.source_version": "partner-source-version",
-    },
-    option_groups=("text",),
-    override=_override,
+    table_level=TableLevel(
+        fields=LANDING_FIELDS,
+        global_fields=("landing",),
+        sections=("partner",),
+        from_args=_from_args,
+        check_args=_check_args,
+        option_names={
+            "file_format": "format",
+            "quote_character": "quote-char",
+            "escape_character": "escape-char",
+            "landing_options": "landing-option",
+            "partner.partner_name": "partner-name",
+            "partner.source_type": "partner-source-type",
+            "partner.source_version": "partner-source-version",
+        },
+        option_groups=("text",),
+        override=_override,
+    ),
     result=_result,
     status=_status,
     headline=_headline,
