@@ -79,18 +79,6 @@ def _no_secrets(config: Any, table: str) -> None:
     return None
 
 
-def _no_args(args: Any) -> dict[str, Any]:
-    return {}
-
-
-def _no_args_check(args: Any) -> None:
-    return None
-
-
-def _replace(config: C, fields: Mapping[str, Any]) -> C:
-    return type(config).model_validate({**config.model_dump(), **fields})
-
-
 @dataclass(frozen=True)
 class TableLevel(Generic[C]):
     """A sink type configured by fields at table level, as the one landing zone of a table was
@@ -100,24 +88,24 @@ class TableLevel(Generic[C]):
 
     #: The fields (the config model's, but ``type`` and ``name``).
     fields: tuple[str, ...]
+    #: The fields the command line's options give (None: not given), from its parsed arguments.
+    from_args: Callable[[Any], dict[str, Any]]
+    #: Refuses (``UsageError``) a value of those options that must not be given on a command
+    #: line (a secret: it would show in process lists).
+    check_args: Callable[[Any], None]
+    #: A copy of a sink's entry with fields given on the command line (``--landing``,
+    #: ``--landing-option``), validated.
+    override: Callable[[C, Mapping[str, Any]], C]
     #: ``[diffcdc]`` settings of a config file that are defaults of the field of the same name
     #: (``landing``).
     global_fields: tuple[str, ...] = ()
     #: Config file sections that are defaults of the field of the same name (``[partner]``).
     sections: tuple[str, ...] = ()
-    #: The fields the command line's options give (None: not given), from its parsed arguments.
-    from_args: Callable[[Any], dict[str, Any]] = _no_args
-    #: Refuses (``UsageError``) a value of those options that must not be given on a command
-    #: line (a secret: it would show in process lists).
-    check_args: Callable[[Any], None] = _no_args_check
     #: Fields (dotted) whose command-line option is not the field's name with dashes
     #: (``file_format``: ``format``), for naming an option in an error.
     option_names: Mapping[str, str] = field(default_factory=dict)
     #: Nested fields whose own fields are options (``text``: ``--quote-char`` ...).
     option_groups: tuple[str, ...] = ()
-    #: A copy of a sink's entry with fields given on the command line (``--landing``,
-    #: ``--landing-option``), validated.
-    override: Callable[[C, Mapping[str, Any]], C] = _replace
 
 
 @dataclass(frozen=True)
