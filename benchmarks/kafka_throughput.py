@@ -34,15 +34,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from benchmarks.generate import make_rows
-from diffcdc.sinks.base import (
-    OP,
-    OP_DELETE,
-    OP_INSERT,
-    OP_UPDATE,
-    ChangeSet,
-    SinkHistory,
-    SinkTable,
-)
+from diffcdc.core.changeset import OP, OP_DELETE, OP_INSERT, OP_UPDATE
+from diffcdc.sinks.base import ChangeSet, SinkHistory, SinkTable
 from diffcdc.sinks.kafka import KafkaSink, KafkaSinkConfig
 from diffcdc.sinks.kafka.binary import encode_batch
 from diffcdc.sinks.kafka.schema import avro_layout, to_publish_frame

@@ -1,7 +1,7 @@
 """Delimited text landing files: how fast a staged change set becomes CSV text.
 
 Encodes the generator's rows (its 10 columns: integers, strings, a decimal, a double, a
-date, a timestamp, a boolean) plus the row marker with ``TextFormat.encode_table``, the code an
+date, a timestamp, a boolean) plus the row marker with ``text_encode.encode_table``, the code an
 executor runs per staged part, and reports rows per second and the SHA-256 of the text (equal
 digests from two versions of diffcdc mean byte-identical files).
 
@@ -31,6 +31,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
 
     from diffcdc.sinks.openmirroring.text import TextFormat
+    from diffcdc.sinks.openmirroring.text_encode import encode_table
 
     here = os.path.dirname(os.path.abspath(__file__))
     table = make_rows(np.arange(1, args.rows + 1, dtype=np.int64), np.random.default_rng(42))
@@ -43,7 +44,7 @@ def main(argv: list[str] | None = None) -> None:
         seconds, digest = [], ""
         for _ in range(args.repeat):
             started = time.perf_counter()
-            text = TextFormat("csv").encode_table(chosen)
+            text = encode_table(TextFormat("csv"), chosen)
             seconds.append(round(time.perf_counter() - started, 3))
             digest = hashlib.sha256(text).hexdigest()
         results[label] = {"columns": subset, "seconds": seconds,

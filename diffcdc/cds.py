@@ -99,13 +99,14 @@ def _alive(pid: int) -> bool:
 
 
 def build() -> str | None:
-    """Write the archive now: a small job in a child process, then put it in place."""
+    """Write the archive now: a small job in a child process (:func:`diffcdc.spark.warm_up`,
+    whose session takes its JVM options from here), then put it in place."""
     key = archive_key()
     if key is None or os.environ.get(ENV, "1") == "0":
         return None
     final = os.path.join(cache_dir(), f"{key}.jsa")
     if not os.path.exists(final):
-        subprocess.run([sys.executable, "-c", "from diffcdc.cds import warm_up; warm_up()"],
+        subprocess.run([sys.executable, "-c", "from diffcdc.spark import warm_up; warm_up()"],
                        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                        timeout=600)
         deadline = time.time() + 120  # the JVM writes the archive as it exits
@@ -113,26 +114,6 @@ def build() -> str | None:
             time.sleep(1)
             _promote(key, final)
     return final if os.path.exists(final) else None
-
-
-def warm_up() -> None:
-    """Load the classes a run loads: read, fingerprint-like hashing, aggregate, join, write."""
-    import tempfile
-
-    from pyspark.sql import functions as F
-
-    from diffcdc.spark import build_spark
-
-    spark = build_spark("local[1]")
-    with tempfile.TemporaryDirectory() as tmp:
-        df = spark.range(1000).select(F.col("id"), F.xxhash64("id").alias("fp"),
-                                      F.current_timestamp().alias("at"))
-        df.write.parquet(os.path.join(tmp, "a"))
-        back = spark.read.parquet(os.path.join(tmp, "a"))
-        joined = back.join(back.groupBy("id").agg(F.max("fp").alias("m")), "id", "full_outer")
-        joined.repartition(2, "id").write.option("compression", "zstd").parquet(os.path.join(tmp, "b"))
-        spark.read.parquet(os.path.join(tmp, "b")).toArrow()
-    spark.stop()
 
 
 if __name__ == "__main__":  # pragma: no cover - used by .ci/install

@@ -6,7 +6,7 @@ read by :mod:`diffcdc.config_file`; every error names the file, the table and th
 from __future__ import annotations
 
 import codecs
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Union
 
 from pydantic import (
     BaseModel,
@@ -22,40 +22,26 @@ from pydantic import (
 from diffcdc.core.fields import STRICT_SETTINGS, PathText
 from diffcdc.core.names import MAX_NAME_BYTES, check_folder_name
 from diffcdc.core.quality_config import QualityConfig
-from diffcdc.sinks.delta.config import DeltaSinkConfig
-from diffcdc.sinks.kafka.config import KafkaSinkConfig
-from diffcdc.sinks.openmirroring.config import LANDING_FIELDS, OpenMirroringSinkConfig
+from diffcdc.sinks.registry import SINKS, TABLE_LEVEL, TABLE_SINK, plugin_of
+from diffcdc.sinks.table import SinkTable
 from diffcdc.sinks.targets import OwnedTarget, own, target_clash
-from diffcdc.sources.config import (
-    DataFrameSourceConfig,
-    JdbcSourceConfig,
-    jdbc_jars,
-)
+from diffcdc.sources.registry import SOURCES, source_kind, source_plugin
 from diffcdc.state.root import StateRoot
 
-
-def _source_kind(value: Any) -> str | None:
-    if isinstance(value, str):
-        return "folder"
-    kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
-    return kind if kind in ("jdbc", "dataframe") else None
-
-
-#: A folder (string) or a table selected by ``type``; errors name the branch that was meant.
+#: A folder (string) or a table selected by ``type`` (every registered source type); errors
+#: name the branch that was meant.
 SourceConfig = Annotated[
-    Annotated[str, Tag("folder")]
-    | Annotated[JdbcSourceConfig, Tag("jdbc")]
-    | Annotated[DataFrameSourceConfig, Tag("dataframe")],
+    Union[tuple(Annotated[p.config, Tag(p.type)] for p in SOURCES)],
     Discriminator(
-        _source_kind,
+        source_kind,
         custom_error_type="source_kind",
-        custom_error_message='must be a folder path or a table with type = "jdbc"',
+        custom_error_message="must be a folder path or a table with type = " + " or ".join(
+            f'"{p.type}"' for p in SOURCES if p.in_file and p.config is not str),
     ),
 ]
 
-SinkConfig = Annotated[
-    OpenMirroringSinkConfig | DeltaSinkConfig | KafkaSinkConfig, Field(discriminator="type")
-]
+#: One entry of a table's ``sinks``: the config model of a registered sink, by its ``type``.
+SinkConfig = Annotated[Union[tuple(p.config for p in SINKS)], Field(discriminator="type")]
 
 
 class TableConfig(BaseModel):
@@ -103,24 +89,26 @@ class TableConfig(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _landing_fields_to_sinks(cls, data: Any) -> Any:
-        """Table-level landing fields: the one sink of a table without ``sinks``, else defaults.
+    def _table_fields_to_sinks(cls, data: Any) -> Any:
+        """Table-level sink fields: the one sink of a table without ``sinks``, else defaults.
 
         Before sinks existed a table had one landing zone configured by fields at table level
-        (``landing``, ``codec``, ``file_format`` ...); such configs keep working unchanged.
+        (``landing``, ``codec``, ``file_format`` ...); such configs keep working unchanged
+        (:data:`~diffcdc.sinks.registry.TABLE_SINK` is the sink type they configure).
         """
         if not isinstance(data, dict):
             return data
-        landing = {k: data[k] for k in LANDING_FIELDS if k in data}
-        rest = {k: v for k, v in data.items() if k not in LANDING_FIELDS}
+        fields = TABLE_LEVEL.fields
+        given = {k: data[k] for k in fields if k in data}
+        rest = {k: v for k, v in data.items() if k not in fields}
         if "sinks" not in rest:
-            if landing:
-                rest["sinks"] = [{"type": "open_mirroring", **landing}]
+            if given:
+                rest["sinks"] = [{"type": TABLE_SINK.type, **given}]
             return rest
         sinks = rest["sinks"]
-        if isinstance(sinks, list) and landing:
+        if isinstance(sinks, list) and given:
             rest["sinks"] = [
-                {**landing, **s} if isinstance(s, dict) and s.get("type") == "open_mirroring" else s
+                {**given, **s} if isinstance(s, dict) and s.get("type") == TABLE_SINK.type else s
                 for s in sinks
             ]
         return rest
@@ -182,28 +170,19 @@ class TableConfig(BaseModel):
         """The table's folder in the state root: ``<schema>.schema.<Table>`` with a schema."""
         return state_name(self.name, self.schema_name)
 
-    def landing_sinks(self) -> list[OpenMirroringSinkConfig]:
-        """The table's Open Mirroring sinks."""
-        return [s for s in self.sinks if isinstance(s, OpenMirroringSinkConfig)]
+    def sink_table(self) -> SinkTable:
+        """The table as its sinks see it."""
+        return SinkTable(self.name, tuple(self.keys), self.schema_name, tuple(self.exclude))
 
-    def with_landing_options(self, options: dict[str, Any]) -> TableConfig:
-        """A copy whose open_mirroring sinks also get ``options`` (``--landing-option``)."""
-        sinks = [
-            s.model_copy(update={"landing_options": {**s.landing_options, **options}})
-            if isinstance(s, OpenMirroringSinkConfig)
-            else s
-            for s in self.sinks
-        ]
-        return self.model_copy(update={"sinks": sinks})
-
-    def with_landing(self, **fields: Any) -> TableConfig:
-        """A copy whose open_mirroring sinks have these fields changed (validated)."""
-        sinks = [
-            OpenMirroringSinkConfig.model_validate({**s.model_dump(), **fields})
-            if isinstance(s, OpenMirroringSinkConfig)
-            else s
-            for s in self.sinks
-        ]
+    def with_table_fields(self, **fields: Any) -> TableConfig:
+        """A copy whose sinks that take these table-level fields get them (``--landing``,
+        ``--landing-option``: each sink type's plug-in says how; validated)."""
+        sinks = []
+        for sink in self.sinks:
+            level = plugin_of(sink).table_level
+            if level is not None and set(fields) <= set(level.fields):
+                sink = level.override(sink, fields)
+            sinks.append(sink)
         return self.model_copy(update={"sinks": sinks})
 
 
@@ -276,7 +255,8 @@ class RunConfig(BaseModel):
 
     def jars(self) -> list[str]:
         """Driver jars the tables' JDBC sources need on Spark's classpath."""
-        return jdbc_jars([t.source for t in self.tables])
+        jars = [j for t in self.tables for j in source_plugin(t.source).jars(t.source)]
+        return list(dict.fromkeys(jars))
 
 
     @model_validator(mode="after")
@@ -301,20 +281,11 @@ def check_secrets(tables: list[TableConfig]) -> None:
     ``password_env``, a Kafka sink's ``sasl_password_env`` — found before Spark starts (exit
     2, one line), not once the read or the publish begins."""
     for table in tables:
-        if isinstance(table.source, JdbcSourceConfig):
-            table.source.password(table.name)
+        source_plugin(table.source).check_secrets(table.source, table.name)
         for sink in table.sinks:
-            if isinstance(sink, KafkaSinkConfig) and sink.sasl_password_env:
-                sink.password(table.name)
+            plugin_of(sink).check_secrets(sink, table.name)
 
 
 def table_label(table: TableConfig) -> str:
     """``'Name'`` or ``'Name' (schema 's')``, for messages about tables."""
     return repr(table.name) + (f" (schema {table.schema_name!r})" if table.schema_name else "")
-
-
-def table_from_args(**fields: Any) -> TableConfig:
-    """Build a TableConfig from command-line options, with the same validation."""
-    from diffcdc.cli.settings import table_from_options
-
-    return table_from_options(**fields)

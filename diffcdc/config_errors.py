@@ -11,20 +11,16 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from diffcdc.errors import ConfigError
-from diffcdc.sinks.delta.config import DeltaSinkConfig
-from diffcdc.sinks.kafka.config import KafkaSinkConfig
-from diffcdc.sinks.openmirroring.config import OpenMirroringSinkConfig
+from diffcdc.sinks.registry import SINKS, TABLE_LEVEL, TABLE_SINK
 
 #: The sink models by their ``type`` (the union's tag in a validation error's location).
-_SINK_MODELS: dict[str, type[BaseModel]] = {
-    "open_mirroring": OpenMirroringSinkConfig, "delta": DeltaSinkConfig, "kafka": KafkaSinkConfig,
-}
+_SINK_MODELS: dict[str, type[BaseModel]] = {p.type: p.config for p in SINKS}
 
 
 def _location(loc: tuple[Any, ...], tables: list[str], flat: set[str] = frozenset()) -> str:
     """``table T, field F`` for a validation error's location.
 
-    ``flat`` names the tables configured without ``sinks``: their landing fields are at table
+    ``flat`` names the tables configured without ``sinks``: their sink's fields are at table
     level, so an error in their one sink is reported under the field's own name.
     """
     parts = list(loc)
@@ -36,7 +32,7 @@ def _location(loc: tuple[Any, ...], tables: list[str], flat: set[str] = frozense
         and parts[1] < len(tables)
         and tables[parts[1]] in flat
     ):
-        parts = parts[:2] + parts[5 if parts[4] == "open_mirroring" else 4:]
+        parts = parts[:2] + parts[5 if parts[4] == TABLE_SINK.type else 4:]
     if len(parts) >= 2 and parts[0] == "tables" and isinstance(parts[1], int):
         name = tables[parts[1]] if parts[1] < len(tables) else str(parts[1])
         rest = ".".join(str(p) for p in parts[2:])
@@ -75,7 +71,7 @@ def describe_error(error: Mapping[str, Any], fields: Collection[str] = ()) -> st
 
 def _field_names(loc: Sequence[Any]) -> list[str]:
     """The field names valid at ``loc`` (its last part excluded), for name suggestions."""
-    from diffcdc.config import LANDING_FIELDS, RunConfig, SparkSettings, TableConfig
+    from diffcdc.config import RunConfig, SparkSettings, TableConfig
     from diffcdc.core.quality_config import QualityConfig
 
     names = set(RunConfig.model_fields)
@@ -83,13 +79,13 @@ def _field_names(loc: Sequence[Any]) -> list[str]:
         if isinstance(part, int) or part not in names and part not in _SINK_MODELS:
             continue
         if part == "tables":
-            names = set(TableConfig.model_fields) | set(LANDING_FIELDS)
+            names = set(TableConfig.model_fields) | set(TABLE_LEVEL.fields)
         elif part == "quality":
             names = set(QualityConfig.model_fields)
         elif part == "spark":
             names = set(SparkSettings.model_fields)
         elif part == "sinks":
-            names = set(OpenMirroringSinkConfig.model_fields)
+            names = set(TABLE_SINK.config.model_fields)
         elif part in _SINK_MODELS:
             names = set(_SINK_MODELS[part].model_fields)
     return sorted(names)

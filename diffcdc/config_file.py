@@ -39,6 +39,8 @@ from pydantic import ValidationError
 from diffcdc.config import RunConfig
 from diffcdc.config_errors import error_from_validation
 from diffcdc.errors import ConfigError
+from diffcdc.sinks.registry import SINKS, TABLE_LEVEL, TABLE_SINK
+from diffcdc.sources.registry import source_kind, source_plugin
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -56,20 +58,21 @@ def load_config(path: str) -> RunConfig:
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"not valid TOML: {exc}", path=path) from None
     base = os.path.dirname(os.path.abspath(path))
-    unknown = set(raw) - {"diffcdc", "spark", "quality", "defaults", "tables", "partner"}
+    sections = ["diffcdc", "spark", "quality", "defaults", *TABLE_LEVEL.sections, "tables"]
+    unknown = set(raw) - set(sections)
     if unknown:
         raise ConfigError(
-            f"unknown section(s) {sorted(unknown)}; expected diffcdc, spark, quality, defaults, "
-            "partner, tables",
+            f"unknown section(s) {sorted(unknown)}; expected {', '.join(sections)}",
             path=path,
         )
     top = dict(raw.get("diffcdc", {}))
-    landing_default = top.pop("landing", None)
+    global_defaults = {k: top.pop(k) for k in TABLE_LEVEL.global_fields if top.get(k) is not None}
     defaults = dict(raw.get("defaults", {}))
-    if landing_default is not None:
-        defaults.setdefault("landing", landing_default)
-    if "partner" in raw:  # [partner] is database level: every table publishes the same file
-        defaults.setdefault("partner", raw["partner"])
+    for key, value in global_defaults.items():  # [diffcdc] landing: every table's landing root
+        defaults.setdefault(key, value)
+    for section in TABLE_LEVEL.sections:  # [partner] is database level: every table the same
+        if section in raw:
+            defaults.setdefault(section, raw[section])
     tables_raw = raw.get("tables", {})
     if not isinstance(tables_raw, dict) or not tables_raw:
         raise ConfigError("no [tables.<Name>] section", path=path, hint="define at least one table")
@@ -79,13 +82,14 @@ def load_config(path: str) -> RunConfig:
         if not isinstance(body, dict):
             raise ConfigError(f"table {name}: expected a [tables.{name}] section", path=path)
         merged = {**defaults, **body, "name": name}
-        if isinstance(merged.get("source"), dict) and merged["source"].get("type") == "dataframe":
+        kind = source_kind(merged.get("source"))
+        if kind is not None and not source_plugin(merged["source"]).in_file:
             raise ConfigError(
-                f"table {name}: a dataframe source is handed over in Python "
+                f"table {name}: a {kind} source is handed over in Python "
                 "(diffcdc.run_dataframe), not configured in a file",
                 path=path,
             )
-        for key in ("source", "landing"):
+        for key in ("source", *TABLE_SINK.path_fields):
             if isinstance(merged.get(key), str):
                 merged[key] = _resolve(base, merged[key])
         if isinstance(merged.get("sinks"), list):
@@ -117,14 +121,16 @@ def load_config(path: str) -> RunConfig:
     return config
 
 
+#: The sinks' fields that hold local paths (``landing``, ``path``, ``changelog_path`` ...).
+_SINK_PATHS = frozenset(f for p in SINKS for f in p.path_fields)
+
+
 def _resolve_sink_paths(base: str, sink: Any) -> Any:
-    """A sink's local paths (landing, path, changelog_path) relative to the config file."""
+    """A sink's local paths relative to the config file."""
     if not isinstance(sink, dict):
         return sink
-    return {
-        k: _resolve(base, v) if k in ("landing", "path", "changelog_path") and isinstance(v, str) else v
-        for k, v in sink.items()
-    }
+    return {k: _resolve(base, v) if k in _SINK_PATHS and isinstance(v, str) else v
+            for k, v in sink.items()}
 
 
 def _resolve_quality_paths(base: str, section: Any) -> Any:

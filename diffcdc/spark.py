@@ -228,3 +228,22 @@ def require_settings(spark: SparkSession) -> SparkSession:
 
 def _python() -> str:
     return sys.executable
+
+
+def warm_up() -> None:
+    """Load the classes a run loads: read, fingerprint-like hashing, aggregate, join, write
+    (:func:`diffcdc.cds.build` runs this in a child process to write its archive)."""
+    import tempfile
+
+    from pyspark.sql import functions as F
+
+    spark = build_spark("local[1]")
+    with tempfile.TemporaryDirectory() as tmp:
+        df = spark.range(1000).select(F.col("id"), F.xxhash64("id").alias("fp"),
+                                      F.current_timestamp().alias("at"))
+        df.write.parquet(os.path.join(tmp, "a"))
+        back = spark.read.parquet(os.path.join(tmp, "a"))
+        joined = back.join(back.groupBy("id").agg(F.max("fp").alias("m")), "id", "full_outer")
+        joined.repartition(2, "id").write.option("compression", "zstd").parquet(os.path.join(tmp, "b"))
+        spark.read.parquet(os.path.join(tmp, "b")).toArrow()
+    spark.stop()

@@ -211,10 +211,10 @@ def test_unsafe_table_names_rejected(tmp_path):
         with pytest.raises(Exception) as err:
             Workspace(str(tmp_path), table=name)
         assert "name" in str(err.value)
-    from diffcdc.config import table_from_args
+    from diffcdc.cli.settings import table_from_options
 
     with pytest.raises(ConfigError, match="--table"):
-        table_from_args(name="..", source="s", keys=["k"], landing="l")
+        table_from_options(name="..", source="s", keys=["k"], landing="l")
 
 
 def test_foreign_and_lost_landing_files_refused(spark, ws):

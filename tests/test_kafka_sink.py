@@ -21,16 +21,9 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from pydantic import ValidationError
 from pyspark.sql import types as T
 
+from diffcdc.core.changeset import OP, OP_DELETE, OP_INSERT, OP_UPDATE
 from diffcdc.errors import ConfigError, LandingZoneMismatch, PublishConflict, SchemaChangeError
-from diffcdc.sinks.base import (
-    OP,
-    OP_DELETE,
-    OP_INSERT,
-    OP_UPDATE,
-    ChangeSet,
-    SinkHistory,
-    SinkTable,
-)
+from diffcdc.sinks.base import ChangeSet, SinkHistory, SinkTable
 from diffcdc.sinks.kafka import KafkaSink, KafkaSinkConfig
 from diffcdc.sinks.kafka.binary import FieldPlan, encode_batch
 from diffcdc.sinks.kafka.client import KafkaClients

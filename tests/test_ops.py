@@ -282,13 +282,13 @@ def test_status_from_an_empty_state_root_and_without_source(base, capsys):
 
 
 def test_a_refused_concurrent_first_run_leaves_the_other_runs_folder(base):
-    from diffcdc.config import table_from_args
+    from diffcdc.cli.settings import table_from_options
     from diffcdc.engine.run import run_table
     from diffcdc.errors import ConcurrentRunError
 
     write(str(base / "src" / "1.parquet"), rows(3))
-    table = table_from_args(name="T", source=str(base / "src"), keys=["id"],
-                            landing=str(base / "landing"))
+    table = table_from_options(name="T", source=str(base / "src"), keys=["id"],
+                               landing=str(base / "landing"))
     state = TableState(str(base / "state"), "T")
     with state.lock():  # another run's first load, still working
         marker = base / "state" / "T" / "versions" / "00000000000000000001-other"

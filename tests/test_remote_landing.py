@@ -31,6 +31,7 @@ from azure.storage.filedatalake import ResourceTypes, generate_account_sas
 from hypothesis import HealthCheck, given, settings
 
 from diffcdc.cli.main import main
+from diffcdc.engine.status import table_status
 from diffcdc.errors import (
     LandingZoneMismatch,
     PublishConflict,
@@ -41,7 +42,6 @@ from diffcdc.sinks.openmirroring.contract import table_folder
 from diffcdc.sinks.openmirroring.replay import replay
 from diffcdc.sinks.storage.adls import AdlsStorage
 from diffcdc.sinks.storage.base import is_temp_name, open_landing
-from diffcdc.state.status import table_status
 from diffcdc.state.store import TableState
 from tests.support.dfs_server import DfsServer
 from tests.support.hypothesis_profiles import examples
@@ -287,7 +287,7 @@ def test_foreign_files_are_never_overwritten(spark, server, tmp_path) -> None:
 
 def test_a_missing_filesystem_fails_before_any_work(spark, server, tmp_path) -> None:
     ws = RemoteWorkspace(str(tmp_path), server)
-    ws.table = ws.table.with_landing(landing=server.url("nosuchworkspace", ROOT))
+    ws.table = ws.table.with_table_fields(landing=server.url("nosuchworkspace", ROOT))
     ws.write("0001.parquet", rows(range(3)))
     with pytest.raises(StorageError, match="filesystem 'nosuchworkspace' does not exist") as err:
         ws.run(spark)

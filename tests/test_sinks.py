@@ -8,10 +8,10 @@ import pytest
 
 from diffcdc.cli import main
 from diffcdc.config_file import load_config
+from diffcdc.engine.status import table_status
 from diffcdc.engine.verify import verify_table
 from diffcdc.errors import ConfigError, StorageError
 from diffcdc.sinks.openmirroring.sink import OpenMirroringSink
-from diffcdc.state.status import table_status
 from diffcdc.state.store import TableState
 from tests.support.workspace import Workspace
 

@@ -1,10 +1,12 @@
-"""What several commands share: finding a table in a config, refusing secrets on URLs."""
+"""What several commands share: finding a table in a config, the state root, its checks."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from diffcdc.cli.settings import table_from_options, url_data
 from diffcdc.errors import DiffcdcError, UsageError
+from diffcdc.sinks.registry import TABLE_LEVEL
 
 
 def config_table(config: Any, name: str, path: str) -> Any:
@@ -13,16 +15,6 @@ def config_table(config: Any, name: str, path: str) -> Any:
     if table is None:
         raise UsageError(f"--table {name} is not in the config", path=path)
     return table
-
-
-def check_landing_arg(landing: str | None) -> None:
-    """Refuse a SAS token on a ``--landing`` URL (it would show in process lists)."""
-    if landing and "://" in landing and "?" in landing:
-        raise UsageError(
-            "--landing must not carry a query string (a SAS token is a secret)",
-            hint="export AZURE_STORAGE_SAS_TOKEN, or use sas_token / sas_token_env in the "
-            "config file's landing_options",
-        )
 
 
 def error_fields(error: dict[str, Any]) -> dict[str, Any]:
@@ -44,36 +36,27 @@ def state_root_of(given: str | None, config: Any | None) -> Any:
     return StateRoot(given, url_data(config.state_data))
 
 
-def url_data(state_data: str | None) -> str | None:
-    """``state_data`` when it is a URL (a local state root keeps such a data folder), else
-    None (a local folder for a URL root's data: a local state root holds its data itself)."""
-    from diffcdc import datafs
-
-    return state_data if state_data and datafs.is_url(state_data) else None
-
-
 def located_table(args: Any, command: str) -> tuple[Any, Any]:
     """The table a command names (from ``--config``, or only its location from ``--landing``)
     and the state root; ``--landing`` overrides a configured landing root, and
     ``--landing-option`` values are added to the table's landing zones."""
-    from diffcdc.config import table_from_args
     from diffcdc.config_file import load_config
 
-    check_landing_arg(args.landing)
+    TABLE_LEVEL.check_args(args)
     config = None
     if args.config:
         config = load_config(args.config)
         table = config_table(config, args.table, args.config)
         if args.landing:
-            table = table.with_landing(landing=args.landing)
+            table = table.with_table_fields(landing=args.landing)
     elif args.landing:
         # Only the location matters here; source and keys are placeholders.
-        table = table_from_args(name=args.table, source=".", keys=["-"], landing=args.landing,
-                                schema_name=args.schema_name)
+        table = table_from_options(name=args.table, source=".", keys=["-"], landing=args.landing,
+                                   schema_name=args.schema_name)
     else:
         raise UsageError(f"{command} needs --landing or --config", hint="give one of them")
     if args.landing_options:
-        table = table.with_landing_options(dict(args.landing_options))
+        table = table.with_table_fields(landing_options=dict(args.landing_options))
     state_root = state_root_of(args.state, config)
     check_state_owner(table, state_root)
     return table, state_root
@@ -109,7 +92,7 @@ def check_state_roots(config: Any, *, reload: frozenset[str] = frozenset(),
                 commits = state.commits()
                 check_owner(state, table.name, table.schema_name, commits)
                 if commits and table.name not in reload:
-                    check_landing_moved(table, commits[-1].record, state_given)
+                    check_targets_moved(table, commits[-1].record, state_given)
                 continue
             if (
                 table.name in reload
@@ -137,47 +120,23 @@ def check_state_roots(config: Any, *, reload: frozenset[str] = frozenset(),
         )
 
 
-def check_landing_moved(table: Any, record: Any, state_given: bool) -> None:
-    """Refuse a local landing root other than the one the state published to, while that one
-    still exists: a wrong ``--landing`` (or the state root of another landing zone) would
-    otherwise continue the table's numbering in a folder that never had its first files."""
-    import os
+def check_targets_moved(table: Any, record: Any, state_given: bool) -> None:
+    """Refuse a sink target other than the one the state published to, while that one still
+    exists (each sink type's plug-in checks its own; see ``SinkPlugin.check_target``)."""
+    from diffcdc.sinks.registry import plugin_of
 
-    for sink in table.landing_sinks():
+    for sink in table.sinks:
         entry = record.sinks.get(sink.sink_id)
-        published = entry.manifest.get("landing") if entry is not None else None
-        if not isinstance(published, str) or not os.path.isabs(published) or "://" in sink.landing:
-            continue
-        if not os.path.isdir(published) or os.path.abspath(sink.landing) == published:
-            continue
-        if os.path.isdir(sink.landing) and os.path.samefile(sink.landing, published):
-            continue
-        state_fix = "check --state (or the config file's state)" if state_given else \
-            "give --state ROOT (default ./state, relative to the working directory)"
-        raise UsageError(
-            f"its state says it was published to the landing root {published}, not "
-            f"{os.path.abspath(sink.landing)}",
-            table=table.name,
-            hint=f"give the landing root it was published to (--landing or the config file); "
-            f"if this landing root is right, the state is another one's: {state_fix}",
-        )
+        if entry is not None:
+            plugin_of(sink).check_target(sink, entry.manifest, table.sink_table(), state_given)
 
 
 def _published_output(table: Any) -> str | None:
-    """Where one of the table's Open Mirroring sinks already holds ``_metadata.json``."""
-    from diffcdc.sinks.openmirroring.contract import table_folder
-    from diffcdc.sinks.openmirroring.metadata import METADATA_FILE
-    from diffcdc.sinks.storage.base import join, open_landing
+    """Where one of the table's sinks already holds diffcdc's output (``_metadata.json``)."""
+    from diffcdc.sinks.registry import plugin_of
 
-    for sink in table.landing_sinks():
-        try:
-            storage = open_landing(sink.landing, **sink.landing_options)
-            try:
-                target = join(table_folder(table.name, table.schema_name), METADATA_FILE)
-                if storage.stat(target) is not None:
-                    return f"{storage.describe()}/{target}"
-            finally:
-                storage.close()
-        except (DiffcdcError, OSError):  # unreachable or refused: the table's run reports it
-            continue
+    for sink in table.sinks:
+        found = plugin_of(sink).published_output(sink, table.sink_table())
+        if found is not None:
+            return found
     return None

@@ -1,4 +1,4 @@
-"""``diffcdc drop``: drop a table on purpose (landing folders and state)."""
+"""``diffcdc drop``: drop a table on purpose (its sinks' output, e.g. landing folders, and state)."""
 
 from __future__ import annotations
 
@@ -13,11 +13,10 @@ log = logging.getLogger("diffcdc")
 
 
 def cmd_drop(args: argparse.Namespace) -> int:
-    from diffcdc.sinks.openmirroring.drop import drop_table
+    from diffcdc.engine.drop import drop_table, drop_targets
 
     table, state_root = located_table(args, "drop")
-    folder = f"{table.schema_name}.schema/{table.name}" if table.schema_name else table.name
-    where = ", ".join(f"{s.landing}/{folder}" for s in table.landing_sinks()) or "no landing zone"
+    where = ", ".join(drop_targets(table)) or "no landing zone"
     if not args.yes:
         raise UsageError(
             f"refusing to drop {table.name} without --yes: {where} is deleted "

@@ -10,7 +10,7 @@ from diffcdc.errors import UsageError
 
 
 def cmd_repair(args: argparse.Namespace) -> int:
-    from diffcdc.config import table_from_args
+    from diffcdc.cli.settings import table_from_options
     from diffcdc.config_file import load_config
     from diffcdc.engine.repair import head_damage, repair_table
 
@@ -22,8 +22,8 @@ def cmd_repair(args: argparse.Namespace) -> int:
         master, conf = config.spark.master, config.spark.conf
     elif args.source:
         # Keys come from the commit record; the landing root is never used by a repair.
-        table = table_from_args(name=args.table, source=args.source, keys=["-"], landing=".",
-                                schema_name=args.schema_name, csv_encoding=args.csv_encoding)
+        table = table_from_options(name=args.table, source=args.source, keys=["-"], landing=".",
+                                   schema_name=args.schema_name, csv_encoding=args.csv_encoding)
         state_root = state_root_of(args.state, None)
     else:
         raise UsageError("repair needs --source or --config", hint="give one of them")

@@ -11,25 +11,21 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from diffcdc.cli.common import url_data
 from diffcdc.config import RunConfig, TableConfig
 from diffcdc.config_errors import describe_error
-from diffcdc.errors import ConfigError
+from diffcdc.errors import ConfigError, UsageError
+from diffcdc.sinks.registry import TABLE_LEVEL, TABLE_SINK
 from diffcdc.state.root import is_url
 
 #: Settings whose command-line option has another name (``--`` and dashes added otherwise).
 _OPTION_NAMES = {
     "name": "table",
     "schema_name": "schema",
-    "file_format": "format",
-    "quote_character": "quote-char",
-    "escape_character": "escape-char",
-    "landing_options": "landing-option",
     "spark.master": "master",
-    "partner.partner_name": "partner-name",
-    "partner.source_type": "partner-source-type",
-    "partner.source_version": "partner-source-version",
+    **TABLE_LEVEL.option_names,
 }
+#: Nested settings whose fields are options of their own (``--max-delete-ratio``).
+_OPTION_GROUPS = [["quality"], *([g] for g in TABLE_LEVEL.option_groups)]
 
 
 def option_name(loc: Sequence[Any]) -> str:
@@ -39,8 +35,8 @@ def option_name(loc: Sequence[Any]) -> str:
         parts = parts[2:] if len(parts) > 1 and parts[1].isdigit() else parts[1:]
     if parts[:1] == ["sinks"]:  # the landing options of the command line's one sink
         parts = parts[2:] if len(parts) > 1 and parts[1].isdigit() else parts[1:]
-        parts = parts[1:] if parts[:1] == ["open_mirroring"] else parts
-    if parts[:1] in (["quality"], ["text"]):
+        parts = parts[1:] if parts[:1] == [TABLE_SINK.type] else parts
+    if parts[:1] in _OPTION_GROUPS:
         parts = parts[1:]
     field = ".".join(parts)
     if not field:
@@ -56,6 +52,14 @@ def options_error(exc: ValidationError, table: Any = None) -> ConfigError:
         "; ".join(dict.fromkeys(problems)),
         table=table if isinstance(table, str) else None,
     )
+
+
+def url_data(state_data: str | None) -> str | None:
+    """``state_data`` when it is a URL (a local state root keeps such a data folder), else
+    None (a local folder for a URL root's data: a local state root holds its data itself)."""
+    from diffcdc import datafs
+
+    return state_data if state_data and datafs.is_url(state_data) else None
 
 
 def _given(fields: dict[str, Any]) -> dict[str, Any]:
@@ -106,11 +110,9 @@ def _spark(config: RunConfig | None, settings: dict[str, Any]) -> dict[str, Any]
 def run_config_from_args(args: Any) -> RunConfig:
     """The run's settings from ``diffcdc run``'s options: a config file and the options that
     change it, or one table given by options; validated by the config models either way."""
-    from diffcdc.cli.common import check_landing_arg
     from diffcdc.config_file import load_config
-    from diffcdc.errors import UsageError
 
-    check_landing_arg(args.landing)
+    TABLE_LEVEL.check_args(args)
     settings = {"state": args.state, "keep_versions": args.keep_versions,
                 "parallelism": args.parallelism, "master": args.master}
     if args.config:
@@ -135,7 +137,7 @@ def run_config_from_args(args: Any) -> RunConfig:
         config = run_config_from_options(table_fields(args), **settings)
     if args.landing_options:
         given = dict(args.landing_options)
-        config.tables = [t.with_landing_options(given) for t in config.tables]
+        config.tables = [t.with_table_fields(landing_options=given) for t in config.tables]
     return config
 
 
@@ -148,37 +150,17 @@ def table_fields(args: Any) -> dict[str, Any]:
         "max_row_ratio": args.max_row_ratio,
         "min_rows_for_ratios": args.min_rows_for_ratios,
     }
-    text = {
-        k: getattr(args, k)
-        for k in ("row_separator", "column_separator", "quote_character", "escape_character",
-                  "null_value", "encoding")
-        if getattr(args, k, None) is not None
-    }
-    partner = None
-    if args.partner_name or args.partner_source_type:
-        partner = {"partner_name": args.partner_name or "",
-                   "source_type": args.partner_source_type or "",
-                   "source_version": args.partner_source_version}
     return {
         "name": args.table,
         "source": args.source,
         "keys": args.keys,
-        "landing": args.landing,
         "exclude": args.exclude,
         "schema_name": args.schema_name,
-        "codec": args.codec,
-        "max_rows_per_file": args.max_rows_per_file,
         "fingerprint_bits": args.fingerprint_bits,
         "csv_infer_schema": args.csv_infer_schema,
         "csv_encoding": args.csv_encoding,
         "quality": _given(quality) or None,
-        "file_format": args.file_format,
-        "file_extension": args.file_extension,
-        "text": text or None,
-        "upsert_default": args.upsert_default,
-        "file_detection": args.file_detection,
         "schema_policy": args.schema_policy,
         "removed_columns": args.removed_columns,
-        "partner": partner,
-        "drop_timeout": args.drop_timeout,
+        **TABLE_LEVEL.from_args(args),
     }

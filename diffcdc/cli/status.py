@@ -11,7 +11,7 @@ from diffcdc.errors import DiffcdcError, UsageError
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from diffcdc.state.status import table_status
+    from diffcdc.engine.status import table_status
 
     state_root, sources = _where(args)
     _check_root(state_root, args)

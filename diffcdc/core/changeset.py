@@ -1,6 +1,6 @@
 """The neutral change set of one snapshot: pure DataFrame logic, no IO.
 
-Rows carry every snapshot column with its exact type plus :data:`~diffcdc.sinks.base.OP`
+Rows carry every snapshot column with its exact type plus :data:`OP`
 (insert, update, delete — the same values as the state's change kinds). Inserted and updated
 rows are the snapshot's full rows, picked by joining only the changed keys back to the snapshot;
 deletes come from the state alone and carry the key values with NULL in every other column.
@@ -16,9 +16,10 @@ from pyspark.sql import functions as F
 
 from diffcdc.core.classify import CHANGE, DELETE, INSERT, UPDATE
 from diffcdc.core.sql import quote
-from diffcdc.sinks.base import OP, OP_DELETE, OP_INSERT, OP_UPDATE
 
-assert (OP_INSERT, OP_UPDATE, OP_DELETE) == (INSERT, UPDATE, DELETE)  # one numbering
+#: The operation column of a change set (int): the state's change kinds, one numbering.
+OP = "__diffcdc_op"
+OP_INSERT, OP_UPDATE, OP_DELETE = INSERT, UPDATE, DELETE
 
 
 def change_frame(

@@ -5,11 +5,22 @@ from __future__ import annotations
 import decimal
 import math
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from diffcdc.sinks.base import Replayed
+
+@dataclass
+class Replayed:
+    """A sink's published output applied from nothing: the rows it holds now."""
+
+    keys: list[str]
+    columns: list[str]
+    rows: list[dict[str, Any]]
+    #: Units replayed (files, Delta versions, Kafka messages), for messages.
+    units: int = 0
+    #: How a snapshot row must be converted to compare with these rows (e.g. text types).
+    normalize: Callable[[dict[str, Any]], dict[str, Any]] | None = None
 
 
 def norm_value(value: Any) -> Any:

@@ -2,10 +2,10 @@
 
 The diff itself is Spark SQL in the JVM, but every commit runs small Python tasks on the
 executors: the state manifest (sizes, footer rows and checksums of the state files,
-:mod:`diffcdc.state.integrity`), the landing files' facts and text conversion
-(:mod:`diffcdc.sinks.openmirroring.staging`) and the Kafka sink's Avro encoding
-(:mod:`diffcdc.sinks.kafka.stage`), all through :func:`diffcdc.staged_files.on_executors`,
-so that files written by executors are read where they are. Those tasks run with the driver's ``PYSPARK_PYTHON`` (or
+:mod:`diffcdc.state.integrity`) and the sinks' own tasks (each sink's plug-in names their
+modules: the landing files' facts and text conversion, the Kafka sink's Avro encoding), all
+through :func:`diffcdc.staged_files.on_executors`, so that files written by executors are read
+where they are. Those tasks run with the driver's ``PYSPARK_PYTHON`` (or
 ``spark.pyspark.python``) on every executor, which must be the driver's Python version and be
 able to import diffcdc and its dependencies (pyarrow, pydantic ...). On ``local[...]`` the
 executors are the driver's own process tree, so nothing is asked there. Without this check a
@@ -14,24 +14,25 @@ cluster that lacks them fails mid-run with a page of Python trace from inside a 
 
 from __future__ import annotations
 
+import functools
+import importlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from diffcdc.errors import ConfigError
+from diffcdc.sinks.registry import executor_modules
 from diffcdc.spark import on_this_machine
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 
-def _probe(_: Any) -> str:
-    """Runs on an executor: import what diffcdc's tasks import."""
+def _probe(modules: Sequence[str], _: Any) -> str:
+    """Runs on an executor: import what diffcdc's tasks import (the imports are the test)."""
     import sys
 
-    import diffcdc.sinks.kafka.stage  # noqa: F401 - the imports are the test
-    import diffcdc.sinks.openmirroring.staging  # noqa: F401
-    import diffcdc.state.integrity  # noqa: F401
-
+    for module in modules:
+        importlib.import_module(module)
     return f"{sys.version_info[0]}.{sys.version_info[1]}"
 
 
@@ -43,7 +44,8 @@ def check_executor_python(spark: SparkSession, tables: Sequence[Any]) -> None:
         return
     master = spark.sparkContext.master
     try:
-        spark.sparkContext.parallelize([0], 1).map(_probe).collect()
+        modules = ("diffcdc.state.integrity", *executor_modules())
+        spark.sparkContext.parallelize([0], 1).map(functools.partial(_probe, modules)).collect()
     except Exception as exc:  # a failed task arrives as a Py4J or PySpark error with a trace
         raise ConfigError(
             f"the Spark executors of {master} cannot run diffcdc's Python code, which every "

@@ -22,7 +22,8 @@ class SnapshotResult:
     updated: int
     deleted: int
     unchanged: int
-    #: Landing files published by the table's Open Mirroring sinks (names).
+    #: Files the table's sinks publish for this snapshot (names: the landing files; see
+    #: ``SinkPlugin.result``).
     files: list[str]
     first_sequence: int | None
     seconds: float

@@ -35,6 +35,7 @@ from diffcdc.engine.report import SnapshotResult
 from diffcdc.errors import DiffcdcError, InputRefused
 from diffcdc.faults import crash_point
 from diffcdc.sinks.base import ChangeSet, SinkHistory, SinkTable
+from diffcdc.sinks.registry import sink_result
 from diffcdc.sources.base import PendingSnapshot
 from diffcdc.spark import literal_path, read_written
 from diffcdc.staged_files import HadoopFile, HadoopFolder, in_process
@@ -329,14 +330,12 @@ def _result(
     ctx: RunContext, record: CommitRecord, gates: list[Any], gate_seconds: float, started: float
 ) -> SnapshotResult:
     counts = record.counts
-    landing = [e.manifest for e in record.sinks.values() if e.type == "open_mirroring"]
-    files = [f["name"] for m in landing for f in m.get("files") or []]
-    first = next((m["sequence"]["first"] for m in landing if m.get("files")), None)
+    published = [sink_result(e.type, e.manifest) for e in record.sinks.values()]
     return SnapshotResult(
         snapshot_id=record.snapshot_id,
         version=record.version,
-        files=files,
-        first_sequence=first,
+        files=[name for p in published for name in p.files],
+        first_sequence=next((p.first_sequence for p in published if p.files), None),
         seconds=round(time.monotonic() - started, 3),
         gate=[g.to_dict() for g in gates],
         gate_seconds=gate_seconds,

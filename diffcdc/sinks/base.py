@@ -1,7 +1,7 @@
 """What every sink implements: stage a committed change set, publish it exactly once, replay it.
 
 The engine computes one neutral change set per snapshot (:class:`ChangeSet`): the key columns,
-every data column with its exact Spark type, and an operation column :data:`OP` (insert,
+every data column with its exact Spark type, and an operation column :data:`~diffcdc.core.changeset.OP` (insert,
 update, delete; a key change is a delete of the old key plus an insert of the new one; delete
 rows carry the key values and NULL elsewhere). Nothing of a particular output format is in it.
 
@@ -36,27 +36,15 @@ commits was added later: the engine hands it a full image (``changes.initial``).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
-#: The operation column of a change set (int): values below.
-OP = "__diffcdc_op"
-OP_INSERT, OP_UPDATE, OP_DELETE = 1, 2, 3
-OP_NAMES = {OP_INSERT: "insert", OP_UPDATE: "update", OP_DELETE: "delete"}
-
-
-@dataclass(frozen=True)
-class SinkTable:
-    """What a sink knows of its table (identity only; no source, no gate settings)."""
-
-    name: str  #: the diffcdc table name
-    keys: tuple[str, ...]  #: key columns as the snapshot spells them
-    schema_name: str | None = None  #: optional schema (Open Mirroring: ``<schema>.schema/``)
-    exclude: tuple[str, ...] = ()  #: columns left out of the fingerprint (still published)
+from diffcdc.core.compare import Replayed
+from diffcdc.sinks.table import SinkTable
 
 
 @dataclass(frozen=True)
@@ -64,7 +52,7 @@ class ChangeSet:
     """One snapshot's neutral change set, frozen by the commit of ``version``.
 
     ``frame`` holds every column of ``schema`` (the snapshot's columns, in their order, with
-    their exact types) plus :data:`OP`. Rows are in no particular order; a key occurs at most
+    their exact types) plus :data:`~diffcdc.core.changeset.OP`. Rows are in no particular order; a key occurs at most
     once. Delete rows carry the key values and NULL in every other column. With ``initial``
     every row is an insert and the sink starts from nothing (first load, a re-created table,
     or a sink added to a table with history).
@@ -101,19 +89,6 @@ class SinkHistory:
     @property
     def last(self) -> tuple[int, dict[str, Any]] | None:
         return self.manifests[-1] if self.manifests else None
-
-
-@dataclass
-class Replayed:
-    """A sink's published output applied from nothing: the rows it holds now."""
-
-    keys: list[str]
-    columns: list[str]
-    rows: list[dict[str, Any]]
-    #: Units replayed (files, Delta versions, Kafka messages), for messages.
-    units: int = 0
-    #: How a snapshot row must be converted to compare with these rows (e.g. text types).
-    normalize: Callable[[dict[str, Any]], dict[str, Any]] | None = None
 
 
 class Sink(ABC):

@@ -193,12 +193,3 @@ class DataFrameSourceConfig(BaseModel):
 
     type: Literal["dataframe"] = Field(description="Source type.")
     description: str = Field(default="a Spark DataFrame", description="Recorded as the snapshot's path.")
-
-
-def jdbc_jars(sources: list[object]) -> list[str]:
-    """Driver jars the configured JDBC sources need on Spark's classpath (no duplicates)."""
-    jars: list[str] = []
-    for source in sources:
-        if isinstance(source, JdbcSourceConfig) and source.jar and source.jar not in jars:
-            jars.append(source.jar)
-    return jars

@@ -20,6 +20,8 @@ STATE_FORMAT = 2
 READABLE_FORMATS = (1, 2)
 #: The sink id a format-1 record's landing zone is read as (and a table without ``sinks``).
 LEGACY_SINK_ID = "open_mirroring"
+#: The folder of a format-1 version that holds its staged landing files (format 2: ``sinks/``).
+FORMAT1_STAGING = "landing"
 #: Format-1 top-level fields that belong to the Open Mirroring sink's manifest.
 _FORMAT1_LANDING_FIELDS = (
     "landing",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from diffcdc import datafs
+from diffcdc.state.commit import FORMAT1_STAGING
 from diffcdc.state.records import sink_chain
 from diffcdc.state.store import TableState
 
@@ -11,8 +12,8 @@ def prune_versions(state: TableState, keep_versions: int) -> list[str]:
     """Remove abandoned version folders and state versions beyond the retention.
 
     Only called while holding the lock, so an uncommitted folder is never one being
-    written. A version a sink still has to publish is kept whatever its age. Staged landing files of published versions are removed too (they live in the
-    landing zone now).
+    written. A version a sink still has to publish is kept whatever its age. What published
+    versions staged for their sinks is removed too (it lives in the sinks' targets now).
     """
     removed = []
     commits = state.commits()
@@ -30,7 +31,7 @@ def prune_versions(state: TableState, keep_versions: int) -> list[str]:
             datafs.remove_tree(path)
             removed.append(rel)
         elif commit.published:
-            for staged in ("landing", "sinks", "changes"):  # published: only state is kept
+            for staged in (FORMAT1_STAGING, "sinks", "changes"):  # published: only state is kept
                 datafs.remove_tree(datafs.join(path, staged))
             for entry in datafs.listdir(path):  # state folders a repair replaced
                 if entry.startswith("state") and f"{rel}/{entry}" != commit.record.state_path:

@@ -22,6 +22,8 @@ class SinkKind:
     """One sink variant: its config entry and its own 'nothing twice' check."""
 
     name: str
+    #: The sink type (a plug-in of diffcdc.sinks.registry; every one has a kind here).
+    type: str
     #: (temp root, servers) → the sink's entry in ``[[tables.T.sinks]]``.
     entry: Callable[[str, dict[str, Any]], dict[str, Any]]
     #: (state, sink id, servers) → raises AssertionError if anything was applied twice.
@@ -225,13 +227,13 @@ def _kafka_tamper(state: TableState, sink_id: str, servers: dict[str, Any], how:
 
 
 KINDS = [
-    SinkKind("landing_local", _local_entry, _local_once,
+    SinkKind("landing_local", "open_mirroring", _local_entry, _local_once,
              ("publish@landing_local:1", "publish@landing_local:2"), tamper=_local_tamper),
-    SinkKind("landing_dfs", _dfs_entry, _dfs_once, ("publish@landing_dfs:1",), server="dfs",
+    SinkKind("landing_dfs", "open_mirroring", _dfs_entry, _dfs_once, ("publish@landing_dfs:1",), server="dfs",
              tamper=_dfs_tamper),
-    SinkKind("delta", _delta_entry, _delta_once, ("delta_committed@delta",),
+    SinkKind("delta", "delta", _delta_entry, _delta_once, ("delta_committed@delta",),
              tamper=_delta_tamper),
-    SinkKind("kafka", _kafka_entry, _kafka_once,
+    SinkKind("kafka", "kafka", _kafka_entry, _kafka_once,
              ("publish@kafka:1", "kafka_before_commit@kafka", "kafka_after_commit@kafka"),
              server="kafka", tamper=_kafka_tamper),
 ]

@@ -28,20 +28,12 @@ from deltalake.exceptions import DeltaError, TableNotFoundError
 from pyspark.sql import SparkSession
 
 from diffcdc import datafs
+from diffcdc.core.changeset import OP, OP_DELETE, OP_INSERT, OP_UPDATE
+from diffcdc.core.compare import Replayed
 from diffcdc.core.sql import quote
 from diffcdc.errors import StorageError, TargetMismatch
 from diffcdc.faults import crash_point
-from diffcdc.sinks.base import (
-    OP,
-    OP_DELETE,
-    OP_INSERT,
-    OP_UPDATE,
-    ChangeSet,
-    Replayed,
-    Sink,
-    SinkHistory,
-    SinkTable,
-)
+from diffcdc.sinks.base import ChangeSet, Sink, SinkHistory, SinkTable
 from diffcdc.sinks.delta.config import DeltaSinkConfig
 from diffcdc.sinks.delta.feed import append_changelog, plain_types
 

@@ -157,7 +157,7 @@ class KafkaSinkConfig(BaseModel):
 
     def password(self, table: str) -> str:
         """The SASL password from ``sasl_password_env`` (ConfigError, exit 2, when it is not
-        set: found before Spark starts, see :func:`diffcdc.config.check_secrets`)."""
+        set: found before Spark starts, see :mod:`diffcdc.sinks.kafka.plugin`)."""
         name = self.sasl_password_env or ""
         value = os.environ.get(name)
         if not value:

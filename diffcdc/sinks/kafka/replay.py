@@ -16,8 +16,8 @@ from typing import Any
 
 import fastavro
 
+from diffcdc.core.compare import Replayed
 from diffcdc.errors import LandingZoneMismatch
-from diffcdc.sinks.base import Replayed
 from diffcdc.sinks.kafka.client import KafkaClients, header_map
 from diffcdc.sinks.kafka.publish import H_INITIAL, H_TABLE, H_VERSION
 from diffcdc.sinks.kafka.schema import SYS_OP

@@ -21,9 +21,9 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
+from diffcdc.core.changeset import OP, OP_DELETE
 from diffcdc.core.sql import quote, sorted_maps
 from diffcdc.errors import SchemaChangeError
-from diffcdc.sinks.base import OP, OP_DELETE
 from diffcdc.sinks.kafka.binary import FieldPlan
 
 SYS_OP = "sys_op"

@@ -14,8 +14,9 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
+from diffcdc.core.compare import Replayed
 from diffcdc.errors import DiffcdcError, TargetMismatch
-from diffcdc.sinks.base import ChangeSet, Replayed, Sink, SinkHistory, SinkTable
+from diffcdc.sinks.base import ChangeSet, Sink, SinkHistory, SinkTable
 from diffcdc.sinks.kafka.client import KafkaClients
 from diffcdc.sinks.kafka.config import KafkaSinkConfig
 from diffcdc.sinks.kafka.errors import StandaloneRefused

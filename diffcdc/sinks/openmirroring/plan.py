@@ -16,9 +16,9 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from diffcdc.core.changeset import OP
 from diffcdc.core.sql import quote
 from diffcdc.errors import ConfigError
-from diffcdc.sinks.base import OP
 from diffcdc.sinks.openmirroring.config import OpenMirroringSinkConfig
 from diffcdc.sinks.openmirroring.metadata import metadata_document
 from diffcdc.sinks.openmirroring.rows import to_landing_columns

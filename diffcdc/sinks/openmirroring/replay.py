@@ -19,9 +19,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from diffcdc.core.compare import norm_value
+from diffcdc.core.compare import Replayed, norm_value
 from diffcdc.errors import LandingZoneMismatch
-from diffcdc.sinks.base import Replayed
 from diffcdc.sinks.openmirroring.contract import sequence_numbers
 from diffcdc.sinks.openmirroring.metadata import METADATA_FILE
 from diffcdc.sinks.openmirroring.rows import (

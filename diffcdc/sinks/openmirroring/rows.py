@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
+from diffcdc.core.changeset import OP, OP_DELETE, OP_INSERT
 from diffcdc.core.sql import quote, sorted_maps
-from diffcdc.sinks.base import OP, OP_DELETE, OP_INSERT
 
 #: The row-marker column, last in every incremental file, and its values (spec §1).
 ROW_MARKER = "__rowMarker__"

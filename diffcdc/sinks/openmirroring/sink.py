@@ -16,8 +16,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
 from diffcdc import datafs
+from diffcdc.core.compare import Replayed
 from diffcdc.errors import PublishConflict, StateError, TargetMismatch
-from diffcdc.sinks.base import ChangeSet, Replayed, Sink, SinkHistory, SinkTable
+from diffcdc.sinks.base import ChangeSet, Sink, SinkHistory, SinkTable
 from diffcdc.sinks.openmirroring.config import OpenMirroringSinkConfig
 from diffcdc.sinks.openmirroring.contract import check_continuation, known_files, table_folder
 from diffcdc.sinks.openmirroring.metadata import (

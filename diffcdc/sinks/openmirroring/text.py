@@ -31,11 +31,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import pyarrow as pa
 from pyspark.sql import types as T
 
 from diffcdc.errors import InputRefused, LandingZoneMismatch
-from diffcdc.sinks.openmirroring.text_encode import encode_table
 
 #: The spec's DataType values.
 DATA_TYPES = ("Double", "Single", "Int16", "Int32", "Int64", "DateTime", "IDate", "ITime",
@@ -125,10 +123,6 @@ class TextFormat:
         if value == self.null_value and not body.startswith(esc):
             body = esc + body
         return body
-
-    def encode_table(self, table: pa.Table) -> bytes:
-        """A whole file: header row, then one line per row, every line ends with the separator."""
-        return encode_table(self, table)
 
     def checked_field(self, value: str | None, column: str) -> str:
         """:meth:`field`, refusing what it cannot write with a message naming ``column``."""

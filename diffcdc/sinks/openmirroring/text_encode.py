@@ -18,7 +18,6 @@ import base64
 import codecs
 import datetime as dt
 import math
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -27,10 +26,8 @@ import pyarrow.parquet as pq
 
 from diffcdc import datafs
 from diffcdc.errors import InputRefused
+from diffcdc.sinks.openmirroring.text import TextFormat
 from diffcdc.sinks.openmirroring.text_codecs import compress
-
-if TYPE_CHECKING:
-    from diffcdc.sinks.openmirroring.text import TextFormat
 
 _TEXT = pa.large_string()  # 64-bit offsets: one file's text may pass 2 GiB
 

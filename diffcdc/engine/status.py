@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from diffcdc.errors import StateError
+from diffcdc.sinks.registry import headline, sink_status
 from diffcdc.state.root import StateRoot
 from diffcdc.state.store import Commit, TableState
 
@@ -34,16 +35,16 @@ def _table_entry(state: TableState, configured: bool) -> dict[str, Any]:
     report = state.reports.last() or {}
     change = state.reports.last_change() or {}
     sinks = _sinks(head) if head else []
-    landing = next((s for s in sinks if s["type"] == "open_mirroring"), None)
+    landing = headline(sinks)
     entry: dict[str, Any] = {
         "table": state.table,
         "configured": configured,
         "last_snapshot": head.snapshot_id if head else None,
         "version": head.version if head else None,
         "committed_at": head.record.committed_at if head else None,
-        "next_sequence": landing["next_sequence"] if landing else None if head else 1,
+        "next_sequence": landing.next_sequence if landing else None if head else 1,
         "rows": head.record.counts.rows if head else None,
-        "landing": landing["target"] if landing else None,
+        "landing": landing.landing if landing else None,
         "sinks": sinks,
         "unpublished": bool(head and not head.published),
         "last_run": _run_summary(report),
@@ -78,20 +79,9 @@ def _run_summary(report: dict[str, Any]) -> dict[str, Any]:
 
 def _sinks(head: Commit) -> list[dict[str, Any]]:
     """Per sink of the head version: its type, where it publishes, whether it has published."""
-    out = []
-    for sink_id, entry in head.record.sinks.items():
-        manifest = entry.manifest
-        item: dict[str, Any] = {
-            "sink": sink_id,
-            "type": entry.type,
-            "published": sink_id in head.published_sinks,
-            "rows": manifest.get("rows"),
-            "target": manifest.get("target") or manifest.get("landing"),
-        }
-        if entry.type == "open_mirroring":
-            item["next_sequence"] = (manifest.get("sequence") or {}).get("next")
-        out.append(item)
-    return out
+    return [{"sink": sink_id, "type": entry.type, "published": sink_id in head.published_sinks,
+             "rows": entry.manifest.get("rows"), **sink_status(entry.type, entry.manifest)}
+            for sink_id, entry in head.record.sinks.items()]
 
 
 def _pending(state: TableState) -> list[str]:
