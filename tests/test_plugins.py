@@ -10,7 +10,7 @@ import pytest
 from diffcdc.config import TableConfig
 from diffcdc.sinks.registry import SINKS, TABLE_SINK, headline, sink_result, sink_status
 from diffcdc.sources.registry import SOURCES, source_kind
-from tests.sink_kinds import KINDS
+from tests.support.sink_kinds import KINDS
 
 LANDING_MANIFEST = {"landing": "/lake/landing", "files": [{"name": "00000000000000000003.parquet"}],
                     "sequence": {"first": 3, "next": 4}, "rows": 5}

@@ -22,17 +22,16 @@ version or any, a given number of times or until :meth:`MemoryTarget.heal`:
 (the table's head + 1).
 
 How a run gets memory sinks: a table config from :meth:`MemorySinks.table` holds a
-:class:`MemorySinkConfig` per memory sink (beside any real sink), and :func:`_install` makes
-diffcdc build a :class:`MemorySink` for it. That hook is the only place tests reach into how
-sinks are built (today: every diffcdc module's ``build_sink`` from ``diffcdc.sinks.registry``);
-when sinks become plug-ins of a registry, the memory sink becomes one there instead.
+:class:`MemorySinkConfig` per memory sink (beside any real sink), and :func:`_install` adds the
+``memory`` sink type's plug-in to the sink registry (:mod:`diffcdc.sinks.registry`) for the
+test, so diffcdc builds a :class:`MemorySink` for it like any sink. The config file's union of
+sink types is fixed when it is imported, so the config is put together without it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -42,18 +41,11 @@ import pytest
 from pydantic import BaseModel, ConfigDict
 
 from diffcdc.config import TableConfig
+from diffcdc.core.changeset import OP, OP_DELETE, OP_INSERT, OP_UPDATE
+from diffcdc.core.compare import Replayed
 from diffcdc.errors import InputRefused, TargetMismatch, TransientStorageError
-from diffcdc.sinks.base import (
-    OP,
-    OP_DELETE,
-    OP_INSERT,
-    OP_UPDATE,
-    ChangeSet,
-    Replayed,
-    Sink,
-    SinkHistory,
-    SinkTable,
-)
+from diffcdc.sinks.base import ChangeSet, Sink, SinkHistory, SinkTable
+from diffcdc.sinks.plugin import SinkPlugin
 from diffcdc.state.store import TableState
 
 Step = Literal["prepare", "check", "accept", "stage", "publish", "replay"]
@@ -296,26 +288,15 @@ class MemorySinks:
         assert len(set(ids)) == len(ids), ids
         return config.model_copy(update={"sinks": ordered})
 
-    def _build(self, config: Any, table: SinkTable, state: TableState) -> Sink | None:
-        if not isinstance(config, MemorySinkConfig):
-            return None
+    def _build(self, config: MemorySinkConfig, table: SinkTable, state: TableState) -> Sink:
         return MemorySink(config.sink_id, table, self.targets[config.name], state)
 
 
 def _install(monkeypatch: pytest.MonkeyPatch,
-             build: Callable[[Any, SinkTable, TableState], Sink | None]) -> None:
-    """Make diffcdc build ``build``'s sink where it returns one (the real sink otherwise):
-    ``build_sink`` replaced in ``diffcdc.sinks.registry`` and in every diffcdc module that
-    imported it by name, until the test ends."""
-    import diffcdc.engine.context  # noqa: F401 - the modules building sinks, imported first
-    import diffcdc.engine.verify  # noqa: F401
+             build: Callable[[Any, SinkTable, TableState], Sink]) -> None:
+    """Register the ``memory`` sink type's plug-in (building with ``build``) in the sink
+    registry until the test ends."""
     import diffcdc.sinks.registry as registry
 
-    original = registry.build_sink
-
-    def build_sink(config: Any, table: SinkTable, state: TableState) -> Sink:
-        return build(config, table, state) or original(config, table, state)
-
-    for name, module in list(sys.modules.items()):
-        if name.startswith("diffcdc") and getattr(module, "build_sink", None) is original:
-            monkeypatch.setattr(module, "build_sink", build_sink)
+    plugin = SinkPlugin(type="memory", config=MemorySinkConfig, build=build)
+    monkeypatch.setitem(registry._BY_TYPE, plugin.type, plugin)
