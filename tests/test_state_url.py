@@ -23,6 +23,7 @@ from diffcdc.sinks.openmirroring.contract import table_folder
 from diffcdc.sinks.openmirroring.replay import replay
 from diffcdc.sinks.storage.local import LocalStorage
 from diffcdc.state.lease import Lease
+from diffcdc.state.store import TableState
 from tests.dfs_server import DfsServer
 from tests.test_remote_landing import cli_logging  # noqa: F401 - a fixture
 from tests.test_state_adls import server  # noqa: F401 - a fixture: the DFS server with "ws"
@@ -90,7 +91,7 @@ def test_a_url_state_root_keeps_documents_remote_and_parquet_in_state_data(
     data = tmp_path / "state-data" / "T"
     assert sorted(os.listdir(data)) == ["versions"]
     assert not os.path.exists(tmp_path / "state")
-    state = load_config(config).state_root().table("T")
+    state = TableState(load_config(config).state_root(), "T")
     head = state.head()
     assert head is not None and head.version == 2 and head.published
     assert os.path.isdir(data / head.record.state_path)
@@ -118,7 +119,7 @@ def test_a_url_state_root_keeps_documents_remote_and_parquet_in_state_data(
     code, _, err = cli(capsys, "drop", "--config", config, "--table", "T", "--yes")
     assert code == 0, err
     assert "T" not in server.names(FS, ROOT) and not os.path.exists(data)
-    assert load_config(config).state_root().table("T").head() is None
+    assert TableState(load_config(config).state_root(), "T").head() is None
 
 
 @pytest.mark.parametrize(
@@ -216,5 +217,5 @@ def test_a_commit_whose_answer_was_lost_completes_the_run(
     code, run, err = cli(capsys, "run", "--config", config)
     assert code == 0, err
     assert run["tables"][0]["snapshots"][0]["version"] == 1
-    head = load_config(config).state_root().table("T").head()
+    head = TableState(load_config(config).state_root(), "T").head()
     assert head is not None and head.version == 1 and head.published

@@ -17,7 +17,7 @@ A ``?<SAS token>`` on the URL is taken as the SAS credential and never shown.
 
 Credentials (options ``credential``, ``account_key``, ``sas_token``, ``account_key_env``,
 ``sas_token_env``, else the environment, else ``DefaultAzureCredential``) are resolved as
-:mod:`diffcdc.sinks.storage.adls_credentials` describes.
+:mod:`diffcdc.storage.adls_credentials` describes.
 
 Other options: ``max_workers`` (parallel uploads in :meth:`AdlsStorage.publish_files`, default
 4), ``chunk_size`` (bytes per append and per ranged read, default 4 MiB), ``retry_total``
@@ -46,14 +46,15 @@ from azure.core.exceptions import AzureError, ResourceNotFoundError
 from azure.storage.filedatalake import FileSystemClient
 
 from diffcdc.errors import ConfigError, StorageError
-from diffcdc.sinks.storage.adls_credentials import (
+from diffcdc.sinks.storage.adls_publish import AdlsPublishing
+from diffcdc.sinks.storage.base import FileInfo, join
+from diffcdc.storage.adls_credentials import (
     ENV_OPTIONS,
     SECRET_OPTIONS,
     fill_secret_options,
     resolve_credential,
 )
-from diffcdc.sinks.storage.adls_publish import AdlsPublishing
-from diffcdc.sinks.storage.adls_transport import (
+from diffcdc.storage.adls_transport import (
     LOGGER,
     SCRUB,
     BoundedRetry,
@@ -61,8 +62,7 @@ from diffcdc.sinks.storage.adls_transport import (
     install_log_filter,
     storage_error,
 )
-from diffcdc.sinks.storage.adls_url import AdlsLocation, parse_adls_url
-from diffcdc.sinks.storage.base import FileInfo, join
+from diffcdc.storage.adls_url import AdlsLocation, parse_adls_url
 
 __all__ = ["AdlsLocation", "AdlsStorage", "BoundedRetry", "parse_adls_url"]
 

@@ -21,9 +21,9 @@ from azure.storage.filedatalake import FileSystemClient
 
 from diffcdc import datafs
 from diffcdc.errors import StorageError, TransientStorageError
-from diffcdc.sinks.storage.adls_transport import LOGGER, error_code
-from diffcdc.sinks.storage.adls_url import AdlsLocation
 from diffcdc.sinks.storage.base import FileInfo, LandingStorage, PublishItem, join, temp_name_for
+from diffcdc.storage.adls_transport import LOGGER, error_code
+from diffcdc.storage.adls_url import AdlsLocation
 
 log = logging.getLogger(LOGGER)
 
