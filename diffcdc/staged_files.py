@@ -18,9 +18,9 @@ from typing import Any, TypeVar
 from py4j.protocol import Py4JJavaError
 from pyspark.sql import SparkSession
 
-from diffcdc import datafs
 from diffcdc.errors import StateError
 from diffcdc.spark import on_this_machine
+from diffcdc.storage import paths, registry
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -43,19 +43,19 @@ class HadoopFile:
 
 
 def on_nodes(local: str | None, uri: str, table: str, what: str) -> str:
-    """The path every node opens ``uri`` by (through :mod:`diffcdc.datafs`): ``local`` for a
+    """The path every node opens ``uri`` by (through :mod:`diffcdc.storage.paths`): ``local`` for a
     file on the node's own file system, the URI itself on a file system diffcdc reads by URL
     (``webhdfs://``); a one-line StateError for any other (its files are out of reach)."""
     if local is not None:
         return local
-    if datafs.scheme(uri) in datafs.DATA_SCHEMES:
+    if paths.scheme(uri) in registry.DATA_SCHEMES:
         return uri
     raise StateError(
         f"{what} {uri} is on a file system diffcdc's own reads do not reach",
         table=table,
         path=uri,
         hint="give state_data as a local path, a mount the Spark driver and executors share, "
-        f"or a {' or '.join(s + '://' for s in datafs.DATA_SCHEMES)} URL (see docs/state.md)",
+        f"or a {' or '.join(s + '://' for s in registry.DATA_SCHEMES)} URL (see docs/state.md)",
     )
 
 

@@ -9,14 +9,14 @@ import pyarrow.parquet as pq
 import pytest
 
 from diffcdc import staged_files
-from diffcdc.datafs import data_files
 from diffcdc.errors import StateError
+from diffcdc.sinks.openmirroring.landing import file_sha256
 from diffcdc.sinks.openmirroring.staging import stage_parquet_files
 from diffcdc.sinks.openmirroring.text import TextFormat
-from diffcdc.sinks.storage.base import file_sha256
 from diffcdc.spark import read_written
 from diffcdc.staged_files import HadoopFolder, on_executors
 from diffcdc.state.integrity import StateFile, checksum, describe_state, footer_rows
+from diffcdc.storage.paths import data_files
 
 
 def _forbid_driver_os(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -21,9 +21,9 @@ from diffcdc.config_file import load_config
 from diffcdc.errors import ConfigError
 from diffcdc.sinks.openmirroring.contract import table_folder
 from diffcdc.sinks.openmirroring.replay import replay
-from diffcdc.sinks.storage.local import LocalStorage
 from diffcdc.state.lease import Lease
 from diffcdc.state.store import TableState
+from diffcdc.storage.local import LocalStore
 from tests.dfs_server import DfsServer
 from tests.test_remote_landing import cli_logging  # noqa: F401 - a fixture
 from tests.test_state_adls import server  # noqa: F401 - a fixture: the DFS server with "ws"
@@ -95,7 +95,7 @@ def test_a_url_state_root_keeps_documents_remote_and_parquet_in_state_data(
     head = state.head()
     assert head is not None and head.version == 2 and head.published
     assert os.path.isdir(data / head.record.state_path)
-    mirrored = replay(LocalStorage(str(tmp_path / "landing")), table_folder("T", None)).replayed()
+    mirrored = replay(LocalStore(str(tmp_path / "landing")), table_folder("T", None)).replayed()
     assert sorted((r["id"], r["name"]) for r in mirrored.rows) == [(1, "a"), (3, "c"), (4, "d")]
 
     code, status, _ = cli(capsys, "status", "--config", config)
@@ -199,7 +199,7 @@ def test_a_run_killed_after_its_remote_commit_is_finished_by_the_next_run(
     assert "took over the run lease" in err  # at once: the holder's process is gone
     assert f"{2:020d}.published.open_mirroring.json" in server.names(FS, f"{ROOT}/T/log")
     assert "lease.json" not in server.names(FS, f"{ROOT}/T")
-    mirrored = replay(LocalStorage(str(tmp_path / "landing")), table_folder("T", None)).replayed()
+    mirrored = replay(LocalStore(str(tmp_path / "landing")), table_folder("T", None)).replayed()
     assert sorted((r["id"], r["name"]) for r in mirrored.rows) == [(1, "z"), (3, "c")]
 
 

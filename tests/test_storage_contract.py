@@ -15,6 +15,8 @@ from typing import Any
 
 import pytest
 
+from diffcdc.errors import StorageError, TransientStorageError
+from diffcdc.storage import paths
 from diffcdc.storage.base import ByteStore, MarkerReplace, is_temp_name
 from diffcdc.storage.local import LocalStore
 from diffcdc.storage.registry import open_store
@@ -273,3 +275,38 @@ def test_a_commit_whose_answer_the_adls_service_lost_is_its_own(backend: Backend
     assert backend.dfs.names("ws", "lake/store/log") == ["00000000000000000001.json"]
     with pytest.raises(FileExistsError):
         store.put_if_absent("log/00000000000000000001.json", b"another run's record")
+
+
+# -- files by path or URL (the state data folder) -----------------------------------------
+
+
+def test_the_state_data_functions_work_the_same_on_a_path_and_a_url(tmp_path) -> None:
+    """The path-level functions (files of the state data folder, by path or URL) on the local
+    and the WebHDFS backend."""
+    webhdfs = WebHdfsServer(str(tmp_path / "webhdfs")).start()
+    for folder in (str(tmp_path / "local"), webhdfs.url("fs")):
+        path = paths.join(folder, "a b", "f:1.bin")
+        assert paths.listdir(folder) == [] and not paths.exists(path)
+        paths.makedirs(paths.join(folder, "a b"))
+        paths.write_bytes(path, b"x" * 10)
+        assert paths.read_bytes(path) == b"x" * 10 and paths.size(path) == 10
+        paths.write_bytes(paths.join(folder, "a b", "g"), b"new")
+        paths.move(paths.join(folder, "a b", "g"), path)  # replaces the file
+        assert paths.read_bytes(path) == b"new"
+        with pytest.raises(FileExistsError):
+            paths.makedirs(paths.join(folder, "a b"), exist_ok=False)
+        assert paths.data_files(folder) == ["a b/f:1.bin"]
+        assert paths.relative(path, folder) == "a b/f:1.bin"
+        paths.remove_tree(paths.join(folder, "a b"))
+        paths.remove_tree(paths.join(folder, "missing"))
+        assert paths.listdir(folder) == [] and not paths.isdir(paths.join(folder, "a b"))
+        with pytest.raises(FileNotFoundError):
+            paths.read_bytes(path)
+
+    webhdfs.refuse()
+    with pytest.raises(StorageError) as caught:
+        paths.read_bytes(webhdfs.url("fs/x"))
+    assert webhdfs.url("fs/x") in str(caught.value) and "\n" not in str(caught.value)
+    webhdfs.stop()
+    with pytest.raises(TransientStorageError):
+        paths.listdir(webhdfs.url("fs"))

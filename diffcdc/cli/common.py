@@ -47,9 +47,9 @@ def state_root_of(given: str | None, config: Any | None) -> Any:
 def url_data(state_data: str | None) -> str | None:
     """``state_data`` when it is a URL (a local state root keeps such a data folder), else
     None (a local folder for a URL root's data: a local state root holds its data itself)."""
-    from diffcdc import datafs
+    from diffcdc.storage import paths
 
-    return state_data if state_data and datafs.is_url(state_data) else None
+    return state_data if state_data and paths.is_url(state_data) else None
 
 
 def located_table(args: Any, command: str) -> tuple[Any, Any]:
@@ -166,8 +166,9 @@ def check_landing_moved(table: Any, record: Any, state_given: bool) -> None:
 def _published_output(table: Any) -> str | None:
     """Where one of the table's Open Mirroring sinks already holds ``_metadata.json``."""
     from diffcdc.sinks.openmirroring.contract import table_folder
+    from diffcdc.sinks.openmirroring.landing import open_landing
     from diffcdc.sinks.openmirroring.metadata import METADATA_FILE
-    from diffcdc.sinks.storage.base import join, open_landing
+    from diffcdc.storage.base import join
 
     for sink in table.landing_sinks():
         try:

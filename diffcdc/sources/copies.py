@@ -15,9 +15,9 @@ import uuid
 
 from pyspark.sql import DataFrame
 
-from diffcdc import datafs
 from diffcdc.errors import InputRefused
 from diffcdc.staged_files import HadoopFolder
+from diffcdc.storage import paths
 
 ROW_GROUP_BYTES = 16 * 1024 * 1024
 _SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:+-]{0,199}$")
@@ -27,7 +27,7 @@ class SnapshotCopies:
     """The materialized snapshots of one table."""
 
     def __init__(self, state_dir: str, table: str) -> None:
-        self.dir = datafs.join(state_dir, "snapshots")
+        self.dir = paths.join(state_dir, "snapshots")
         self.table = table
 
     def path(self, snapshot_id: str) -> str:
@@ -39,7 +39,7 @@ class SnapshotCopies:
                 snapshot=snapshot_id,
                 hint="change the snapshot id query (or snapshot_id) to return such a value",
             )
-        return datafs.join(self.dir, snapshot_id)
+        return paths.join(self.dir, snapshot_id)
 
     def write(self, df: DataFrame, snapshot_id: str) -> str:
         """Write ``df`` once as the copy of ``snapshot_id``; returns the copy's folder."""
@@ -66,8 +66,8 @@ class SnapshotCopies:
         """Keep the copies of the last ``keep`` committed snapshot ids; remove the rest."""
         wanted = set(committed[-keep:]) if keep > 0 else set()
         removed = []
-        for name in datafs.listdir(self.dir):
+        for name in paths.listdir(self.dir):
             if name not in wanted:
-                datafs.remove_tree(datafs.join(self.dir, name))
+                paths.remove_tree(paths.join(self.dir, name))
                 removed.append(name)
         return removed

@@ -36,7 +36,6 @@ from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
-from diffcdc import datafs
 from diffcdc.errors import ConcurrentRunError, StateError
 from diffcdc.state.commit import LEGACY_SINK_ID, READABLE_FORMATS, STATE_FORMAT, CommitRecord
 from diffcdc.state.integrity import StateManifest
@@ -52,6 +51,7 @@ from diffcdc.state.records import (
 from diffcdc.state.reports import TableReports
 from diffcdc.state.requests import TableRequests
 from diffcdc.state.root import StateRoot
+from diffcdc.storage import paths
 from diffcdc.storage.base import ByteStore
 
 __all__ = ["Commit", "SinkMarks", "TableState", "new_run_id", "now_iso"]
@@ -76,8 +76,8 @@ class TableState:
         self.location = StateRoot.of(root)
         self.root = self.location.data
         self.table = table
-        self.dir = datafs.join(self.root, table)  # the table's data: versions/, snapshots/
-        self.versions_dir = datafs.join(self.dir, "versions")
+        self.dir = paths.join(self.root, table)  # the table's data: versions/, snapshots/
+        self.versions_dir = paths.join(self.dir, "versions")
         self.storage = storage or self.location.documents(table)
         self.reports = TableReports(self.storage)
         self.requests = TableRequests(self.storage, self.commits)
@@ -216,14 +216,14 @@ class TableState:
         return commits[-1] if commits else None
 
     def abspath(self, relative: str) -> str:
-        return datafs.join(self.dir, relative)
+        return paths.join(self.dir, relative)
 
     # -- writing ---------------------------------------------------------------------------
 
     def new_version_dir(self, version: int, run_id: str) -> str:
         """A fresh folder for a version being computed (not yet committed)."""
-        path = datafs.join(self.versions_dir, f"{version:020d}-{run_id}")
-        datafs.makedirs(path, exist_ok=False)
+        path = paths.join(self.versions_dir, f"{version:020d}-{run_id}")
+        paths.makedirs(path, exist_ok=False)
         return path
 
     def check_lease(self) -> None:

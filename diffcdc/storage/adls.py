@@ -288,6 +288,14 @@ class AdlsStore(ByteStore):
     def write_temp(self, path: str, source: bytes | IO[bytes]) -> str:
         """Upload ``source`` in chunks under a fresh ``_``-prefixed name beside ``path``."""
         temp = temp_beside(path)
+        self._upload(temp, path, source)
+        return temp
+
+    def write(self, path: str, data: bytes) -> None:
+        self._upload(path, path, data)
+
+    def _upload(self, temp: str, path: str, source: bytes | IO[bytes]) -> None:
+        """Upload ``source`` in chunks as ``temp`` (removed again when it fails)."""
         client = self._fs.get_file_client(self._full(temp))
         offset = 0
         try:
@@ -297,13 +305,12 @@ class AdlsStore(ByteStore):
                 offset += len(chunk)
             client.flush_data(offset)
         except (AzureError, ValueError) as exc:
-            self._delete_quietly(temp)
+            self.discard(temp)
             raise self._error(exc, "upload", path) from None
         except BaseException:
-            self._delete_quietly(temp)
+            self.discard(temp)
             raise
         log.debug("uploaded %s (%d bytes) as %s", path, offset, temp)
-        return temp
 
     def _rename_new(self, source: str, target: str) -> None:
         """``If-None-Match: *`` on the destination."""
@@ -333,14 +340,14 @@ class AdlsStore(ByteStore):
         try:
             self._rename_to(temp, path, condition)
         except HttpResponseError as exc:
-            self._delete_quietly(temp)
+            self.discard(temp)
             if exc.status_code in (404, 409, 412) and (
                 error_code(exc) or ""
             ) in ("ConditionNotMet", "PathNotFound", "SourcePathNotFound", ""):
                 return False
             raise self._error(exc, "rename", path) from None
         except BaseException:
-            self._delete_quietly(temp)
+            self.discard(temp)
             raise
         return True
 

@@ -115,6 +115,11 @@ class ByteStore(ABC):
         Nothing is left behind when it fails."""
 
     @abstractmethod
+    def write(self, path: str, data: bytes) -> None:
+        """Write ``path`` in place, replacing it (not atomic: for files nobody reads under
+        that name before they are complete, such as an executor's output)."""
+
+    @abstractmethod
     def _rename_new(self, source: str, target: str) -> None:
         """Rename ``source`` to ``target`` only if ``target`` does not exist; FileExistsError
         when it does (whether ``source`` is still there or not). ``source`` is left in place
@@ -175,10 +180,10 @@ class ByteStore(ABC):
                 log.info("%s: the answer to its creation was lost; it holds what this writer "
                          "wrote", self.describe(target))
                 return
-            self._delete_quietly(source)
+            self.discard(source)
             raise FileExistsError(f"{self.describe(target)} already exists") from None
         except BaseException:
-            self._delete_quietly(source)
+            self.discard(source)
             raise
 
     def _holds(self, path: str, expect: bytes | None) -> bool:
@@ -209,11 +214,11 @@ class ByteStore(ABC):
         try:
             self._replace(temp, path)
         except BaseException:
-            self._delete_quietly(temp)
+            self.discard(temp)
             raise
 
-    def _delete_quietly(self, path: str) -> None:
-        """Delete a temporary file; a failure only leaves it for :func:`remove_temp_files`."""
+    def discard(self, path: str) -> None:
+        """Delete a temporary file; a failure only leaves it for the next run's clean-up."""
         try:
             self.delete(path)
         except OSError as err:  # StorageError is an OSError too
@@ -276,6 +281,9 @@ class Below(ByteStore):
 
     def write_temp(self, path: str, source: bytes | IO[bytes]) -> str:
         return self.store.write_temp(self._p(path), source)[len(self.prefix) + 1:]
+
+    def write(self, path: str, data: bytes) -> None:
+        self.store.write(self._p(path), data)
 
     def _rename_new(self, source: str, target: str) -> None:
         self.store._rename_new(self._p(source), self._p(target))

@@ -114,6 +114,10 @@ class LocalStore(MarkerReplace):
             raise
         return temp
 
+    def write(self, path: str, data: bytes) -> None:
+        with open(self._abs(path), "wb") as handle:
+            handle.write(data)
+
     def _rename_new(self, source: str, target: str) -> None:
         src, dst = self._abs(source), self._abs(target)
         try:
@@ -154,7 +158,7 @@ class LocalStore(MarkerReplace):
     def delete_tree(self, folder: str) -> None:
         full = self._abs(folder)
         if os.path.isdir(full) and not os.path.islink(full):
-            shutil.rmtree(full)
+            shutil.rmtree(full, ignore_errors=True)
         elif os.path.lexists(full):
             os.unlink(full)
 

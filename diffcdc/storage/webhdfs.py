@@ -139,9 +139,13 @@ class WebHdfsStore(MarkerReplace):
                     with self.fs.open(self._abs(temp), "wb") as handle:
                         shutil.copyfileobj(source, handle, 1 << 20)
         except BaseException:
-            self._delete_quietly(temp)
+            self.discard(temp)
             raise
         return temp
+
+    def write(self, path: str, data: bytes) -> None:
+        with self._remote("write", path):
+            self.fs.pipe_file(self._abs(path), data)
 
     def _rename_call(self, source: str, target: str) -> bool:
         with self._remote("rename", source):

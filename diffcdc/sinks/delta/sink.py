@@ -27,7 +27,6 @@ from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from deltalake.exceptions import DeltaError, TableNotFoundError
 from pyspark.sql import SparkSession
 
-from diffcdc import datafs
 from diffcdc.core.sql import quote
 from diffcdc.errors import StorageError, TargetMismatch
 from diffcdc.faults import crash_point
@@ -44,6 +43,7 @@ from diffcdc.sinks.base import (
 )
 from diffcdc.sinks.delta.config import DeltaSinkConfig
 from diffcdc.sinks.delta.feed import append_changelog, plain_types
+from diffcdc.storage import paths
 
 CDF = {"delta.enableChangeDataFeed": "true"}
 CHANGE_COLUMNS = ("_change_type", "_commit_version", "_commit_timestamp")
@@ -224,7 +224,7 @@ class DeltaSink(Sink):
     @staticmethod
     def _staged(staged: str) -> pa.Table:
         """The change set a version staged for this sink."""
-        filesystem, path = datafs.arrow_source(staged)
+        filesystem, path = paths.arrow_source(staged)
         return ds.dataset(path, filesystem=filesystem, format="parquet").to_table()
 
     def _merge(

@@ -19,7 +19,6 @@ import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from diffcdc import datafs
 from diffcdc.errors import StateError
 from diffcdc.sinks.base import ChangeSet
 from diffcdc.sinks.kafka.binary import FieldPlan, encode_batch
@@ -27,6 +26,7 @@ from diffcdc.sinks.kafka.container import MessageWriter, container_header, sync_
 from diffcdc.sinks.kafka.errors import MessageTooLarge
 from diffcdc.sinks.kafka.schema import AvroLayout, to_publish_frame
 from diffcdc.staged_files import HadoopFolder, on_executors, on_nodes
+from diffcdc.storage import paths
 
 SCRATCH = "_encoding"
 
@@ -44,7 +44,7 @@ def _encoder(
 
         for index, path in files:
             writer = MessageWriter(folder, header, sync, max_records, max_bytes)
-            with datafs.open_read(path) as handle:
+            with paths.open_read(path) as handle:
                 for batch in pq.ParquetFile(handle).iter_batches(batch_size=BATCH_ROWS):
                     if batch.num_rows:
                         writer.add(*encode_batch(list(batch.columns), plans))

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from diffcdc.config import TableConfig
 from diffcdc.sinks.openmirroring.contract import table_folder
-from diffcdc.sinks.storage.base import open_landing
+from diffcdc.sinks.openmirroring.landing import drop_folder, open_landing
 from diffcdc.state.root import StateRoot
 from diffcdc.state.store import TableState
 
@@ -39,7 +39,7 @@ def drop_table(
             try:
                 where = f"{storage.describe()}/{folder}"
                 say(f"deleting {where} and waiting until it is gone")
-                storage.drop_folder(folder, sink.drop_timeout)
+                drop_folder(storage, folder, sink.drop_timeout)
                 places.append(where)
             finally:
                 storage.close()

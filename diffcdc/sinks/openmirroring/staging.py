@@ -17,12 +17,12 @@ from typing import Any
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
 
-from diffcdc import datafs
 from diffcdc.sinks.openmirroring.contract import data_file_name
+from diffcdc.sinks.openmirroring.landing import file_sha256
 from diffcdc.sinks.openmirroring.text import TextFormat
 from diffcdc.sinks.openmirroring.text_encode import write_text_file
-from diffcdc.sinks.storage.base import file_sha256
 from diffcdc.staged_files import HadoopFolder, on_executors
+from diffcdc.storage import paths
 
 _PART_RE = re.compile(r"^part-(\d+)-.*?-c(\d+)(\..*)?$")
 
@@ -112,7 +112,7 @@ def _part_facts(
 
     def facts(parts: Iterator[tuple[int, str]]) -> Iterator[tuple[int, int, int, str]]:
         for index, path in parts:
-            with datafs.open_read(path) as handle:
+            with paths.open_read(path) as handle:
                 rows = pq.ParquetFile(handle).metadata.num_rows
             if rows == 0:
                 yield index, 0, 0, ""
@@ -124,8 +124,8 @@ def _part_facts(
                 target = path + _TEXT_SUFFIX
                 attempt = f"{target}.{uuid.uuid4().hex}"
                 write_text_file(path, attempt, text, codec)
-                datafs.move(attempt, target)
-            yield index, rows, datafs.size(target), file_sha256(target)
+                paths.move(attempt, target)
+            yield index, rows, paths.size(target), file_sha256(target)
 
     return facts
 
