@@ -36,7 +36,7 @@ from diffcdc.faults import crash_point
 from diffcdc.sinks.base import ChangeSet, SinkHistory, SinkTable
 from diffcdc.sources.base import PendingSnapshot
 from diffcdc.spark import literal_path, read_written
-from diffcdc.staged_files import HadoopFile, HadoopFolder, in_process
+from diffcdc.staged_files import StagedFile, StagedFolder, in_process
 from diffcdc.state.commit import CommitRecord, Counts, Fingerprint, SinkEntry
 from diffcdc.state.guard import check_head_state
 from diffcdc.state.integrity import describe_state
@@ -215,7 +215,7 @@ class WrittenState:
 
     counts: dict[str, int]
     schema: StructType
-    files: list[HadoopFile] = field(compare=False)  # where, not what: equal states compare equal
+    files: list[StagedFile] = field(compare=False)  # where, not what: equal states compare equal
 
 
 def write_state(
@@ -238,7 +238,7 @@ def write_state(
     # ``observe`` on the write evaluated them row by row and cost ~0.7 s at 5M rows. A small
     # state on this machine's disk is counted right here: a Spark job would cost more.
     schema = classified.schema
-    files = HadoopFolder(spark, target, table=table).data_files()
+    files = StagedFolder(spark, target, table=table).data_files()
     counts = _counts_in_process(spark, files, schema.names[: len(keys)])
     if counts is None:
         (values,) = read_written(spark, target, schema).agg(*state_metrics(keys)).collect()
@@ -247,7 +247,7 @@ def write_state(
 
 
 def _counts_in_process(
-    spark: SparkSession, files: list[HadoopFile], keys: list[str]
+    spark: SparkSession, files: list[StagedFile], keys: list[str]
 ) -> dict[str, int] | None:
     """The counts of the state in ``files`` read in this process, or None when it is too
     large for that or not on this machine's disk."""

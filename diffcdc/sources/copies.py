@@ -16,7 +16,7 @@ import uuid
 from pyspark.sql import DataFrame
 
 from diffcdc.errors import InputRefused
-from diffcdc.staged_files import HadoopFolder
+from diffcdc.staged_files import StagedFolder
 from diffcdc.storage import paths
 
 ROW_GROUP_BYTES = 16 * 1024 * 1024
@@ -45,7 +45,7 @@ class SnapshotCopies:
         """Write ``df`` once as the copy of ``snapshot_id``; returns the copy's folder."""
         final = self.path(snapshot_id)
         spark = df.sparkSession
-        snapshots = HadoopFolder(spark, self.dir, table=self.table)
+        snapshots = StagedFolder(spark, self.dir, table=self.table)
         tmp_name = f".tmp-{uuid.uuid4().hex}"
         snapshots.mkdirs()
         try:
@@ -55,11 +55,11 @@ class SnapshotCopies:
                 "parquet.block.size", str(ROW_GROUP_BYTES)
             ).parquet(snapshots.child(tmp_name))
             # a copy left by a run that died before committing (we hold the lease)
-            HadoopFolder(spark, final, table=self.table).delete()
-            # Spark's executors wrote it: renamed by Hadoop's file system, never by ``os``
+            StagedFolder(spark, final, table=self.table).delete()
+            # Spark's executors wrote it: renamed on the file system Spark wrote it to
             snapshots.rename_in(snapshots.child(tmp_name), snapshot_id)
         finally:
-            HadoopFolder(spark, snapshots.child(tmp_name), table=self.table).delete()
+            StagedFolder(spark, snapshots.child(tmp_name), table=self.table).delete()
         return final
 
     def prune(self, keep: int, committed: list[str]) -> list[str]:

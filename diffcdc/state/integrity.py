@@ -25,7 +25,7 @@ from diffcdc.storage import paths
 if TYPE_CHECKING:  # reading state stays light (status, plan): no Spark import
     from pyspark.sql import SparkSession
 
-    from diffcdc.staged_files import HadoopFile
+    from diffcdc.staged_files import StagedFile
 
 _CHUNK = 4 << 20
 
@@ -95,18 +95,18 @@ def footer_rows(path: str) -> int:
 
 
 def describe_state(
-    spark: SparkSession, folder: str, table: str, files: list[HadoopFile] | None = None
+    spark: SparkSession, folder: str, table: str, files: list[StagedFile] | None = None
 ) -> StateManifest:
     """The manifest of a state folder just written (footers read, bytes hashed).
 
-    The files are found through Hadoop (or given: ``files``, the folder's data files as
-    ``HadoopFolder.data_files`` listed them) and read by the executors, one task per file
+    The files are listed through the byte store (or given: ``files``, the folder's data files as
+    ``StagedFolder.data_files`` listed them) and read by the executors, one task per file
     (they wrote them; the driver collects only name, size, rows and checksum).
     """
-    from diffcdc.staged_files import HadoopFolder, on_executors
+    from diffcdc.staged_files import StagedFolder, on_executors
 
-    found = files if files is not None else HadoopFolder(spark, folder, table=table).data_files()
-    tasks = [(f.name, f.on_nodes(table, "state file")) for f in found]
+    found = files if files is not None else StagedFolder(spark, folder, table=table).data_files()
+    tasks = [(f.name, f.path) for f in found]
     size = sum(f.size for f in found)
     files = sorted(on_executors(spark, tasks, _describe_files, input_bytes=size), key=lambda f: f.name)
     return StateManifest(tuple(files), sum(f.rows for f in files))

@@ -30,6 +30,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import IO, Any
 
+from diffcdc.errors import StorageError
+
 log = logging.getLogger("diffcdc")
 
 #: Suffix of our own temporary upload names (``_<final name>.<random>.diffcdc-tmp``).
@@ -221,7 +223,7 @@ class ByteStore(ABC):
         """Delete a temporary file; a failure only leaves it for the next run's clean-up."""
         try:
             self.delete(path)
-        except OSError as err:  # StorageError is an OSError too
+        except (OSError, StorageError) as err:
             log.warning("could not remove temporary file %s: %s", self.describe(path), err)
 
     # -- reading helpers -------------------------------------------------------------------

@@ -14,10 +14,11 @@ from __future__ import annotations
 import functools
 import os
 import posixpath
+from dataclasses import replace
 from typing import IO, Any
 from urllib.parse import urlsplit
 
-from diffcdc.storage.base import ByteStore
+from diffcdc.storage.base import ByteStore, FileInfo
 from diffcdc.storage.local import LocalStore
 from diffcdc.storage.registry import is_url, local_path, open_store, scheme
 
@@ -31,7 +32,7 @@ def _server(root: str) -> ByteStore:
     return open_store(root)
 
 
-def _split(path: str) -> tuple[ByteStore, str]:
+def store_of(path: str) -> tuple[ByteStore, str]:
     """The store of ``path``'s file system and the path on it."""
     if not is_url(path):
         return _LOCAL, os.path.abspath(local_path(path))
@@ -56,7 +57,7 @@ def relative(path: str, folder: str) -> str:
 
 def open_read(path: str) -> IO[bytes]:
     """The file at ``path`` opened for reading (seekable)."""
-    store, inner = _split(path)
+    store, inner = store_of(path)
     return store.open_read(inner)
 
 
@@ -67,12 +68,12 @@ def read_bytes(path: str) -> bytes:
 
 def write_bytes(path: str, data: bytes) -> None:
     """Write ``data`` as the file ``path`` (replaced when it exists)."""
-    store, inner = _split(path)
+    store, inner = store_of(path)
     store.write(inner, data)
 
 
 def size(path: str) -> int:
-    store, inner = _split(path)
+    store, inner = store_of(path)
     info = store.stat(inner)
     if info is None:
         raise FileNotFoundError(path)
@@ -80,50 +81,59 @@ def size(path: str) -> int:
 
 
 def exists(path: str) -> bool:
-    store, inner = _split(path)
+    store, inner = store_of(path)
     return store.stat(inner) is not None or store.folder_exists(inner)
 
 
 def isdir(path: str) -> bool:
-    store, inner = _split(path)
+    store, inner = store_of(path)
     return store.folder_exists(inner)
 
 
 def listdir(path: str) -> list[str]:
     """The names directly in folder ``path``, sorted; none when it does not exist."""
-    store, inner = _split(path)
+    store, inner = store_of(path)
     return sorted([*store.names(inner), *store.folders(inner)])
 
 
 def data_files(folder: str) -> list[str]:
     """The data files below ``folder`` as a Spark-written Parquet folder holds them, named
     relative to it (hidden and ``_`` files and folders skipped), sorted."""
-    store, inner = _split(folder)
-    out: list[str] = []
+    return [f.name for f in data_file_infos(folder)]
+
+
+def data_file_infos(folder: str) -> list[FileInfo]:
+    """:func:`data_files` with their sizes and times."""
+    store, inner = store_of(folder)
+    out: list[FileInfo] = []
     pending = [""]
     while pending:
         prefix = pending.pop()
         here = posixpath.join(inner, prefix) if prefix else inner
-        out.extend(prefix + n for n in store.names(here) if not n.startswith((".", "_")))
+        out.extend(
+            replace(f, name=prefix + f.name)
+            for f in store.list(here)
+            if not f.name.startswith((".", "_"))
+        )
         pending.extend(f"{prefix}{n}/" for n in store.folders(here) if not n.startswith((".", "_")))
-    return sorted(out)
+    return sorted(out, key=lambda f: f.name)
 
 
 def makedirs(path: str, exist_ok: bool = True) -> None:
-    store, inner = _split(path)
+    store, inner = store_of(path)
     store.makedirs(inner, exist_ok=exist_ok)
 
 
 def remove_tree(path: str) -> None:
     """Remove the file or folder ``path`` and everything in it; nothing when it is missing."""
-    store, inner = _split(path)
+    store, inner = store_of(path)
     store.delete_tree(inner)
 
 
 def move(source: str, target: str) -> None:
     """Rename ``source`` to ``target`` on the same file system (a file: replacing one)."""
-    store, inner = _split(source)
-    store._replace(inner, _split(target)[1])
+    store, inner = store_of(source)
+    store._replace(inner, store_of(target)[1])
 
 
 def arrow_source(path: str) -> tuple[Any, str]:
@@ -132,6 +142,6 @@ def arrow_source(path: str) -> tuple[Any, str]:
         return None, local_path(path)
     from diffcdc.storage.webhdfs import WebHdfsStore
 
-    store, inner = _split(path)
+    store, inner = store_of(path)
     assert isinstance(store, WebHdfsStore)
     return store.fs, inner

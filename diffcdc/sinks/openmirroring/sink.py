@@ -30,7 +30,7 @@ from diffcdc.sinks.openmirroring.publish import Marks, publish_batch
 from diffcdc.sinks.openmirroring.replay import replay
 from diffcdc.sinks.openmirroring.rows import ROW_MARKER, landing_changes, to_landing_columns
 from diffcdc.sinks.openmirroring.staging import stage_parquet_files
-from diffcdc.staged_files import HadoopFolder
+from diffcdc.staged_files import StagedFolder
 from diffcdc.storage import paths
 from diffcdc.storage.base import ByteStore
 
@@ -143,7 +143,7 @@ class OpenMirroringSink(Sink):
                 text=plan.text,
                 table=self.table.name,
             )
-            HadoopFolder(changes.frame.sparkSession, raw, table=self.table.name).delete()
+            StagedFolder(changes.frame.sparkSession, raw, table=self.table.name).delete()
             if sum(f.rows for f in files) != changes.rows:
                 raise StateError(
                     f"staged {sum(f.rows for f in files)} change rows, expected {changes.rows}",

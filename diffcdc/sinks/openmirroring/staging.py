@@ -21,7 +21,7 @@ from diffcdc.sinks.openmirroring.contract import data_file_name
 from diffcdc.sinks.openmirroring.landing import file_sha256
 from diffcdc.sinks.openmirroring.text import TextFormat
 from diffcdc.sinks.openmirroring.text_encode import write_text_file
-from diffcdc.staged_files import HadoopFolder, on_executors
+from diffcdc.staged_files import StagedFolder, on_executors
 from diffcdc.storage import paths
 
 _PART_RE = re.compile(r"^part-(\d+)-.*?-c(\d+)(\..*)?$")
@@ -61,8 +61,8 @@ def stage_parquet_files(
     """Write an ordered change set with Spark and give the files their sequence names.
 
     Spark writes the (globally sorted) DataFrame as part files; their order (task number, then
-    file counter) is the row order. The part files are found and renamed through Hadoop
-    (:mod:`diffcdc.staged_files`); their rows, size and SHA-256 are read by executors, one
+    file counter) is the row order. The part files are found and renamed on the file system
+    Spark wrote them to (:mod:`diffcdc.staged_files`); their rows, size and SHA-256 are read by executors, one
     task per file. Empty part files are dropped: the landing zone must never see an empty
     file. With ``text``, every Parquet part becomes one delimited text file (written
     deterministically by :mod:`diffcdc.sinks.openmirroring.text`, compressed with ``codec``), on
@@ -76,17 +76,17 @@ def stage_parquet_files(
         .parquet(raw_dir)
     )
     spark = changes.sparkSession
-    raw = HadoopFolder(spark, raw_dir, table=table)
+    raw = StagedFolder(spark, raw_dir, table=table)
     parts = []
     for part in raw.files():
         match = _PART_RE.match(part.name)
         if match and part.name.endswith(".parquet"):
             parts.append(((int(match.group(1)), int(match.group(2))), part))
     parts.sort(key=lambda p: p[0])
-    tasks = [(index, part.on_nodes(table, "staged part")) for index, (_, part) in enumerate(parts)]
+    tasks = [(index, part.path) for index, (_, part) in enumerate(parts)]
     size = sum(part.size for _, part in parts)
     facts = sorted(on_executors(spark, tasks, _part_facts(text, codec), input_bytes=size))
-    out = HadoopFolder(spark, out_dir, table=table)
+    out = StagedFolder(spark, out_dir, table=table)
     out.mkdirs()
     staged = []
     sequence = first_sequence
