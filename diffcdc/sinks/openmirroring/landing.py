@@ -72,7 +72,8 @@ def read_file(store: ByteStore, path: str) -> bytes:
 def put_staged(store: ByteStore, local_path: str, path: str) -> None:
     """Create ``path`` with the content of the staged file ``local_path``; FileExistsError
     when it exists."""
-    store.rename(_upload(store, local_path, path), path)
+    with paths.open_read(local_path) as handle:
+        store.put_file_if_absent(handle, path)
 
 
 def _upload(store: ByteStore, local_path: str, path: str) -> str:
