@@ -16,13 +16,13 @@ import pyarrow.parquet as pq
 import pytest
 
 from diffcdc.cli.main import main as cli
-from diffcdc.datafs import data_files
 from diffcdc.engine.repair import head_damage, repair_table
 from diffcdc.engine.unexpected import unexpected_error
 from diffcdc.errors import DiffcdcError, InputRefused, LandingZoneMismatch, StateError, StorageError
 from diffcdc.state.prune import prune_versions
 from diffcdc.state.reports import TableReports
 from diffcdc.state.store import TableState
+from diffcdc.storage.paths import data_files
 from tests.support.workspace import Workspace
 
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string())])

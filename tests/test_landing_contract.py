@@ -26,6 +26,7 @@ from diffcdc.errors import (
     LandingZoneMismatch,
     SchemaChangeError,
 )
+from diffcdc.sinks.openmirroring.landing import drop_folder
 from diffcdc.sinks.openmirroring.sink import OpenMirroringSink
 from diffcdc.sinks.openmirroring.text_read import coerce, read_text_file
 from diffcdc.state.store import TableState
@@ -381,7 +382,7 @@ def test_reload_survives_a_crash_and_drop_forgets_the_table(spark, tmp_path, mon
     def publish_then_die(self, version, manifest, staging_dir, history):
         if manifest.get("recreate") and calls["n"] == 0:
             calls["n"] += 1
-            self.storage.drop_folder(manifest["landing_folder"], 5)
+            drop_folder(self.storage, manifest["landing_folder"], 5)
             self.marks.put(version, "dropped")
             raise RuntimeError("killed while publishing")
         return real_publish(self, version, manifest, staging_dir, history)
@@ -607,7 +608,12 @@ def test_columns_clashing_with_ours_are_refused(spark, tmp_path, name):
 @pytest.mark.integration
 def test_adls_publishes_in_last_modified_order_and_drops(tmp_path, monkeypatch):
     """Last-Modified cannot be set on ADLS: files are stamped in order before they appear."""
-    from diffcdc.sinks.storage.base import PublishItem, file_sha256, open_landing
+    from diffcdc.sinks.openmirroring.landing import (
+        PublishItem,
+        file_sha256,
+        open_landing,
+        publish_time_ordered,
+    )
     from tests.support.dfs_server import DfsServer
 
     for name in ("AZURE_STORAGE_ACCOUNT_KEY", "AZURE_STORAGE_KEY", "AZURE_STORAGE_SAS_TOKEN"):
@@ -623,12 +629,12 @@ def test_adls_publishes_in_last_modified_order_and_drops(tmp_path, monkeypatch):
         storage = open_landing(server.url("ws", "db/Files/LandingZone"), account_key=server.account_key,
                                retry_backoff=0.01, retry_backoff_max=0.05)
         try:
-            assert storage.publish_time_ordered(items, 0.0) == 3
+            assert publish_time_ordered(storage, items, 0.0) == 3
             times = [storage.stat(i.target).mtime for i in items]
             assert all(a < b for a, b in zip(times, times[1:])), times
-            assert storage.publish_time_ordered(items, 0.0) == 0  # resumed: nothing twice
-            assert [f.name for f in storage.list_dir("T")] == [i.target[2:] for i in items]
-            storage.drop_folder("T", timeout=5)
+            assert publish_time_ordered(storage, items, 0.0) == 0  # resumed: nothing twice
+            assert [f.name for f in storage.list("T")] == [i.target[2:] for i in items]
+            drop_folder(storage, "T", timeout=5)
             assert not storage.folder_exists("T")
         finally:
             storage.close()

@@ -13,7 +13,7 @@ import diffcdc.engine.run as run_module
 from diffcdc.cli.main import main
 from diffcdc.engine.run import table_parallelism
 from diffcdc.sinks.openmirroring.replay import replay
-from diffcdc.sinks.storage.local import LocalStorage
+from diffcdc.storage.local import LocalStore
 
 NAMES = ["A", "B", "Bad", "C", "D"]
 
@@ -59,7 +59,7 @@ def test_tables_run_concurrently_each_on_its_own(spark, tmp_path, monkeypatch, c
     assert len({thread for thread, _ in seen.values()}) > 1
     assert {pool for _, pool in seen.values()} == {f"diffcdc-{n}" for n in NAMES}
     for n, name in enumerate(NAMES):
-        got = replay(LocalStorage(str(tmp_path / "landing")), name).replayed().rows
+        got = replay(LocalStore(str(tmp_path / "landing")), name).replayed().rows
         last = 1 if name == "Bad" else 2
         want = pq.read_table(str(tmp_path / "src" / name / f"{last}.parquet")).to_pylist()
         assert sorted(r["id"] for r in got) == sorted(r["id"] for r in want), name

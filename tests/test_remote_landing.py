@@ -1,7 +1,7 @@
 """The engine, the CLI and the reference replay against a remote landing root.
 
 The landing root is the loopback DFS server of :mod:`tests.support.dfs_server`, reached through the
-real ``azure-storage-file-datalake`` SDK (``AdlsStorage``): the property/replay test, a crash in
+real ``azure-storage-file-datalake`` SDK (``AdlsStore``): the property/replay test, a crash in
 the middle of a remote publish (a real ``diffcdc run`` process) and its resume, an aborted
 publish finished by the next run, foreign files that are never overwritten, faults (503, 429,
 dropped connections, slow answers, lost answers) during a run, listing of the cleanup folders
@@ -39,10 +39,11 @@ from diffcdc.errors import (
     TransientStorageError,
 )
 from diffcdc.sinks.openmirroring.contract import table_folder
+from diffcdc.sinks.openmirroring.landing import open_landing
 from diffcdc.sinks.openmirroring.replay import replay
-from diffcdc.sinks.storage.adls import AdlsStorage
-from diffcdc.sinks.storage.base import is_temp_name, open_landing
 from diffcdc.state.store import TableState
+from diffcdc.storage.adls import AdlsStore
+from diffcdc.storage.base import is_temp_name
 from tests.support.dfs_server import DfsServer
 from tests.support.hypothesis_profiles import examples
 from tests.support.replay_property import check_replay_property
@@ -124,9 +125,9 @@ class RemoteWorkspace(Workspace):
     def folder(self) -> str:  # in the server's filesystem
         return f"{ROOT}/{table_folder(self.table.name, self.table.schema_name)}"
 
-    def storage(self) -> AdlsStorage:
+    def storage(self) -> AdlsStore:
         storage = open_landing(self.landing, **self.table.sinks[0].landing_options)
-        assert isinstance(storage, AdlsStorage)
+        assert isinstance(storage, AdlsStore)
         return storage
 
     def names(self, sub: str = "") -> list[str]:

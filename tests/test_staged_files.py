@@ -1,5 +1,6 @@
-"""Staged output written by executors is found, named and removed through Hadoop, not ``os``,
-and read back with the schema it was written with."""
+"""Staged output written by executors is found, named and removed on the file system Spark
+wrote it to (the byte store of its path, which Hadoop resolves), its bytes read by the
+executors, and read back with the schema it was written with."""
 
 from __future__ import annotations
 
@@ -9,51 +10,53 @@ import pyarrow.parquet as pq
 import pytest
 
 from diffcdc import staged_files
-from diffcdc.datafs import data_files
 from diffcdc.errors import StateError
+from diffcdc.sinks.openmirroring.landing import file_sha256
 from diffcdc.sinks.openmirroring.staging import stage_parquet_files
 from diffcdc.sinks.openmirroring.text import TextFormat
-from diffcdc.sinks.storage.base import file_sha256
 from diffcdc.spark import read_written
-from diffcdc.staged_files import HadoopFolder, on_executors
+from diffcdc.staged_files import StagedFolder, on_executors
 from diffcdc.state.integrity import StateFile, checksum, describe_state, footer_rows
+from diffcdc.storage.local import LocalStore
+from diffcdc.storage.paths import data_files
 
 
-def _forbid_driver_os(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Fail the test if the driver lists or renames with ``os`` (executors run elsewhere).
+def _forbid_driver_reads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fail the test if the driver reads a staged file's bytes (executors run elsewhere).
 
     Small inputs on ``local[...]`` are worked on in the driver's process (its own disk);
-    here every input goes to the executors, as on a cluster.
+    here every input goes to the executors, as on a cluster. The driver lists, renames and
+    removes through the byte store (metadata only).
     """
     monkeypatch.setattr(staged_files, "IN_PROCESS_BYTES", -1)
 
     def forbidden(*args: object, **kwargs: object) -> None:
-        raise AssertionError(f"driver-side os call on staged output: {args}")
+        raise AssertionError(f"driver-side read of staged output: {args}")
 
-    for name in ("listdir", "rename", "replace", "scandir"):
-        monkeypatch.setattr(os, name, forbidden)
+    monkeypatch.setattr(LocalStore, "open_read", forbidden)
+    monkeypatch.setattr(LocalStore, "read", forbidden)
 
 
-def test_folder_lists_renames_and_deletes_through_hadoop(spark, tmp_path):
+def test_folder_lists_renames_and_deletes_where_spark_wrote(spark, tmp_path):
     raw = str(tmp_path / "raw [1]")
     spark.range(10).repartition(2).write.parquet(raw)
-    folder = HadoopFolder(spark, raw, table="T")
+    folder = StagedFolder(spark, raw, table="T")
     parts = [f for f in folder.files() if f.name.endswith(".parquet")]
     assert len(parts) == 2
     for part in parts:
-        assert part.local == os.path.join(raw, part.name)
+        assert part.local == part.path == os.path.join(raw, part.name)
         assert part.size == os.path.getsize(part.local)
-        assert part.uri.startswith("file:")
-    out = HadoopFolder(spark, str(tmp_path / "out"), table="T")
+    out = StagedFolder(spark, "file:" + str(tmp_path / "out"), table="T")  # Hadoop's own form
+    assert out.folder == str(tmp_path / "out")
     out.mkdirs()
-    out.rename_in(parts[0].uri, "00000000000000000001.parquet")
+    out.rename_in(parts[0].path, "00000000000000000001.parquet")
     # the checksum file Hadoop keeps beside a part stays behind: consumers see only our name
     assert os.listdir(tmp_path / "out") == ["00000000000000000001.parquet"]
     assert pq.read_table(str(tmp_path / "out" / "00000000000000000001.parquet")).num_rows > 0
-    out.rename_in(parts[1].uri, "2024-01-01T00:00:00+00:00")  # a snapshot id as a name
+    out.rename_in(parts[1].path, "2024-01-01T00:00:00+00:00")  # a snapshot id as a name
     assert os.path.isfile(tmp_path / "out" / "2024-01-01T00:00:00+00:00")
     with pytest.raises(StateError, match="could not rename staged file") as err:
-        out.rename_in(parts[0].uri, "00000000000000000002.parquet")
+        out.rename_in(parts[0].path, "00000000000000000002.parquet")
     assert err.value.table == "T"
     folder.delete()
     assert not os.path.exists(raw)
@@ -124,11 +127,11 @@ def test_a_small_state_is_counted_in_process_as_spark_counts_it(spark, tmp_path,
 
 
 @pytest.mark.parametrize("text", [None, "csv"])
-def test_landing_parts_are_staged_without_driver_os_calls(spark, tmp_path, monkeypatch, text):
+def test_landing_parts_are_staged_without_driver_reads(spark, tmp_path, monkeypatch, text):
     frame = spark.range(0, 25).selectExpr("id", "cast(id * 2 as string) as v").repartition(3)
     fmt = TextFormat(extension="csv") if text else None
     raw, out = str(tmp_path / "raw"), str(tmp_path / "landing")
-    _forbid_driver_os(monkeypatch)
+    _forbid_driver_reads(monkeypatch)
     staged = stage_parquet_files(
         frame, raw, out, codec="none", max_rows_per_file=4, first_sequence=7, text=fmt, table="T"
     )
@@ -161,7 +164,7 @@ def test_state_manifest_is_computed_by_executors(spark, tmp_path, monkeypatch):
         for p in [os.path.join(folder, name)]
     ]
     assert len(expected) == 3 and all(f.name.startswith("a/part-") for f in expected)
-    _forbid_driver_os(monkeypatch)
+    _forbid_driver_reads(monkeypatch)
     manifest = describe_state(spark, folder, "T")
     monkeypatch.undo()
     assert list(manifest.files) == expected and manifest.rows == 30

@@ -11,8 +11,9 @@ import pytest
 from diffcdc.errors import ConcurrentRunError
 from diffcdc.state.lease import LEASE_PATH, Lease, LeaseHolder
 from diffcdc.state.requests import reload_wanted
-from diffcdc.state.storage.adls import AdlsStateStorage
 from diffcdc.state.store import TableState
+from diffcdc.storage.base import ByteStore
+from diffcdc.storage.registry import open_store
 from tests.support.concurrency import Clock, race
 from tests.support.dfs_server import DfsServer
 
@@ -21,36 +22,8 @@ pytestmark = pytest.mark.integration
 FAST = {"retry_backoff": 0.01, "retry_backoff_max": 0.05}
 
 
-def open_storage(server: DfsServer) -> AdlsStateStorage:
-    return AdlsStateStorage.from_url(
-        server.url("ws", "lake/state"), "T", account_key=server.account_key, **FAST
-    )
-
-
-def test_put_if_absent_is_exclusive_and_never_visible_half_written(server):
-    storage = open_storage(server)
-
-    def put(i: int) -> bool:
-        try:
-            storage.put_if_absent("log/00000000000000000001.json", f"run {i}".encode())
-            return True
-        except FileExistsError:
-            return False
-
-    results = race(put, n=6)
-    assert results.count(True) == 1, results
-    assert storage.read_bytes("log/00000000000000000001.json") == f"run {results.index(True)}".encode()
-    assert server.names("ws", "lake/state/T/log") == ["00000000000000000001.json"]  # no temp left
-
-
-def test_replace_if_is_decided_by_the_etag(server):
-    storage = open_storage(server)
-    storage.put_if_absent(LEASE_PATH, b"old")
-    tag = storage.read(LEASE_PATH).tag
-    results = race(lambda i: storage.replace_if(LEASE_PATH, f"new{i}".encode(), tag, stale_after=1), n=6)
-    assert results.count(True) == 1, results
-    assert storage.read_bytes(LEASE_PATH) == f"new{results.index(True)}".encode()
-    assert not storage.replace_if(LEASE_PATH, b"late", tag, stale_after=1)
+def open_storage(server: DfsServer) -> ByteStore:
+    return open_store(server.url("ws", "lake/state"), account_key=server.account_key, **FAST).at("T")
 
 
 def test_lease_on_adls_refuses_a_live_run_and_takes_over_an_expired_one(server, caplog):
@@ -90,16 +63,3 @@ def test_table_state_keeps_requests_marks_and_reports_on_adls(server, tmp_path):
         "last_change.json", "last_report.json", "log", "reload.json", "reports"
     ]  # the lease is gone
     assert state.commits() == []  # marks are not commits
-
-
-def test_a_commit_whose_answer_was_lost_is_this_runs_own_not_a_conflict(server):
-    """Commit state unknown: the rename that creates a commit record lands, its answer is lost,
-    the client's retry finds the record there. It is this run's own record (same bytes): the
-    put succeeded. Only another writer's record is a conflict."""
-    storage = open_storage(server)
-    server.inject("rename", drop_response=True, times=1, path_contains="log/")
-    storage.put_if_absent("log/00000000000000000001.json", b"this run's record")
-    assert storage.read_bytes("log/00000000000000000001.json") == b"this run's record"
-    assert server.names("ws", "lake/state/T/log") == ["00000000000000000001.json"]  # no temp left
-    with pytest.raises(FileExistsError):  # another run's record is still a conflict
-        storage.put_if_absent("log/00000000000000000001.json", b"another run's record")

@@ -1,10 +1,9 @@
-"""The state storage primitives and the run lease, on a local folder and on a mount without
+"""The run lease, on a local folder and on a mount without
 ``link()``/``flock`` (both disabled, as on FUSE mounts). No Spark here."""
 
 from __future__ import annotations
 
 import fcntl
-import json
 import logging
 import os
 import subprocess
@@ -14,8 +13,8 @@ import pytest
 
 from diffcdc.errors import ConcurrentRunError
 from diffcdc.state.lease import LEASE_PATH, Lease, LeaseHolder
-from diffcdc.state.storage.local import LocalStateStorage
 from diffcdc.state.store import TableState
+from diffcdc.storage.local import LocalStore
 from tests.support import nolink
 from tests.support.concurrency import Clock, race
 
@@ -30,87 +29,34 @@ def root(request, tmp_path, monkeypatch):
     return str(tmp_path)
 
 
-# -- storage ---------------------------------------------------------------------------------
-
-
-def test_put_if_absent_has_exactly_one_winner(root):
-    storage = LocalStateStorage(root)
-
-    def put(i: int) -> bool:
-        try:
-            storage.put_if_absent("log/00000000000000000001.json", f'{{"run": {i}}}'.encode())
-            return True
-        except FileExistsError:
-            return False
-
-    results = race(put)
-    assert results.count(True) == 1, results
-    winner = results.index(True)
-    assert json.loads(storage.read_bytes("log/00000000000000000001.json")) == {"run": winner}
-    assert storage.list("log") == ["00000000000000000001.json"]  # no temp file left
-
-
-def test_empty_reservation_reads_as_absent_and_blocks_the_name(root):
-    storage = LocalStateStorage(root)
-    os.makedirs(os.path.join(root, "log"))
-    open(os.path.join(root, "log", "00000000000000000002.json"), "wb").close()  # writer died
-    assert storage.read_bytes("log/00000000000000000002.json") is None
-    with pytest.raises(FileExistsError):
-        storage.put_if_absent("log/00000000000000000002.json", b"{}")
-
-
-def test_replace_if_has_exactly_one_winner_and_refuses_a_stale_tag(root):
-    storage = LocalStateStorage(root)
-    storage.put_if_absent("lease.json", b"old")
-    tag = storage.read("lease.json").tag
-    results = race(lambda i: storage.replace_if("lease.json", f"new{i}".encode(), tag, stale_after=60))
-    assert results.count(True) == 1, results
-    assert storage.read_bytes("lease.json") == f"new{results.index(True)}".encode()
-    assert not storage.replace_if("lease.json", b"late", tag, stale_after=60)
-    assert [n for n in storage.list("") if ".cas." in n] == []
-
-
-def test_replace_if_passes_a_marker_left_by_a_dead_writer_once_stale(root):
-    storage = LocalStateStorage(root)
-    storage.put_if_absent("lease.json", b"old")
-    tag = storage.read("lease.json").tag
-    marker = os.path.join(root, f"lease.json.cas.{tag}.0")
-    open(marker, "wb").close()  # a taker died between its marker and its rename
-    assert not storage.replace_if("lease.json", b"new", tag, stale_after=60)  # maybe alive
-    os.utime(marker, (0, 0))
-    assert storage.replace_if("lease.json", b"new", tag, stale_after=60)
-    assert storage.read_bytes("lease.json") == b"new"
-
-
-# -- lease -----------------------------------------------------------------------------------
 
 
 def test_a_live_lease_refuses_a_second_run_naming_the_holder(root):
     clock = Clock()
-    first = Lease(LocalStateStorage(root), "T", "run-1", 60, clock)
+    first = Lease(LocalStore(root, reservations=True), "T", "run-1", 60, clock)
     first.acquire()
     clock.now += 59
     with pytest.raises(ConcurrentRunError) as refused:
-        Lease(LocalStateStorage(root), "T", "run-2", 60, clock).acquire()
+        Lease(LocalStore(root, reservations=True), "T", "run-2", 60, clock).acquire()
     message = str(refused.value)
     assert "table T" in message and "run run-1" in message and f"pid {os.getpid()}" in message
     assert "\n" not in message
     first.release()
-    assert LocalStateStorage(root).read(LEASE_PATH) is None
-    Lease(LocalStateStorage(root), "T", "run-2", 60, clock).acquire()
+    assert LocalStore(root, reservations=True).read(LEASE_PATH) is None
+    Lease(LocalStore(root, reservations=True), "T", "run-2", 60, clock).acquire()
 
 
 def test_an_expired_lease_is_taken_over_once_with_a_warning(root, caplog):
     clock = Clock()
-    Lease(LocalStateStorage(root), "T", "crashed", 60, clock).acquire()  # never released
+    Lease(LocalStore(root, reservations=True), "T", "crashed", 60, clock).acquire()  # never released
     clock.now += 61
-    takers = [Lease(LocalStateStorage(root), "T", f"taker-{i}", 60, clock) for i in range(6)]
+    takers = [Lease(LocalStore(root, reservations=True), "T", f"taker-{i}", 60, clock) for i in range(6)]
     with caplog.at_level(logging.WARNING, logger="diffcdc.state.lease"):
         results = race(lambda i: takers[i].acquire(), n=6)
     winners = [i for i, r in enumerate(results) if r is None]
     assert len(winners) == 1, results
     assert all(isinstance(r, ConcurrentRunError) for r in results if r is not None)
-    holder = LeaseHolder.parse(LocalStateStorage(root).read_bytes(LEASE_PATH))
+    holder = LeaseHolder.parse(LocalStore(root, reservations=True).read_bytes(LEASE_PATH))
     assert holder.run_id == f"taker-{winners[0]}"
     warnings = [r.getMessage() for r in caplog.records if "took over" in r.getMessage()]
     assert len(warnings) == 1 and "run crashed" in warnings[0] and "expired at" in warnings[0]
@@ -119,18 +65,18 @@ def test_an_expired_lease_is_taken_over_once_with_a_warning(root, caplog):
 def test_a_killed_holder_on_this_machine_is_taken_over_at_once(root, caplog):
     code = (
         "import sys; from diffcdc.state.lease import Lease;"
-        "from diffcdc.state.storage.local import LocalStateStorage;"
-        "Lease(LocalStateStorage(sys.argv[1]), 'T', 'killed', 3600).acquire()"
+        "from diffcdc.storage.local import LocalStore;"
+        "Lease(LocalStore(sys.argv[1], reservations=True), 'T', 'killed', 3600).acquire()"
     )
     subprocess.run([sys.executable, "-c", code, root], check=True, env={**os.environ, "PYTHONPATH": os.getcwd()})
     with caplog.at_level(logging.WARNING, logger="diffcdc.state.lease"):
-        Lease(LocalStateStorage(root), "T", "next", 3600).acquire()
+        Lease(LocalStore(root, reservations=True), "T", "next", 3600).acquire()
     assert any("run killed" in r.getMessage() and "no longer running" in r.getMessage() for r in caplog.records)
 
 
 def test_the_heartbeat_renews_and_a_lost_lease_commits_nothing(root):
     clock = Clock()
-    storage = LocalStateStorage(root)
+    storage = LocalStore(root, reservations=True)
     lease = Lease(storage, "T", "run-1", 60, clock)
     lease.acquire()
     clock.now += 40
@@ -151,15 +97,15 @@ def test_the_heartbeat_renews_and_a_lost_lease_commits_nothing(root):
 def test_heartbeat_thread_keeps_a_short_lease_alive(root):
     import time
 
-    lease = Lease(LocalStateStorage(root), "T", "run-1", 0.4)
+    lease = Lease(LocalStore(root, reservations=True), "T", "run-1", 0.4)
     lease.acquire()
     lease.start_heartbeat()
     time.sleep(1.0)  # 2.5 lease times
     lease.check()
     with pytest.raises(ConcurrentRunError, match="run run-1"):
-        Lease(LocalStateStorage(root), "T", "run-2", 0.4).acquire()
+        Lease(LocalStore(root, reservations=True), "T", "run-2", 0.4).acquire()
     lease.release()
-    assert LocalStateStorage(root).read(LEASE_PATH) is None
+    assert LocalStore(root, reservations=True).read(LEASE_PATH) is None
 
 
 # -- the table's state -------------------------------------------------------------------------
@@ -219,7 +165,7 @@ def test_a_run_frozen_past_its_lease_is_told_so_not_to_reload_the_table(spark, t
 
     def frozen_then_check(self, history):
         time.sleep(1.2)  # frozen past the lease: another run takes the table and publishes
-        RunLease(LocalStateStorage(os.path.join(ws.state, "T")), "T", "other", 60).acquire()
+        RunLease(LocalStore(os.path.join(ws.state, "T"), reservations=True), "T", "other", 60).acquire()
         with open(os.path.join(ws.folder, "00000000000000000002.parquet"), "wb") as handle:
             handle.write(b"the other run's file")
         return real(self, history)

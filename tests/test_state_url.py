@@ -21,8 +21,9 @@ from diffcdc.config_file import load_config
 from diffcdc.errors import ConfigError
 from diffcdc.sinks.openmirroring.contract import table_folder
 from diffcdc.sinks.openmirroring.replay import replay
-from diffcdc.sinks.storage.local import LocalStorage
 from diffcdc.state.lease import Lease
+from diffcdc.state.store import TableState
+from diffcdc.storage.local import LocalStore
 from tests.support.dfs_server import DfsServer
 
 pytestmark = pytest.mark.integration
@@ -88,11 +89,11 @@ def test_a_url_state_root_keeps_documents_remote_and_parquet_in_state_data(
     data = tmp_path / "state-data" / "T"
     assert sorted(os.listdir(data)) == ["versions"]
     assert not os.path.exists(tmp_path / "state")
-    state = load_config(config).state_root().table("T")
+    state = TableState(load_config(config).state_root(), "T")
     head = state.head()
     assert head is not None and head.version == 2 and head.published
     assert os.path.isdir(data / head.record.state_path)
-    mirrored = replay(LocalStorage(str(tmp_path / "landing")), table_folder("T", None)).replayed()
+    mirrored = replay(LocalStore(str(tmp_path / "landing")), table_folder("T", None)).replayed()
     assert sorted((r["id"], r["name"]) for r in mirrored.rows) == [(1, "a"), (3, "c"), (4, "d")]
 
     code, status, _ = cli(capsys, "status", "--config", config)
@@ -116,7 +117,7 @@ def test_a_url_state_root_keeps_documents_remote_and_parquet_in_state_data(
     code, _, err = cli(capsys, "drop", "--config", config, "--table", "T", "--yes")
     assert code == 0, err
     assert "T" not in server.names(FS, ROOT) and not os.path.exists(data)
-    assert load_config(config).state_root().table("T").head() is None
+    assert TableState(load_config(config).state_root(), "T").head() is None
 
 
 @pytest.mark.parametrize(
@@ -196,7 +197,7 @@ def test_a_run_killed_after_its_remote_commit_is_finished_by_the_next_run(
     assert "took over the run lease" in err  # at once: the holder's process is gone
     assert f"{2:020d}.published.open_mirroring.json" in server.names(FS, f"{ROOT}/T/log")
     assert "lease.json" not in server.names(FS, f"{ROOT}/T")
-    mirrored = replay(LocalStorage(str(tmp_path / "landing")), table_folder("T", None)).replayed()
+    mirrored = replay(LocalStore(str(tmp_path / "landing")), table_folder("T", None)).replayed()
     assert sorted((r["id"], r["name"]) for r in mirrored.rows) == [(1, "z"), (3, "c")]
 
 
@@ -214,5 +215,5 @@ def test_a_commit_whose_answer_was_lost_completes_the_run(
     code, run, err = cli(capsys, "run", "--config", config)
     assert code == 0, err
     assert run["tables"][0]["snapshots"][0]["version"] == 1
-    head = load_config(config).state_root().table("T").head()
+    head = TableState(load_config(config).state_root(), "T").head()
     assert head is not None and head.version == 1 and head.published

@@ -4,7 +4,7 @@
 Spark writes and reads the state Parquet, the staged change sets and snapshot copies through
 Hadoop's ``WebHdfsFileSystem``; diffcdc's own Python code (state manifests, landing text
 files, Kafka message bodies, publishing, verify, repair, prune, drop) goes through fsspec's
-WebHDFS client (:mod:`diffcdc.datafs`). Nothing of the data is on a local path: a folder
+WebHDFS client (:mod:`diffcdc.storage.paths`). Nothing of the data is on a local path: a folder
 on this machine would hide a code path that still opens files locally. The commit log and
 lease stay in the (local) state root.
 """
@@ -19,13 +19,11 @@ from typing import Any
 
 import pytest
 
-from diffcdc import datafs
 from diffcdc.cli.main import main
 from diffcdc.config import TableConfig
 from diffcdc.config_file import load_config
 from diffcdc.engine.run import RunOptions, run_table
 from diffcdc.engine.verify import verify_table
-from diffcdc.errors import StorageError, TransientStorageError
 from diffcdc.state.root import StateRoot
 from diffcdc.state.store import TableState
 from tests.support.config_text import toml_value
@@ -206,32 +204,3 @@ def test_verify_repair_and_drop_work_on_state_data_at_a_url(
 
     assert main(["drop", "--config", config, "--table", "T", "--yes"]) == 0
     assert not os.path.exists(webhdfs.local("data/T")) and not os.path.exists(os.path.join(root, "state", "T"))
-
-
-def test_the_state_data_functions_work_the_same_on_a_path_and_a_url(webhdfs, tmp_path) -> None:
-    for folder in (str(tmp_path / "local"), webhdfs.url("fs")):
-        path = datafs.join(folder, "a b", "f:1.bin")
-        assert datafs.listdir(folder) == [] and not datafs.exists(path)
-        datafs.makedirs(datafs.join(folder, "a b"))
-        datafs.write_bytes(path, b"x" * 10)
-        assert datafs.read_bytes(path) == b"x" * 10 and datafs.size(path) == 10
-        datafs.write_bytes(datafs.join(folder, "a b", "g"), b"new")
-        datafs.move(datafs.join(folder, "a b", "g"), path)  # replaces the file
-        assert datafs.read_bytes(path) == b"new"
-        with pytest.raises(FileExistsError):
-            datafs.makedirs(datafs.join(folder, "a b"), exist_ok=False)
-        assert datafs.data_files(folder) == ["a b/f:1.bin"]
-        assert datafs.relative(path, folder) == "a b/f:1.bin"
-        datafs.remove_tree(datafs.join(folder, "a b"))
-        datafs.remove_tree(datafs.join(folder, "missing"))
-        assert datafs.listdir(folder) == [] and not datafs.isdir(datafs.join(folder, "a b"))
-        with pytest.raises(FileNotFoundError):
-            datafs.read_bytes(path)
-
-    webhdfs.refuse()
-    with pytest.raises(StorageError) as caught:
-        datafs.read_bytes(webhdfs.url("fs/x"))
-    assert webhdfs.url("fs/x") in str(caught.value) and "\n" not in str(caught.value)
-    webhdfs.stop()
-    with pytest.raises(TransientStorageError):
-        datafs.listdir(webhdfs.url("fs"))

@@ -57,9 +57,9 @@ def options_error(exc: ValidationError, table: Any = None) -> ConfigError:
 def url_data(state_data: str | None) -> str | None:
     """``state_data`` when it is a URL (a local state root keeps such a data folder), else
     None (a local folder for a URL root's data: a local state root holds its data itself)."""
-    from diffcdc import datafs
+    from diffcdc.storage import paths
 
-    return state_data if state_data and datafs.is_url(state_data) else None
+    return state_data if state_data and paths.is_url(state_data) else None
 
 
 def _given(fields: dict[str, Any]) -> dict[str, Any]:

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
 
-from diffcdc import datafs
 from diffcdc.config import TableConfig
 from diffcdc.core.fingerprint import FINGERPRINT_VERSION
 from diffcdc.engine.snapshot import write_state
@@ -25,6 +24,7 @@ from diffcdc.state.guard import state_damage
 from diffcdc.state.integrity import describe_state
 from diffcdc.state.root import StateRoot
 from diffcdc.state.store import Commit, TableState, new_run_id
+from diffcdc.storage import paths
 
 INTACT = "the state is intact"
 _COUNTS = ("rows", "inserted", "updated", "deleted", "unchanged")
@@ -81,8 +81,8 @@ def repair_table(
                 raise refuse(f"the state of version {base.version} it was diffed against is "
                              f"damaged or pruned too ({base_damage.reason})")
         vdir = state.abspath(record.version_dir)
-        datafs.makedirs(vdir, exist_ok=True)
-        target = datafs.join(vdir, f"state-repair-{new_run_id()}")
+        paths.makedirs(vdir, exist_ok=True)
+        target = paths.join(vdir, f"state-repair-{new_run_id()}")
         try:
             df = read_snapshot(spark, entry, table.name, table.csv_infer_schema, table.csv_encoding)
             previous = state.abspath(base.record.state_path) if base is not None else None
@@ -94,10 +94,10 @@ def repair_table(
                 raise refuse(f"the rebuilt state counts {got}, the commit recorded {want}")
             manifest = describe_state(spark, target, table.name)
             state.record_repaired_state(
-                head.version, datafs.relative(target, state.dir), manifest, damage.reason
+                head.version, paths.relative(target, state.dir), manifest, damage.reason
             )
         except BaseException:
-            datafs.remove_tree(target)
+            paths.remove_tree(target)
             raise
         return RepairResult(table.name, head.version, True, True, f"{damage.reason}: {damage.path}")
 

@@ -17,7 +17,6 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
-from diffcdc import datafs
 from diffcdc.core.changeset import change_frame, initial_frame
 from diffcdc.core.classify import classify, state_counts, state_metrics
 from diffcdc.core.fingerprint import (
@@ -38,12 +37,13 @@ from diffcdc.sinks.base import ChangeSet, SinkHistory, SinkTable
 from diffcdc.sinks.registry import sink_result
 from diffcdc.sources.base import PendingSnapshot
 from diffcdc.spark import literal_path, read_written
-from diffcdc.staged_files import HadoopFile, HadoopFolder, in_process
+from diffcdc.staged_files import StagedFile, StagedFolder, in_process
 from diffcdc.state.commit import CommitRecord, Counts, Fingerprint, SinkEntry
 from diffcdc.state.guard import check_head_state
 from diffcdc.state.integrity import describe_state
 from diffcdc.state.requests import ReloadRequest
 from diffcdc.state.store import Commit
+from diffcdc.storage import paths
 
 #: Inserted + updated keys up to this count are broadcast to pick full rows from the snapshot.
 BROADCAST_CHANGED_KEYS = 2_000_000
@@ -150,10 +150,10 @@ def process_snapshot(
             snapshot_path=snapshot.path,
             snapshot_identity=snapshot.identity,
             state_manifest=describe_state(
-                df.sparkSession, datafs.join(vdir, "state"), table.name, written.files
+                df.sparkSession, paths.join(vdir, "state"), table.name, written.files
             ),
-            version_dir=datafs.relative(vdir, state.dir),
-            state_path=posixpath.join(datafs.relative(vdir, state.dir), "state"),
+            version_dir=paths.relative(vdir, state.dir),
+            state_path=posixpath.join(paths.relative(vdir, state.dir), "state"),
             keys=keys,
             exclude=exclude,
             schema=df.schema.jsonValue(),
@@ -170,7 +170,7 @@ def process_snapshot(
             state.requests.clear_reload_request()
     finally:
         if not committed:
-            datafs.remove_tree(vdir)
+            paths.remove_tree(vdir)
     crash_point("after_claim")
     commit = state.head()
     assert commit is not None and commit.version == version
@@ -209,7 +209,7 @@ def _stage_state(
     previous = ctx.state.abspath(head.record.state_path) if head else None
     return write_state(
         ctx.spark, df, previous, keys, exclude, ctx.table.fingerprint_bits,
-        datafs.join(vdir, "state"), ctx.table.name,
+        paths.join(vdir, "state"), ctx.table.name,
     )
 
 
@@ -220,7 +220,7 @@ class WrittenState:
 
     counts: dict[str, int]
     schema: StructType
-    files: list[HadoopFile] = field(compare=False)  # where, not what: equal states compare equal
+    files: list[StagedFile] = field(compare=False)  # where, not what: equal states compare equal
 
 
 def write_state(
@@ -243,7 +243,7 @@ def write_state(
     # ``observe`` on the write evaluated them row by row and cost ~0.7 s at 5M rows. A small
     # state on this machine's disk is counted right here: a Spark job would cost more.
     schema = classified.schema
-    files = HadoopFolder(spark, target, table=table).data_files()
+    files = StagedFolder(spark, target, table=table).data_files()
     counts = _counts_in_process(spark, files, schema.names[: len(keys)])
     if counts is None:
         (values,) = read_written(spark, target, schema).agg(*state_metrics(keys)).collect()
@@ -252,7 +252,7 @@ def write_state(
 
 
 def _counts_in_process(
-    spark: SparkSession, files: list[HadoopFile], keys: list[str]
+    spark: SparkSession, files: list[StagedFile], keys: list[str]
 ) -> dict[str, int] | None:
     """The counts of the state in ``files`` read in this process, or None when it is too
     large for that or not on this machine's disk."""
@@ -292,13 +292,13 @@ def _stage_sinks(
     continuing = [s for s in ctx.sinks if draft.base is not None and histories[s].manifests]
     diff = None
     if continuing:
-        state_df = read_written(ctx.spark, datafs.join(vdir, "state"), written.schema)
+        state_df = read_written(ctx.spark, paths.join(vdir, "state"), written.schema)
         changed = metrics["inserted"] + metrics["updated"]
         diff = change_frame(
             df, state_df, ident.keys, columns, broadcast_keys=changed <= BROADCAST_CHANGED_KEYS
         )
         if len(continuing) > 1 and changed + metrics["deleted"]:
-            path = datafs.join(vdir, "changes")
+            path = paths.join(vdir, "changes")
             diff.write.mode("errorifexists").parquet(path)
             diff = read_written(ctx.spark, path, diff.schema)
     change_sets = {}
@@ -319,7 +319,7 @@ def _stage_sinks(
     out = {}
     for sink_id, sink in ctx.sinks.items():
         changes = change_sets[sink_id]
-        manifest = sink.stage(changes, datafs.join(vdir, "sinks", sink_id), histories[sink_id])
+        manifest = sink.stage(changes, paths.join(vdir, "sinks", sink_id), histories[sink_id])
         manifest = {**manifest, "initial": changes.initial, "rows": changes.rows,
                     "snapshot_id": sid}
         out[sink_id] = SinkEntry(sink.type, manifest)

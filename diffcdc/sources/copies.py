@@ -15,9 +15,9 @@ import uuid
 
 from pyspark.sql import DataFrame
 
-from diffcdc import datafs
 from diffcdc.errors import InputRefused
-from diffcdc.staged_files import HadoopFolder
+from diffcdc.staged_files import StagedFolder
+from diffcdc.storage import paths
 
 ROW_GROUP_BYTES = 16 * 1024 * 1024
 _SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:+-]{0,199}$")
@@ -27,7 +27,7 @@ class SnapshotCopies:
     """The materialized snapshots of one table."""
 
     def __init__(self, state_dir: str, table: str) -> None:
-        self.dir = datafs.join(state_dir, "snapshots")
+        self.dir = paths.join(state_dir, "snapshots")
         self.table = table
 
     def path(self, snapshot_id: str) -> str:
@@ -39,13 +39,13 @@ class SnapshotCopies:
                 snapshot=snapshot_id,
                 hint="change the snapshot id query (or snapshot_id) to return such a value",
             )
-        return datafs.join(self.dir, snapshot_id)
+        return paths.join(self.dir, snapshot_id)
 
     def write(self, df: DataFrame, snapshot_id: str) -> str:
         """Write ``df`` once as the copy of ``snapshot_id``; returns the copy's folder."""
         final = self.path(snapshot_id)
         spark = df.sparkSession
-        snapshots = HadoopFolder(spark, self.dir, table=self.table)
+        snapshots = StagedFolder(spark, self.dir, table=self.table)
         tmp_name = f".tmp-{uuid.uuid4().hex}"
         snapshots.mkdirs()
         try:
@@ -55,19 +55,19 @@ class SnapshotCopies:
                 "parquet.block.size", str(ROW_GROUP_BYTES)
             ).parquet(snapshots.child(tmp_name))
             # a copy left by a run that died before committing (we hold the lease)
-            HadoopFolder(spark, final, table=self.table).delete()
-            # Spark's executors wrote it: renamed by Hadoop's file system, never by ``os``
+            StagedFolder(spark, final, table=self.table).delete()
+            # Spark's executors wrote it: renamed on the file system Spark wrote it to
             snapshots.rename_in(snapshots.child(tmp_name), snapshot_id)
         finally:
-            HadoopFolder(spark, snapshots.child(tmp_name), table=self.table).delete()
+            StagedFolder(spark, snapshots.child(tmp_name), table=self.table).delete()
         return final
 
     def prune(self, keep: int, committed: list[str]) -> list[str]:
         """Keep the copies of the last ``keep`` committed snapshot ids; remove the rest."""
         wanted = set(committed[-keep:]) if keep > 0 else set()
         removed = []
-        for name in datafs.listdir(self.dir):
+        for name in paths.listdir(self.dir):
             if name not in wanted:
-                datafs.remove_tree(datafs.join(self.dir, name))
+                paths.remove_tree(paths.join(self.dir, name))
                 removed.append(name)
         return removed

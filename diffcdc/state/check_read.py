@@ -22,12 +22,12 @@ import pyarrow.dataset as ds
 import xxhash
 from pyspark.sql import types as T
 
-from diffcdc import datafs
 from diffcdc.core.arrow_types import spark_type
 from diffcdc.core.classify import CHANGE, DELETE, DUP
 from diffcdc.core.fingerprint import fingerprint_columns
 from diffcdc.core.fingerprint_ref import SEED, RowFingerprinter, canon_hasher, java_bytes
 from diffcdc.errors import InputRefused, StateError
+from diffcdc.storage import paths
 
 BATCH_ROWS = 65_536
 _NULL, _VALUE = b"\x01", b"\x00"
@@ -106,7 +106,7 @@ def parquet_dataset(path: str) -> ds.Dataset:
         read_options=ds.ParquetReadOptions(coerce_int96_timestamp_unit="us"),
         default_fragment_scan_options=ds.ParquetFragmentScanOptions(pre_buffer=False),
     )
-    filesystem, inner = datafs.arrow_source(path)  # a state folder may be at a URL
+    filesystem, inner = paths.arrow_source(path)  # a state folder may be at a URL
     return ds.dataset(inner, format=fmt, filesystem=filesystem)
 
 
@@ -204,7 +204,7 @@ def _count(mask: pa.Array) -> int:
 
 def read_state(path: str, keys: Sequence[str], bits: int, batch_rows: int = BATCH_ROWS) -> StateSide:
     """The live side of a state version (tombstones counted, not kept)."""
-    if not datafs.isdir(path):
+    if not paths.isdir(path):
         raise StateError("state folder does not exist", path=path)
     schema = parquet_dataset(path).schema
     key_cols = resolve(schema, keys, path)

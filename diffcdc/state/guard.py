@@ -11,11 +11,11 @@ from __future__ import annotations
 import os
 import shlex
 
-from diffcdc import datafs
 from diffcdc.errors import StateError
 from diffcdc.state.commit import CommitRecord
 from diffcdc.state.integrity import Damage, find_damage
 from diffcdc.state.store import TableState
+from diffcdc.storage import paths
 
 
 def repair_hint(state: TableState, record: CommitRecord) -> str:
@@ -47,7 +47,7 @@ def _source_folder(state: TableState, record: CommitRecord) -> str | None:
     """The source folder the version's snapshot was read from; None for a database or
     DataFrame source (its snapshot was a copy under the state) or an older record."""
     path = record.snapshot_path
-    if not path or datafs.is_url(path):
+    if not path or paths.is_url(path):
         return None
     full = os.path.abspath(path)  # a relative --source: relative to where the run was started
     inside = (state.location.data, state.location.location)

@@ -20,12 +20,12 @@ from typing import TYPE_CHECKING
 
 import xxhash
 
-from diffcdc import datafs
+from diffcdc.storage import paths
 
 if TYPE_CHECKING:  # reading state stays light (status, plan): no Spark import
     from pyspark.sql import SparkSession
 
-    from diffcdc.staged_files import HadoopFile
+    from diffcdc.staged_files import StagedFile
 
 _CHUNK = 4 << 20
 
@@ -75,7 +75,7 @@ class Damage:
 
 def checksum(path: str) -> str:
     digest = xxhash.xxh3_128()
-    with datafs.open_read(path) as handle:
+    with paths.open_read(path) as handle:
         while chunk := handle.read(_CHUNK):
             digest.update(chunk)
     return digest.hexdigest()
@@ -86,7 +86,7 @@ def footer_rows(path: str) -> int:
     try:
         import pyarrow.parquet as pq  # here: reading state stays light (status, plan)
 
-        with datafs.open_read(path) as handle:
+        with paths.open_read(path) as handle:
             return int(pq.read_metadata(handle).num_rows)
     except OSError:
         raise
@@ -95,18 +95,18 @@ def footer_rows(path: str) -> int:
 
 
 def describe_state(
-    spark: SparkSession, folder: str, table: str, files: list[HadoopFile] | None = None
+    spark: SparkSession, folder: str, table: str, files: list[StagedFile] | None = None
 ) -> StateManifest:
     """The manifest of a state folder just written (footers read, bytes hashed).
 
-    The files are found through Hadoop (or given: ``files``, the folder's data files as
-    ``HadoopFolder.data_files`` listed them) and read by the executors, one task per file
+    The files are listed through the byte store (or given: ``files``, the folder's data files as
+    ``StagedFolder.data_files`` listed them) and read by the executors, one task per file
     (they wrote them; the driver collects only name, size, rows and checksum).
     """
-    from diffcdc.staged_files import HadoopFolder, on_executors
+    from diffcdc.staged_files import StagedFolder, on_executors
 
-    found = files if files is not None else HadoopFolder(spark, folder, table=table).data_files()
-    tasks = [(f.name, f.on_nodes(table, "state file")) for f in found]
+    found = files if files is not None else StagedFolder(spark, folder, table=table).data_files()
+    tasks = [(f.name, f.path) for f in found]
     size = sum(f.size for f in found)
     files = sorted(on_executors(spark, tasks, _describe_files, input_bytes=size), key=lambda f: f.name)
     return StateManifest(tuple(files), sum(f.rows for f in files))
@@ -115,19 +115,19 @@ def describe_state(
 def _describe_files(files: Iterator[tuple[str, str]]) -> Iterator[StateFile]:
     """Executor work: (name, local path) → its :class:`StateFile`."""
     for name, path in files:
-        yield StateFile(name, datafs.size(path), footer_rows(path), checksum(path))
+        yield StateFile(name, paths.size(path), footer_rows(path), checksum(path))
 
 
 def find_damage(folder: str, manifest: StateManifest | None, *, checksums: bool) -> Damage | None:
     """The first problem with a state folder, or None when it is intact."""
-    if not datafs.isdir(folder):
+    if not paths.isdir(folder):
         return Damage(folder, "the state folder is missing")
-    present = set(datafs.data_files(folder))
+    present = set(paths.data_files(folder))
     if manifest is None:  # a version committed before manifests: what can still be checked
         if not present:
             return Damage(folder, "the state folder has no data files")
         for name in sorted(present):
-            path = datafs.join(folder, name)
+            path = paths.join(folder, name)
             try:
                 footer_rows(path)
             except (OSError, ValueError) as exc:
@@ -135,12 +135,12 @@ def find_damage(folder: str, manifest: StateManifest | None, *, checksums: bool)
         return None
     listed = {f.name for f in manifest.files}
     for name in sorted(present - listed):
-        return Damage(datafs.join(folder, name), "a file the commit does not list")
+        return Damage(paths.join(folder, name), "a file the commit does not list")
     for f in manifest.files:
-        path = datafs.join(folder, f.name)
+        path = paths.join(folder, f.name)
         if f.name not in present:
             return Damage(path, "the file is missing")
-        size = datafs.size(path)
+        size = paths.size(path)
         if size != f.bytes:
             return Damage(path, f"size is {size} bytes, the commit recorded {f.bytes}")
         try:

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 from diffcdc.errors import ConcurrentRunError, DiffcdcError
-from diffcdc.state.storage.base import StateStorage, Tagged
+from diffcdc.storage.base import ByteStore, Tagged
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +118,7 @@ class Lease:
 
     def __init__(
         self,
-        storage: StateStorage,
+        storage: ByteStore,
         table: str,
         run_id: str,
         seconds: float = DEFAULT_LEASE_SECONDS,

@@ -15,14 +15,14 @@ import fcntl
 import os
 from collections.abc import Iterator
 
-from diffcdc import datafs
 from diffcdc.errors import ConcurrentRunError
+from diffcdc.storage import paths
 
 
 @contextlib.contextmanager
 def legacy_flock(folder: str, table: str) -> Iterator[None]:
     """Hold ``flock`` on ``folder/.lock`` when that file exists and the mount supports it."""
-    if datafs.is_url(folder):  # state data on a URL was never written by such a version
+    if paths.is_url(folder):  # state data on a URL was never written by such a version
         yield
         return
     path = os.path.join(folder, ".lock")

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from diffcdc import datafs
 from diffcdc.state.commit import FORMAT1_STAGING
 from diffcdc.state.records import sink_chain
 from diffcdc.state.store import TableState
+from diffcdc.storage import paths
 
 
 def prune_versions(state: TableState, keep_versions: int) -> list[str]:
@@ -23,17 +23,17 @@ def prune_versions(state: TableState, keep_versions: int) -> list[str]:
     for sink_id in {s for c in commits for s in c.unpublished}:
         keep.update(c.record.version_dir for c in sink_chain(commits, sink_id)
                     if sink_id not in c.published_sinks)
-    for name in datafs.listdir(state.versions_dir):
+    for name in paths.listdir(state.versions_dir):
         rel = f"versions/{name}"
         commit = committed.get(rel)
-        path = datafs.join(state.versions_dir, name)
+        path = paths.join(state.versions_dir, name)
         if commit is None or rel not in keep:
-            datafs.remove_tree(path)
+            paths.remove_tree(path)
             removed.append(rel)
         elif commit.published:
             for staged in (FORMAT1_STAGING, "sinks", "changes"):  # published: only state is kept
-                datafs.remove_tree(datafs.join(path, staged))
-            for entry in datafs.listdir(path):  # state folders a repair replaced
+                paths.remove_tree(paths.join(path, staged))
+            for entry in paths.listdir(path):  # state folders a repair replaced
                 if entry.startswith("state") and f"{rel}/{entry}" != commit.record.state_path:
-                    datafs.remove_tree(datafs.join(path, entry))
+                    paths.remove_tree(paths.join(path, entry))
     return removed

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from diffcdc.state.commit import LEGACY_SINK_ID, CommitRecord
-from diffcdc.state.storage.base import StateStorage
+from diffcdc.storage.base import ByteStore
 
 
 def now_iso() -> str:
@@ -83,7 +83,7 @@ def sink_backlog(commits: list[Commit], sink_id: str) -> list[Commit]:
 class SinkMarks:
     """Facts a sink records once per version: ``log/<version>.<what>.<sink>.json``."""
 
-    def __init__(self, storage: StateStorage, sink_id: str) -> None:
+    def __init__(self, storage: ByteStore, sink_id: str) -> None:
         self.storage = storage
         self.sink_id = sink_id
 

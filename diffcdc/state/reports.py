@@ -11,13 +11,13 @@ from __future__ import annotations
 from typing import Any
 
 from diffcdc.state.records import encode_json, new_run_id, report_changed
-from diffcdc.state.storage.base import StateStorage
+from diffcdc.storage.base import ByteStore
 
 
 class TableReports:
     """The reports of one table, in its document storage."""
 
-    def __init__(self, storage: StateStorage) -> None:
+    def __init__(self, storage: ByteStore) -> None:
         self.storage = storage
 
     def save(self, report: dict[str, Any]) -> str:
@@ -47,7 +47,7 @@ class TableReports:
         found = self._read("last_change.json")
         if found is not None:
             return found
-        for name in reversed(self.storage.list("reports")):
+        for name in reversed(self.storage.names("reports")):
             if name.endswith(".json") and not name.startswith("."):
                 try:
                     report = self._read(f"reports/{name}")

@@ -14,7 +14,7 @@ from typing import Any
 
 from diffcdc.errors import StateError
 from diffcdc.state.records import Commit, encode_json, now_iso
-from diffcdc.state.storage.base import StateStorage
+from diffcdc.storage.base import ByteStore
 
 
 @dataclass(frozen=True)
@@ -75,7 +75,7 @@ class TableRequests:
     RELOAD = "reload.json"
     DROP = "drop.json"
 
-    def __init__(self, storage: StateStorage, commits: Callable[[], list[Commit]]) -> None:
+    def __init__(self, storage: ByteStore, commits: Callable[[], list[Commit]]) -> None:
         self.storage = storage
         self.commits = commits
 

@@ -6,7 +6,7 @@ together under ``<root>/<table>/``, and the run logs under ``<root>/_logs/``. Th
 earlier diffcdc wrote it, and nothing changes for it.
 
 A state root may also be an ADLS Gen2 / OneLake URL (``abfss://...`` or ``https://...``): the
-documents then go to ``<url>/<table>/`` through :class:`~diffcdc.state.storage.adls.AdlsStateStorage`
+documents then go to ``<url>/<table>/`` through :class:`~diffcdc.storage.adls.AdlsStore`
 (put-if-absent and conditional replace by the service, so no lock is needed anywhere), and the
 data goes to a separate folder, ``state_data``, that the Spark driver and every executor open
 at the same path (state Parquet is written by executors; see docs/state.md). The URL's
@@ -14,7 +14,7 @@ credentials come from ``state_options`` (the same options as a remote landing ro
 
 With either kind of root, ``state_data`` may also be a ``webhdfs://`` URL (HDFS without a
 shared mount): Spark writes there through Hadoop, diffcdc's own code through
-:mod:`diffcdc.datafs`.
+:class:`~diffcdc.storage.webhdfs.WebHdfsStore`.
 """
 
 from __future__ import annotations
@@ -22,23 +22,17 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from diffcdc import datafs
 from diffcdc.errors import ConfigError
-from diffcdc.state.storage.base import StateStorage
-from diffcdc.state.storage.local import LocalStateStorage
-
-if TYPE_CHECKING:
-    from diffcdc.sinks.storage.adls import AdlsStorage
-    from diffcdc.state.store import TableState
-
-_URL_SCHEMES = ("abfss://", "abfs://", "https://", "http://")
+from diffcdc.storage import registry
+from diffcdc.storage.base import ByteStore
+from diffcdc.storage.local import LocalStore
 
 
 def is_url(location: str) -> bool:
     """Whether ``location`` names a remote (ADLS Gen2 / OneLake) state root."""
-    return location.lower().startswith(_URL_SCHEMES)
+    return registry.scheme(location) in registry.ADLS_SCHEMES
 
 
 class StateRoot:
@@ -75,7 +69,7 @@ class StateRoot:
                     hint="remove state_options, or give state as an abfss:// or https:// URL",
                 )
             self.location = os.path.abspath(location)
-            if data and not datafs.is_url(data) and os.path.abspath(data) != self.location:
+            if data and not registry.is_url(data) and os.path.abspath(data) != self.location:
                 raise ConfigError(
                     f"state_data is a folder for a URL state root; this one is the local folder "
                     f"{self.location}, which holds its data itself",
@@ -84,7 +78,8 @@ class StateRoot:
                 )
         self.data = _data_folder(data) if data else self.location
         self.options = dict(options or {})
-        self._remote_storage: AdlsStorage | None = None
+        self._remote_store: ByteStore | None = None
+        self._data_store: ByteStore | None = None
         self._lock = threading.Lock()
 
     @classmethod
@@ -107,25 +102,26 @@ class StateRoot:
         data folder, else a local state root, else ``$XDG_STATE_HOME/diffcdc`` (by default
         ``~/.local/state/diffcdc``) when both are URLs."""
         for folder in (self.data, self.location):
-            if not datafs.is_url(folder):
+            if not registry.is_url(folder):
                 return folder
         home = os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state")
         return os.path.join(home, "diffcdc")
 
     # -- tables ----------------------------------------------------------------------------
 
-    def table(self, name: str) -> TableState:
-        from diffcdc.state.store import TableState
-
-        return TableState(self, name)
-
-    def documents(self, table: str) -> StateStorage:
-        """The storage of ``table``'s documents."""
+    def documents(self, table: str) -> ByteStore:
+        """The store of ``table``'s documents (a local one may show a name reserved empty for
+        a moment: see :mod:`diffcdc.storage.local`)."""
         if not self.remote:
-            return LocalStateStorage(os.path.join(self.location, table))
-        from diffcdc.state.storage.adls import AdlsStateStorage
+            return LocalStore(os.path.join(self.location, table), reservations=True)
+        return self._remote().at(table)
 
-        return AdlsStateStorage(self._remote(), table)
+    def data_store(self) -> ByteStore:
+        """The store of the data folder (a local folder, or a ``webhdfs://`` URL)."""
+        with self._lock:
+            if self._data_store is None:
+                self._data_store = registry.open_store(self.data)
+            return self._data_store
 
     def has_table(self, name: str) -> bool:
         """Whether the root has a folder for table ``name``."""
@@ -136,7 +132,7 @@ class StateRoot:
     def table_names(self) -> list[str]:
         """Names of the folders directly under the root (tables, and diffcdc's own)."""
         if self.remote:
-            return self._remote().list_folders("")
+            return self._remote().folders("")
         try:
             return sorted(os.listdir(self.location))
         except FileNotFoundError:
@@ -145,38 +141,37 @@ class StateRoot:
     def forget(self, table: str) -> None:
         """Remove everything of ``table`` (documents and data); the caller holds its lease or
         knows no run works on it."""
-        datafs.remove_tree(datafs.join(self.data, table))  # a local root's own: everything
+        self.data_store().delete_tree(table)  # a local root's own: everything
         if self.remote:
             self._remote().delete_tree(table)
         elif self.data != self.location:
-            datafs.remove_tree(os.path.join(self.location, table))
+            LocalStore(self.location).delete_tree(table)
 
-    def _remote(self) -> AdlsStorage:
-        """One ADLS client for the whole root (shared by its tables' storages)."""
+    def _remote(self) -> ByteStore:
+        """One ADLS client for the whole root (shared by its tables' stores)."""
         with self._lock:
-            if self._remote_storage is None:
-                from diffcdc.sinks.storage.adls import AdlsStorage
-
-                self._remote_storage = AdlsStorage.from_url(self.location, **self.options)
-            return self._remote_storage
+            if self._remote_store is None:
+                self._remote_store = registry.open_store(self.location, **self.options)
+            return self._remote_store
 
     def close(self) -> None:
         with self._lock:
-            if self._remote_storage is not None:
-                self._remote_storage.close()
-                self._remote_storage = None
+            for store in (self._remote_store, self._data_store):
+                if store is not None:
+                    store.close()
+            self._remote_store = self._data_store = None
 
 
 def _data_folder(data: str) -> str:
     """``state_data`` as the state's data folder: an absolute path, or a URL of a file system
-    that both Spark and diffcdc's own reads reach (:data:`diffcdc.datafs.DATA_SCHEMES`)."""
-    if not datafs.is_url(data):
-        return os.path.abspath(datafs.local_path(data))
-    if datafs.scheme(data) not in datafs.DATA_SCHEMES or "?" in data:
+    that both Spark and diffcdc's own reads reach (:data:`diffcdc.storage.registry.DATA_SCHEMES`)."""
+    if not registry.is_url(data):
+        return os.path.abspath(registry.local_path(data))
+    if registry.scheme(data) not in registry.DATA_SCHEMES or "?" in data:
         raise ConfigError(
             f"state_data {_shown(data)!r} is not a folder diffcdc can use: executors and the "
             "driver open the state's files by local path or by a "
-            f"{' or '.join(s + '://' for s in datafs.DATA_SCHEMES)} URL",
+            f"{' or '.join(s + '://' for s in registry.DATA_SCHEMES)} URL",
             hint="give a webhdfs://namenode:port/path URL, or mount the store on the driver "
             "and every executor (Fabric /lakehouse/default/Files/..., Databricks "
             "/Volumes/...) and give that path",

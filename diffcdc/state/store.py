@@ -16,7 +16,7 @@ Layout under ``<state root>/<table>/``::
                                              (:mod:`diffcdc.state.lease`; ``.lock`` is the
                                              flock file of diffcdc before leases)
 
-Every small document goes through one :class:`~diffcdc.state.storage.base.StateStorage`, so
+Every small document goes through one :class:`~diffcdc.storage.base.ByteStore`, so
 the store needs nothing but create-if-absent, conditional replace, rename-free reads and lists
 (no ``link()``, no ``flock``). A commit record is created with ``put_if_absent``, so of two runs
 that both computed version N+1, exactly one commits; the other gets
@@ -36,7 +36,6 @@ from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
-from diffcdc import datafs
 from diffcdc.errors import ConcurrentRunError, StateError
 from diffcdc.state.commit import LEGACY_SINK_ID, READABLE_FORMATS, STATE_FORMAT, CommitRecord
 from diffcdc.state.integrity import StateManifest
@@ -52,7 +51,8 @@ from diffcdc.state.records import (
 from diffcdc.state.reports import TableReports
 from diffcdc.state.requests import TableRequests
 from diffcdc.state.root import StateRoot
-from diffcdc.state.storage.base import StateStorage
+from diffcdc.storage import paths
+from diffcdc.storage.base import ByteStore
 
 __all__ = ["Commit", "SinkMarks", "TableState", "new_run_id", "now_iso"]
 
@@ -71,13 +71,13 @@ class TableState:
     """
 
     def __init__(
-        self, root: StateRoot | str, table: str, storage: StateStorage | None = None
+        self, root: StateRoot | str, table: str, storage: ByteStore | None = None
     ) -> None:
         self.location = StateRoot.of(root)
         self.root = self.location.data
         self.table = table
-        self.dir = datafs.join(self.root, table)  # the table's data: versions/, snapshots/
-        self.versions_dir = datafs.join(self.dir, "versions")
+        self.dir = paths.join(self.root, table)  # the table's data: versions/, snapshots/
+        self.versions_dir = paths.join(self.dir, "versions")
         self.storage = storage or self.location.documents(table)
         self.reports = TableReports(self.storage)
         self.requests = TableRequests(self.storage, self.commits)
@@ -113,7 +113,7 @@ class TableState:
         """Remove empty reservations in the log: a writer killed between reserving a name and
         putting its content there (only ever called by the lease holder)."""
         removed = []
-        for name in self.storage.list("log"):
+        for name in self.storage.names("log"):
             found = self.storage.read(f"log/{name}")
             if found is not None and not found.data and not name.startswith("."):
                 self.storage.delete(f"log/{name}")
@@ -130,7 +130,7 @@ class TableState:
         times, and a table's log grows by a version every night). A repair's pointer file
         (``<v>.state.json``) may be rewritten, so it is read whenever the log lists it.
         """
-        names = self.storage.list("log")
+        names = self.storage.names("log")
         listed = set(names)
         marks: dict[str, set[str]] = {}
         for name in names:
@@ -216,14 +216,14 @@ class TableState:
         return commits[-1] if commits else None
 
     def abspath(self, relative: str) -> str:
-        return datafs.join(self.dir, relative)
+        return paths.join(self.dir, relative)
 
     # -- writing ---------------------------------------------------------------------------
 
     def new_version_dir(self, version: int, run_id: str) -> str:
         """A fresh folder for a version being computed (not yet committed)."""
-        path = datafs.join(self.versions_dir, f"{version:020d}-{run_id}")
-        datafs.makedirs(path, exist_ok=False)
+        path = paths.join(self.versions_dir, f"{version:020d}-{run_id}")
+        paths.makedirs(path, exist_ok=False)
         return path
 
     def check_lease(self) -> None:
@@ -295,5 +295,5 @@ class TableState:
             return True
         return any(
             _LOG_RE.match(name) and self.storage.exists(f"log/{name}")
-            for name in self.storage.list("log")
+            for name in self.storage.names("log")
         )

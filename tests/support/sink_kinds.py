@@ -88,7 +88,7 @@ def _dfs_entry(root: str, servers: dict[str, Any]) -> dict[str, Any]:
 
 
 def _dfs_once(state: TableState, sink_id: str, servers: dict[str, Any]) -> None:
-    from diffcdc.sinks.storage.base import open_landing
+    from diffcdc.sinks.openmirroring.landing import open_landing
 
     manifest = state.head().record.sinks[sink_id].manifest
     server = servers["dfs"]
@@ -172,21 +172,23 @@ def _landing_tamper(storage: Any, manifest: dict[str, Any], how: str) -> None:
         return
     import tempfile
 
+    from diffcdc.sinks.openmirroring.landing import put_staged
+
     with tempfile.NamedTemporaryFile(suffix=".parquet") as foreign:
         foreign.write(b"another publisher's file")
         foreign.flush()
-        storage.put_if_absent(foreign.name, f"{folder}/{manifest['sequence']['next']:020d}.parquet")
+        put_staged(storage, foreign.name, f"{folder}/{manifest['sequence']['next']:020d}.parquet")
 
 
 def _local_tamper(state: TableState, sink_id: str, servers: dict[str, Any], how: str) -> None:
-    from diffcdc.sinks.storage.local import LocalStorage
+    from diffcdc.storage.local import LocalStore
 
     manifest = state.head().record.sinks[sink_id].manifest
-    _landing_tamper(LocalStorage(manifest["landing"]), manifest, how)
+    _landing_tamper(LocalStore(manifest["landing"]), manifest, how)
 
 
 def _dfs_tamper(state: TableState, sink_id: str, servers: dict[str, Any], how: str) -> None:
-    from diffcdc.sinks.storage.base import open_landing
+    from diffcdc.sinks.openmirroring.landing import open_landing
 
     manifest = state.head().record.sinks[sink_id].manifest
     storage = open_landing(manifest["landing"], account_key=servers["dfs"].account_key)

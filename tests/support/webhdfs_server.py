@@ -215,8 +215,13 @@ def _create(h: _Handler, path: str, local: str, q: dict[str, str], body: bytes) 
     if "datanode" not in q:
         return h._redirect(path, q)
     os.makedirs(os.path.dirname(local), exist_ok=True)
-    with open(local, "wb") as handle:
-        handle.write(body)
+    overwrite = q.get("overwrite", "false").lower() == "true"
+    try:  # the namenode decides again when the datanode creates it: exclusive, as in HDFS
+        with open(local, "wb" if overwrite else "xb") as handle:
+            handle.write(body)
+    except FileExistsError:
+        return h._send(*_remote(403, "FileAlreadyExistsException",
+                                "org.apache.hadoop.fs.FileAlreadyExistsException", path))
     h._send(201, headers=(("Location", f"hdfs://127.0.0.1{path}"),))
 
 

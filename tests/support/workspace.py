@@ -17,7 +17,7 @@ from diffcdc.core.quality_config import QualityConfig
 from diffcdc.engine.run import RunOptions, RunRequest, run_table
 from diffcdc.sinks.openmirroring.contract import table_folder
 from diffcdc.sinks.openmirroring.replay import replay
-from diffcdc.sinks.storage.local import LocalStorage
+from diffcdc.storage.local import LocalStore
 
 UTC = dt.timezone.utc
 #: Gate settings that accept any change volume: for tests about the diff, not the gate.
@@ -65,7 +65,7 @@ class Workspace:
         return pq.read_table(os.path.join(self.folder, name)).to_pylist()
 
     def mirror(self, upto: int | None = None):
-        return replay(LocalStorage(self.landing), table_folder(self.table.name, self.table.schema_name), upto)
+        return replay(LocalStore(self.landing), table_folder(self.table.name, self.table.schema_name), upto)
 
     def assert_mirror_equals(self, spark: Any, snapshot_id: str, upto: int | None = None, ignore=()) -> None:
         from diffcdc.sinks.openmirroring.rows import to_landing_columns

@@ -27,7 +27,6 @@ from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from deltalake.exceptions import DeltaError, TableNotFoundError
 from pyspark.sql import SparkSession
 
-from diffcdc import datafs
 from diffcdc.core.changeset import OP, OP_DELETE, OP_INSERT, OP_UPDATE
 from diffcdc.core.compare import Replayed
 from diffcdc.core.sql import quote
@@ -36,6 +35,7 @@ from diffcdc.faults import crash_point
 from diffcdc.sinks.base import ChangeSet, Sink, SinkHistory, SinkTable
 from diffcdc.sinks.delta.config import DeltaSinkConfig
 from diffcdc.sinks.delta.feed import append_changelog, plain_types
+from diffcdc.storage import paths
 
 CDF = {"delta.enableChangeDataFeed": "true"}
 CHANGE_COLUMNS = ("_change_type", "_commit_version", "_commit_timestamp")
@@ -216,7 +216,7 @@ class DeltaSink(Sink):
     @staticmethod
     def _staged(staged: str) -> pa.Table:
         """The change set a version staged for this sink."""
-        filesystem, path = datafs.arrow_source(staged)
+        filesystem, path = paths.arrow_source(staged)
         return ds.dataset(path, filesystem=filesystem, format="parquet").to_table()
 
     def _merge(

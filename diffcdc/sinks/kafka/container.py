@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from diffcdc import datafs
+from diffcdc.storage import paths
 
 MAGIC = b"Obj\x01"
 #: Room left in a body for the block's record count and byte size (two varints) and sync marker.
@@ -112,10 +112,10 @@ class MessageWriter:
         """Write the pending records as one container file (nothing when none are pending)."""
         if not self._records:
             return
-        path = datafs.join(self.folder, f"{uuid.uuid4().hex}.avro")
+        path = paths.join(self.folder, f"{uuid.uuid4().hex}.avro")
         block_head = zigzag_varint(self._records) + zigzag_varint(self._bytes)
         body = b"".join((self.header, block_head, *self._chunks, self.sync))
-        datafs.write_bytes(path, body)
+        paths.write_bytes(path, body)
         sha256 = hashlib.sha256(body).hexdigest()
         self.written.append(WrittenBody(path, self._records, len(body), sha256))
         self._chunks, self._records, self._bytes = [], 0, 0

@@ -26,11 +26,11 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from diffcdc import datafs
 from diffcdc.errors import PublishConflict, StateError
 from diffcdc.faults import ENV as CRASH_ENV
 from diffcdc.faults import crash_point
 from diffcdc.sinks.kafka.client import KafkaClients, header_map
+from diffcdc.storage import paths
 
 H_TABLE = "diffcdc-table"
 H_VERSION = "diffcdc-version"
@@ -99,9 +99,9 @@ def published_parts(
 
 
 def _read_part(staging_dir: str, part: dict[str, Any], table: str) -> bytes:
-    path = datafs.join(staging_dir, part["file"])
+    path = paths.join(staging_dir, part["file"])
     try:
-        body = datafs.read_bytes(path)
+        body = paths.read_bytes(path)
     except OSError:
         body = b""
     if hashlib.sha256(body).hexdigest() != part["sha256"]:

@@ -19,14 +19,14 @@ import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from diffcdc import datafs
 from diffcdc.errors import StateError
 from diffcdc.sinks.base import ChangeSet
 from diffcdc.sinks.kafka.binary import FieldPlan, encode_batch
 from diffcdc.sinks.kafka.container import MessageWriter, container_header, sync_marker
 from diffcdc.sinks.kafka.errors import MessageTooLarge
 from diffcdc.sinks.kafka.schema import AvroLayout, to_publish_frame
-from diffcdc.staged_files import HadoopFolder, on_executors, on_nodes
+from diffcdc.staged_files import StagedFolder, on_executors
+from diffcdc.storage import paths
 
 SCRATCH = "_encoding"
 
@@ -44,7 +44,7 @@ def _encoder(
 
         for index, path in files:
             writer = MessageWriter(folder, header, sync, max_records, max_bytes)
-            with datafs.open_read(path) as handle:
+            with paths.open_read(path) as handle:
                 for batch in pq.ParquetFile(handle).iter_batches(batch_size=BATCH_ROWS):
                     if batch.num_rows:
                         writer.add(*encode_batch(list(batch.columns), plans))
@@ -77,23 +77,24 @@ def stage_parts(
     table = changes.table.name
     frame = to_publish_frame(changes.frame, layout)
     spark = frame.sparkSession
-    scratch = HadoopFolder(spark, os.path.join(staging_dir, SCRATCH), table=table)
+    # refused here, before anything is written, when no node reaches the folder
+    scratch = StagedFolder(spark, os.path.join(staging_dir, SCRATCH), table=table)
     scratch.delete()
-    scratch_local = _scratch_on_nodes(scratch, table)  # refused before anything is written
+    scratch.mkdirs()  # pyarrow and the encoder write there
     rows_dir = os.path.join(staging_dir, SCRATCH, "rows")
     frame.write.mode("errorifexists").options(**SCRATCH_PARQUET).parquet(rows_dir)
     sync = sync_marker(table, changes.version)
     header = container_header(layout.schema, layout.columns, sync)
-    encode = _encoder(scratch_local, header, sync, layout.plans, max_records, max_bytes)
-    found = HadoopFolder(spark, rows_dir, table=table).data_files()  # no Spark job to list
-    files = [f.on_nodes(table, "encoder input") for f in found]
+    encode = _encoder(scratch.folder, header, sync, layout.plans, max_records, max_bytes)
+    found = StagedFolder(spark, rows_dir, table=table).data_files()  # no Spark job to list
+    files = [f.path for f in found]
     size = sum(f.size for f in found)
     done = on_executors(spark, list(enumerate(files)), encode, input_bytes=size)
     rows = [
         dict(zip(("index", "path", "records", "bytes", "sha256"), r))
         for r in sorted(done, key=lambda r: (r[0], r[1]))
     ]
-    staged = HadoopFolder(spark, staging_dir, table=table)
+    staged = StagedFolder(spark, staging_dir, table=table)
     parts: list[dict[str, Any]] = []
     for number, row in enumerate(rows, start=1):
         if row["bytes"] > max_bytes:
@@ -119,8 +120,3 @@ def stage_parts(
         )
     return parts
 
-
-def _scratch_on_nodes(scratch: HadoopFolder, table: str) -> str:
-    """The scratch folder as a path every node opens (pyarrow and the encoder write there)."""
-    scratch.mkdirs()
-    return on_nodes(scratch.local, scratch.folder, table, "the Kafka encoding folder")

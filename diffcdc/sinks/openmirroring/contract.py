@@ -6,7 +6,7 @@ the landing contract is beside it: :mod:`~diffcdc.sinks.openmirroring.rows` (wha
 a data file hold), :mod:`~diffcdc.sinks.openmirroring.staging` (a change set staged as
 final-named files) and :mod:`~diffcdc.sinks.openmirroring.metadata` (``_metadata.json`` and
 ``_partnerEvents.json``). They know the landing contract; the
-:class:`~diffcdc.sinks.storage.base.LandingStorage` they go through knows only bytes.
+:class:`~diffcdc.storage.base.ByteStore` they go through knows only bytes.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from diffcdc.errors import LandingZoneMismatch
-from diffcdc.sinks.storage.base import LandingStorage, join
+from diffcdc.storage.base import ByteStore, join
 
 #: Folders the mirroring service moves processed files into (inside the table folder).
 CLEANUP_FOLDERS = ("_ProcessedFiles", "_FilesReadyToDelete")
@@ -32,16 +32,16 @@ def data_file_name(sequence: int, extension: str = "parquet") -> str:
     return f"{sequence:020d}.{extension}"
 
 
-def sequence_numbers(storage: LandingStorage, folder: str) -> dict[int, str]:
+def sequence_numbers(storage: ByteStore, folder: str) -> dict[int, str]:
     """Every sequence-named file of a table: number → where it is (folder relative path)."""
     return {n: path for n, (path, _) in _sequence_files(storage, folder).items()}
 
 
-def _sequence_files(storage: LandingStorage, folder: str) -> dict[int, tuple[str, int]]:
+def _sequence_files(storage: ByteStore, folder: str) -> dict[int, tuple[str, int]]:
     found: dict[int, tuple[str, int]] = {}
     for sub in ("", *CLEANUP_FOLDERS):
         where = join(folder, sub)
-        for info in storage.list_dir(where):
+        for info in storage.list(where):
             match = _SEQ_RE.match(info.name)
             if match:
                 found[int(match.group(1))] = (join(where, info.name), info.size)
@@ -57,14 +57,14 @@ def known_files(manifests: Sequence[dict[str, Any]]) -> dict[int, tuple[str, int
     return out
 
 
-def last_data_mtime(storage: LandingStorage, folder: str) -> float:
+def last_data_mtime(storage: ByteStore, folder: str) -> float:
     """The newest modification time of a data file in the table folder (0 when none)."""
-    times = [i.mtime for i in storage.list_dir(folder) if _SEQ_RE.match(i.name)]
+    times = [i.mtime for i in storage.list(folder) if _SEQ_RE.match(i.name)]
     return max(times, default=0.0)
 
 
 def check_continuation(
-    storage: LandingStorage,
+    storage: ByteStore,
     folder: str,
     *,
     table: str,

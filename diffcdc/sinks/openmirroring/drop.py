@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from diffcdc.sinks.openmirroring import landing
 from diffcdc.sinks.openmirroring.config import OpenMirroringSinkConfig
 from diffcdc.sinks.openmirroring.contract import table_folder
-from diffcdc.sinks.storage.base import open_landing
 from diffcdc.sinks.table import SinkTable
 
 
@@ -22,11 +22,11 @@ def drop_target(config: OpenMirroringSinkConfig, table: SinkTable) -> str:
 def drop_folder(config: OpenMirroringSinkConfig, table: SinkTable, say: Callable[[str], None]) -> str:
     """Delete the table's folder and wait until it is gone; returns where it was."""
     folder = table_folder(table.name, table.schema_name)
-    storage = open_landing(config.landing, **config.landing_options)
+    storage = landing.open_landing(config.landing, **config.landing_options)
     try:
         where = f"{storage.describe()}/{folder}"
         say(f"deleting {where} and waiting until it is gone")
-        storage.drop_folder(folder, config.drop_timeout)
+        landing.drop_folder(storage, folder, config.drop_timeout)
         return where
     finally:
         storage.close()

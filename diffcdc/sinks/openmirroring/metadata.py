@@ -13,10 +13,11 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from diffcdc import datafs
 from diffcdc.errors import LandingZoneMismatch
+from diffcdc.sinks.openmirroring.landing import PublishItem, file_sha256, put_staged, read_file
 from diffcdc.sinks.openmirroring.text import TextFormat
-from diffcdc.sinks.storage.base import LandingStorage, PublishItem, file_sha256, join
+from diffcdc.storage import paths
+from diffcdc.storage.base import ByteStore, join
 
 METADATA_FILE = "_metadata.json"
 PARTNER_EVENTS_FILE = "_partnerEvents.json"
@@ -52,13 +53,13 @@ def metadata_document(
 
 def metadata_item(staging_dir: str, folder: str, document: dict[str, Any]) -> PublishItem:
     """Stage ``_metadata.json`` for publishing."""
-    path = datafs.join(staging_dir, METADATA_FILE)
-    datafs.write_bytes(path, json.dumps(document, indent=2).encode("utf-8"))
-    return PublishItem(path, join(folder, METADATA_FILE), file_sha256(path), datafs.size(path))
+    path = paths.join(staging_dir, METADATA_FILE)
+    paths.write_bytes(path, json.dumps(document, indent=2).encode("utf-8"))
+    return PublishItem(path, join(folder, METADATA_FILE), file_sha256(path), paths.size(path))
 
 
 def check_published_metadata(
-    storage: LandingStorage, folder: str, manifest: dict[str, Any], table: str
+    storage: ByteStore, folder: str, manifest: dict[str, Any], table: str
 ) -> None:
     """Before a commit: the table's ``_metadata.json`` is still the one we published.
 
@@ -81,25 +82,25 @@ def check_published_metadata(
         )
 
 
-def _published_json(storage: LandingStorage, path: str) -> Any:
+def _published_json(storage: ByteStore, path: str) -> Any:
     """The JSON document at ``path`` in the landing zone; None when it is not valid JSON (it
     then differs from anything this engine wrote)."""
     try:
-        return json.loads(storage.read_bytes(path))
+        return json.loads(read_file(storage, path))
     except ValueError:
         return None
 
 
-def publish_metadata(storage: LandingStorage, item: PublishItem, table: str) -> None:
+def publish_metadata(storage: ByteStore, item: PublishItem, table: str) -> None:
     """Put ``_metadata.json`` in place, or check that the one in place agrees with ours."""
     if storage.stat(item.target) is None:
         try:
-            storage.put_if_absent(item.local_path, item.target)
+            put_staged(storage, item.local_path, item.target)
             return
         except FileExistsError:
             pass
     try:
-        existing = json.loads(storage.read_bytes(item.target))
+        existing = json.loads(read_file(storage, item.target))
     except ValueError:
         raise LandingZoneMismatch(
             "_metadata.json in the landing zone is not valid JSON",
@@ -107,7 +108,7 @@ def publish_metadata(storage: LandingStorage, item: PublishItem, table: str) -> 
             path=item.target,
             hint="fix or remove it (diffcdc reload re-creates the table)",
         ) from None
-    ours = json.loads(datafs.read_bytes(item.local_path).decode("utf-8"))
+    ours = json.loads(paths.read_bytes(item.local_path).decode("utf-8"))
     if existing.get("keyColumns") != ours.get("keyColumns"):
         raise LandingZoneMismatch(
             f"keyColumns in the landing zone are {existing.get('keyColumns')}, this table has "
@@ -128,19 +129,19 @@ def publish_metadata(storage: LandingStorage, item: PublishItem, table: str) -> 
 
 
 def ensure_partner_events(
-    storage: LandingStorage, document: dict[str, Any], staging_dir: str, table: str
+    storage: ByteStore, document: dict[str, Any], staging_dir: str, table: str
 ) -> bool:
     """Write ``_partnerEvents.json`` at the landing root once; refuse a different one.
 
     Returns True when this call created it. The spec asks for one ``partnerName`` everywhere,
     so a file with other content is an error, never overwritten.
     """
-    datafs.makedirs(staging_dir)
-    path = datafs.join(staging_dir, PARTNER_EVENTS_FILE)
-    datafs.write_bytes(path, json.dumps(document, indent=2).encode("utf-8"))
+    paths.makedirs(staging_dir)
+    path = paths.join(staging_dir, PARTNER_EVENTS_FILE)
+    paths.write_bytes(path, json.dumps(document, indent=2).encode("utf-8"))
     if storage.stat(PARTNER_EVENTS_FILE) is None:
         try:
-            storage.put_if_absent(path, PARTNER_EVENTS_FILE)
+            put_staged(storage, path, PARTNER_EVENTS_FILE)
             return True
         except FileExistsError:
             pass

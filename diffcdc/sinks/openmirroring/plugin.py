@@ -102,8 +102,9 @@ def _drop(config: OpenMirroringSinkConfig, table: SinkTable, say: Callable[[str]
 def _published_output(config: OpenMirroringSinkConfig, table: SinkTable) -> str | None:
     """Where the table's folder already holds ``_metadata.json``."""
     from diffcdc.sinks.openmirroring.contract import table_folder
+    from diffcdc.sinks.openmirroring.landing import open_landing
     from diffcdc.sinks.openmirroring.metadata import METADATA_FILE
-    from diffcdc.sinks.storage.base import join, open_landing
+    from diffcdc.storage.base import join
 
     try:
         storage = open_landing(config.landing, **config.landing_options)

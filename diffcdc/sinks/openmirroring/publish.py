@@ -10,30 +10,37 @@ from __future__ import annotations
 
 from typing import Any
 
-from diffcdc import datafs
 from diffcdc.errors import StateError
 from diffcdc.faults import crash_point
 from diffcdc.sinks.openmirroring.contract import check_continuation, last_data_mtime
+from diffcdc.sinks.openmirroring.landing import (
+    PublishItem,
+    drop_folder,
+    publish_files,
+    publish_time_ordered,
+    remove_temp_files,
+)
 from diffcdc.sinks.openmirroring.metadata import (
     metadata_document,
     metadata_item,
     publish_metadata,
 )
-from diffcdc.sinks.storage.base import LandingStorage, PublishItem, join
+from diffcdc.storage import paths
+from diffcdc.storage.base import ByteStore, join
 
 #: Marks a sink keeps per version in state: ``has(version, what)`` / ``put(version, what)``.
 Marks = Any
 
 
 def staged_items(
-    storage: LandingStorage, manifest: dict[str, Any], staging_dir: str, table: str, version: int
+    storage: ByteStore, manifest: dict[str, Any], staging_dir: str, table: str, version: int
 ) -> list[PublishItem]:
     """The manifest's data files as publish items; refuses a staged file that is gone."""
     folder = manifest["landing_folder"]
     items = []
     for f in manifest["files"]:
-        local = datafs.join(staging_dir, "landing", f["name"])
-        if not datafs.exists(local) and storage.stat(join(folder, f["name"])) is None:
+        local = paths.join(staging_dir, "landing", f["name"])
+        if not paths.exists(local) and storage.stat(join(folder, f["name"])) is None:
             raise StateError(
                 f"staged file {f['name']} of committed version {version} is missing",
                 table=table,
@@ -45,7 +52,7 @@ def staged_items(
 
 
 def publish_batch(
-    storage: LandingStorage,
+    storage: ByteStore,
     marks: Marks,
     *,
     table: str,
@@ -62,13 +69,13 @@ def publish_batch(
     last re-created) to their names and sizes.
     """
     folder = manifest["landing_folder"]
-    storage.remove_temp_files(folder)
+    remove_temp_files(storage, folder)
     items = staged_items(storage, manifest, staging_dir, table, version)
     if manifest.get("recreate") and not marks.has(version, "dropped"):
         # Re-creating: the old table folder goes first, and is really gone before anything of
         # the new load appears (a new folder ETag makes the service rebuild the table). Done
         # once per version; a crash before the mark just drops (our own new files) again.
-        storage.drop_folder(folder, float(manifest.get("drop_timeout") or 300))
+        drop_folder(storage, folder, float(manifest.get("drop_timeout") or 300))
         marks.put(version, "dropped")
     check_continuation(
         storage,
@@ -90,7 +97,7 @@ def publish_batch(
     if document.get("fileDetectionStrategy"):
         # LastUpdateTimeFileDetection: the service reads files by modification time.
         after = last_data_mtime(storage, folder)
-        created = storage.publish_time_ordered(items, after, on_published=after_each)
+        created = publish_time_ordered(storage, items, after, on_published=after_each)
     else:
-        created = storage.publish_files(items, on_published=after_each)
+        created = publish_files(storage, items, on_published=after_each)
     return created

@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 from diffcdc.core.compare import Replayed, norm_value
 from diffcdc.errors import LandingZoneMismatch
 from diffcdc.sinks.openmirroring.contract import sequence_numbers
+from diffcdc.sinks.openmirroring.landing import read_file
 from diffcdc.sinks.openmirroring.metadata import METADATA_FILE
 from diffcdc.sinks.openmirroring.rows import (
     MARKER_DELETE,
@@ -31,7 +32,7 @@ from diffcdc.sinks.openmirroring.rows import (
     ROW_MARKER,
 )
 from diffcdc.sinks.openmirroring.text_read import coerce, read_text_file
-from diffcdc.sinks.storage.base import LandingStorage, join
+from diffcdc.storage.base import ByteStore, join
 
 
 @dataclass
@@ -77,7 +78,7 @@ class MirrorTable:
         )
 
 
-def replay(storage: LandingStorage, folder: str, upto: int | None = None) -> MirrorTable:
+def replay(storage: ByteStore, folder: str, upto: int | None = None) -> MirrorTable:
     """Apply every landing file of a table in order (only files numbered ``<= upto``)."""
     meta_bytes = _read(storage, join(folder, METADATA_FILE))
     meta = json.loads(meta_bytes)
@@ -120,8 +121,8 @@ def replay(storage: LandingStorage, folder: str, upto: int | None = None) -> Mir
     return table
 
 
-def _read(storage: LandingStorage, path: str) -> bytes:
+def _read(storage: ByteStore, path: str) -> bytes:
     try:
-        return storage.read_bytes(path)
+        return read_file(storage, path)
     except (FileNotFoundError, OSError) as exc:
         raise LandingZoneMismatch(f"cannot read {path}: {exc}", path=path) from None

@@ -15,12 +15,12 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
-from diffcdc import datafs
 from diffcdc.core.compare import Replayed
 from diffcdc.errors import PublishConflict, StateError, TargetMismatch
 from diffcdc.sinks.base import ChangeSet, Sink, SinkHistory, SinkTable
 from diffcdc.sinks.openmirroring.config import OpenMirroringSinkConfig
 from diffcdc.sinks.openmirroring.contract import check_continuation, known_files, table_folder
+from diffcdc.sinks.openmirroring.landing import open_landing, remove_temp_files
 from diffcdc.sinks.openmirroring.metadata import (
     check_published_metadata,
     ensure_partner_events,
@@ -31,8 +31,9 @@ from diffcdc.sinks.openmirroring.publish import Marks, publish_batch
 from diffcdc.sinks.openmirroring.replay import replay
 from diffcdc.sinks.openmirroring.rows import ROW_MARKER, landing_changes, to_landing_columns
 from diffcdc.sinks.openmirroring.staging import stage_parquet_files
-from diffcdc.sinks.storage.base import LandingStorage, open_landing
-from diffcdc.staged_files import HadoopFolder
+from diffcdc.staged_files import StagedFolder
+from diffcdc.storage import paths
+from diffcdc.storage.base import ByteStore
 
 #: Change sets up to this many rows are sorted in one task (no range-partitioning sample pass).
 SINGLE_TASK_SORT_ROWS = 1_000_000
@@ -50,7 +51,7 @@ class OpenMirroringSink(Sink):
         table: SinkTable,
         config: OpenMirroringSinkConfig,
         marks: Marks,
-        storage: LandingStorage | None = None,
+        storage: ByteStore | None = None,
     ) -> None:
         super().__init__(sink_id, table)
         self.config = config
@@ -59,7 +60,7 @@ class OpenMirroringSink(Sink):
         self._storage = storage
 
     @property
-    def storage(self) -> LandingStorage:
+    def storage(self) -> ByteStore:
         if self._storage is None:
             self._storage = open_landing(self.config.landing, **self.config.landing_options)
         return self._storage
@@ -73,7 +74,7 @@ class OpenMirroringSink(Sink):
 
     def prepare(self, staging_dir: str) -> None:
         """Start of a run (under the table's lock): remove our debris, place partner events."""
-        self.storage.remove_temp_files(self.folder)
+        remove_temp_files(self.storage, self.folder)
         if self.config.partner is not None:
             ensure_partner_events(
                 self.storage, self.config.partner.document(), staging_dir, self.table.name
@@ -108,7 +109,7 @@ class OpenMirroringSink(Sink):
         return text_schema_problem(self.config, schema, last[1] if last else None)
 
     def stage(self, changes: ChangeSet, staging_dir: str, history: SinkHistory) -> dict[str, Any]:
-        datafs.makedirs(staging_dir)
+        paths.makedirs(staging_dir)
         last = None if changes.initial else history.last
         previous = last[1] if last else None
         keys = list(self.table.keys)
@@ -132,18 +133,18 @@ class OpenMirroringSink(Sink):
                 upsert=self.config.upsert_default,
                 single_partition=changes.rows <= SINGLE_TASK_SORT_ROWS,
             )
-            raw = datafs.join(staging_dir, "raw")
+            raw = paths.join(staging_dir, "raw")
             files = stage_parquet_files(
                 ordered,
                 raw,
-                datafs.join(staging_dir, "landing"),
+                paths.join(staging_dir, "landing"),
                 codec=self.config.landing_codec,
                 max_rows_per_file=self.config.max_rows_per_file,
                 first_sequence=first,
                 text=plan.text,
                 table=self.table.name,
             )
-            HadoopFolder(changes.frame.sparkSession, raw, table=self.table.name).delete()
+            StagedFolder(changes.frame.sparkSession, raw, table=self.table.name).delete()
             if sum(f.rows for f in files) != changes.rows:
                 raise StateError(
                     f"staged {sum(f.rows for f in files)} change rows, expected {changes.rows}",

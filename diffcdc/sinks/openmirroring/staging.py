@@ -17,12 +17,12 @@ from typing import Any
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
 
-from diffcdc import datafs
 from diffcdc.sinks.openmirroring.contract import data_file_name
+from diffcdc.sinks.openmirroring.landing import file_sha256
 from diffcdc.sinks.openmirroring.text import TextFormat
 from diffcdc.sinks.openmirroring.text_encode import write_text_file
-from diffcdc.sinks.storage.base import file_sha256
-from diffcdc.staged_files import HadoopFolder, on_executors
+from diffcdc.staged_files import StagedFolder, on_executors
+from diffcdc.storage import paths
 
 _PART_RE = re.compile(r"^part-(\d+)-.*?-c(\d+)(\..*)?$")
 
@@ -61,8 +61,8 @@ def stage_parquet_files(
     """Write an ordered change set with Spark and give the files their sequence names.
 
     Spark writes the (globally sorted) DataFrame as part files; their order (task number, then
-    file counter) is the row order. The part files are found and renamed through Hadoop
-    (:mod:`diffcdc.staged_files`); their rows, size and SHA-256 are read by executors, one
+    file counter) is the row order. The part files are found and renamed on the file system
+    Spark wrote them to (:mod:`diffcdc.staged_files`); their rows, size and SHA-256 are read by executors, one
     task per file. Empty part files are dropped: the landing zone must never see an empty
     file. With ``text``, every Parquet part becomes one delimited text file (written
     deterministically by :mod:`diffcdc.sinks.openmirroring.text`, compressed with ``codec``), on
@@ -76,17 +76,17 @@ def stage_parquet_files(
         .parquet(raw_dir)
     )
     spark = changes.sparkSession
-    raw = HadoopFolder(spark, raw_dir, table=table)
+    raw = StagedFolder(spark, raw_dir, table=table)
     parts = []
     for part in raw.files():
         match = _PART_RE.match(part.name)
         if match and part.name.endswith(".parquet"):
             parts.append(((int(match.group(1)), int(match.group(2))), part))
     parts.sort(key=lambda p: p[0])
-    tasks = [(index, part.on_nodes(table, "staged part")) for index, (_, part) in enumerate(parts)]
+    tasks = [(index, part.path) for index, (_, part) in enumerate(parts)]
     size = sum(part.size for _, part in parts)
     facts = sorted(on_executors(spark, tasks, _part_facts(text, codec), input_bytes=size))
-    out = HadoopFolder(spark, out_dir, table=table)
+    out = StagedFolder(spark, out_dir, table=table)
     out.mkdirs()
     staged = []
     sequence = first_sequence
@@ -112,7 +112,7 @@ def _part_facts(
 
     def facts(parts: Iterator[tuple[int, str]]) -> Iterator[tuple[int, int, int, str]]:
         for index, path in parts:
-            with datafs.open_read(path) as handle:
+            with paths.open_read(path) as handle:
                 rows = pq.ParquetFile(handle).metadata.num_rows
             if rows == 0:
                 yield index, 0, 0, ""
@@ -124,8 +124,8 @@ def _part_facts(
                 target = path + _TEXT_SUFFIX
                 attempt = f"{target}.{uuid.uuid4().hex}"
                 write_text_file(path, attempt, text, codec)
-                datafs.move(attempt, target)
-            yield index, rows, datafs.size(target), file_sha256(target)
+                paths.move(attempt, target)
+            yield index, rows, paths.size(target), file_sha256(target)
 
     return facts
 

@@ -24,10 +24,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from diffcdc import datafs
 from diffcdc.errors import InputRefused
 from diffcdc.sinks.openmirroring.text import TextFormat
 from diffcdc.sinks.openmirroring.text_codecs import compress
+from diffcdc.storage import paths
 
 _TEXT = pa.large_string()  # 64-bit offsets: one file's text may pass 2 GiB
 
@@ -39,9 +39,9 @@ def _char_class(chars: str) -> str:
 
 def write_text_file(part: str, target: str, fmt: TextFormat, codec: str) -> None:
     """Convert one staged Parquet part into a text landing file."""
-    with datafs.open_read(part) as handle:
+    with paths.open_read(part) as handle:
         data = encode_table(fmt, pq.read_table(handle))
-    datafs.write_bytes(target, compress(data, codec))
+    paths.write_bytes(target, compress(data, codec))
 
 
 def encode_table(fmt: TextFormat, table: pa.Table) -> bytes:

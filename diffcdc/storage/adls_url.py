@@ -1,6 +1,6 @@
 """Where an ADLS Gen2 / OneLake landing root lives, parsed from its URL (no secret kept).
 
-The accepted URL forms are described in :mod:`diffcdc.sinks.storage.adls`.
+The accepted URL forms are described in :mod:`diffcdc.storage.adls`.
 """
 
 from __future__ import annotations

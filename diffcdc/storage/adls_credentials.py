@@ -23,8 +23,8 @@ from typing import Any
 from azure.core.credentials import AzureNamedKeyCredential
 
 from diffcdc.errors import ConfigError
-from diffcdc.sinks.storage.adls_transport import SCRUB
-from diffcdc.sinks.storage.adls_url import AdlsLocation
+from diffcdc.storage.adls_transport import SCRUB
+from diffcdc.storage.adls_url import AdlsLocation
 
 ENV_ACCOUNT_KEY = ("AZURE_STORAGE_ACCOUNT_KEY", "AZURE_STORAGE_KEY")
 ENV_SAS_TOKEN = "AZURE_STORAGE_SAS_TOKEN"

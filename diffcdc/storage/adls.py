@@ -1,13 +1,13 @@
-"""A landing zone in OneLake or any ADLS Gen2 account, over ``azure-storage-file-datalake``.
+"""A store in OneLake or any ADLS Gen2 account, over ``azure-storage-file-datalake``.
 
-Accepted roots (``open_landing`` sends every ``abfss://``, ``abfs://``, ``https://`` and
-``http://`` root here):
+Accepted roots (:func:`diffcdc.storage.registry.open_store` sends every ``abfss://``,
+``abfs://``, ``https://`` and ``http://`` root here):
 
 * ``https://onelake.dfs.fabric.microsoft.com/<workspace>/<item>/Files/LandingZone`` and
   ``https://<account>.dfs.core.windows.net/<filesystem>/<path>`` — *host style*: the host names
   the account (any host containing ``.dfs.`` or ``.blob.``; a ``.blob.`` host is switched to its
   ``.dfs.`` twin), the first path segment is the filesystem (the workspace on OneLake), the rest
-  is the landing root inside it.
+  is the root inside it.
 * ``abfss://<filesystem>@<host>/<path>`` (``abfs://`` too; both go over https).
 * any other ``http(s)://<host[:port]>/<account>/<filesystem>/<path>`` — *path style*, the
   emulator convention (Azurite, the loopback DFS server of the tests, a proxy): the first path
@@ -17,10 +17,10 @@ A ``?<SAS token>`` on the URL is taken as the SAS credential and never shown.
 
 Credentials (options ``credential``, ``account_key``, ``sas_token``, ``account_key_env``,
 ``sas_token_env``, else the environment, else ``DefaultAzureCredential``) are resolved as
-:mod:`diffcdc.sinks.storage.adls_credentials` describes.
+:mod:`diffcdc.storage.adls_credentials` describes.
 
-Other options: ``max_workers`` (parallel uploads in :meth:`AdlsStorage.publish_files`, default
-4), ``chunk_size`` (bytes per append and per ranged read, default 4 MiB), ``retry_total``
+Other options: ``max_workers`` (parallel uploads of an ordered publish, default 4),
+``chunk_size`` (bytes per append and per ranged read, default 4 MiB), ``retry_total``
 (retries per request, default 5), ``retry_backoff`` / ``retry_backoff_max`` (seconds, default
 1 and 30), ``connection_timeout`` / ``read_timeout`` (seconds, default 20 and 60),
 ``connection_verify`` (``True``, ``False`` or a CA bundle path), ``list_page_size`` (entries per
@@ -32,28 +32,32 @@ retry is logged on ``diffcdc.sinks.storage.adls`` at WARNING. Secrets never reac
 ``repr()``, error messages or log records (SAS query strings are scrubbed from the SDK's and
 urllib3's records too).
 
-Uploads, the atomic rename and ordered publishing are in
-:mod:`diffcdc.sinks.storage.adls_publish`; this module opens the storage and reads, lists and
-deletes.
+Every write uploads to a ``_``-prefixed temporary name beside its target and renames it into
+place with a condition on the destination, so a file appears complete or not at all:
+``If-None-Match: *`` for a rename without overwrite (exactly one writer of a commit record or
+landing file wins), ``If-Match: <ETag read before>`` for ``replace_if`` (exactly one lease
+taker wins), none for ``put`` (reports, requests).
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any
+import tempfile
+from collections.abc import Iterator
+from typing import IO, Any
 
-from azure.core.exceptions import AzureError, ResourceNotFoundError
+from azure.core import MatchConditions
+from azure.core.exceptions import AzureError, HttpResponseError, ResourceNotFoundError
 from azure.storage.filedatalake import FileSystemClient
 
 from diffcdc.errors import ConfigError, StorageError
-from diffcdc.sinks.storage.adls_credentials import (
+from diffcdc.storage.adls_credentials import (
     ENV_OPTIONS,
     SECRET_OPTIONS,
     fill_secret_options,
     resolve_credential,
 )
-from diffcdc.sinks.storage.adls_publish import AdlsPublishing
-from diffcdc.sinks.storage.adls_transport import (
+from diffcdc.storage.adls_transport import (
     LOGGER,
     SCRUB,
     BoundedRetry,
@@ -61,10 +65,10 @@ from diffcdc.sinks.storage.adls_transport import (
     install_log_filter,
     storage_error,
 )
-from diffcdc.sinks.storage.adls_url import AdlsLocation, parse_adls_url
-from diffcdc.sinks.storage.base import FileInfo, join
+from diffcdc.storage.adls_url import AdlsLocation, parse_adls_url
+from diffcdc.storage.base import ByteStore, FileInfo, Tagged, join, temp_beside
 
-__all__ = ["AdlsLocation", "AdlsStorage", "BoundedRetry", "parse_adls_url"]
+__all__ = ["AdlsLocation", "AdlsStore", "BoundedRetry", "parse_adls_url"]
 
 log = logging.getLogger(LOGGER)
 
@@ -81,8 +85,8 @@ _DEFAULTS: dict[str, Any] = {
 }
 
 
-class AdlsStorage(AdlsPublishing):
-    """A landing root in an ADLS Gen2 filesystem or OneLake item (see the module docstring)."""
+class AdlsStore(ByteStore):
+    """A folder in an ADLS Gen2 filesystem or OneLake item (see the module docstring)."""
 
     def __init__(
         self,
@@ -111,7 +115,7 @@ class AdlsStorage(AdlsPublishing):
             raise ConfigError("retry_total, retry_backoff and retry_backoff_max must be >= 0")
         if list_page_size is not None and not 1 <= int(list_page_size) <= 5000:
             raise ConfigError(f"list_page_size must be between 1 and 5000, got {list_page_size}")
-        self.max_workers = int(max_workers)
+        self.max_workers = self.parallel_uploads = int(max_workers)
         self.chunk_size = int(chunk_size)
         self.list_page_size = list_page_size
         self.retry_policy = BoundedRetry(int(retry_total), float(retry_backoff), retry_backoff_max)
@@ -143,8 +147,8 @@ class AdlsStorage(AdlsPublishing):
     # -- construction ----------------------------------------------------------------------
 
     @classmethod
-    def from_url(cls, url: str, **options: Any) -> AdlsStorage:
-        """Open a landing root URL; ``options`` as in the module docstring."""
+    def from_url(cls, url: str, **options: Any) -> AdlsStore:
+        """Open a root URL; ``options`` as in the module docstring."""
         known = {*_DEFAULTS, *SECRET_OPTIONS, *ENV_OPTIONS}
         unknown = set(options) - known
         if unknown:
@@ -166,17 +170,17 @@ class AdlsStorage(AdlsPublishing):
         if callable(close):
             close()
 
-    def __enter__(self) -> AdlsStorage:
+    def __enter__(self) -> AdlsStore:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def describe(self) -> str:
-        return self.location.display
+    def describe(self, path: str = "") -> str:
+        return "/".join(p for p in (self.location.display, path) if p)
 
     def __repr__(self) -> str:
-        return f"AdlsStorage({self.describe()!r}, credential from {self.credential_source})"
+        return f"AdlsStore({self.describe()!r}, credential from {self.credential_source})"
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -190,7 +194,7 @@ class AdlsStorage(AdlsPublishing):
             retries=self.retry_policy.retry_total,
         )
 
-    # -- LandingStorage primitives ---------------------------------------------------------
+    # -- reading ---------------------------------------------------------------------------
 
     def _entries(self, folder: str) -> list[Any]:
         """The paths directly in ``folder`` (files and folders); ``[]`` when it does not exist."""
@@ -214,7 +218,7 @@ class AdlsStorage(AdlsPublishing):
         except (AzureError, ValueError) as exc:
             raise self._error(exc, "list", folder) from None
 
-    def list_dir(self, folder: str) -> list[FileInfo]:
+    def list(self, folder: str) -> list[FileInfo]:
         out = [
             FileInfo(
                 entry.name.rsplit("/", 1)[-1],
@@ -226,8 +230,7 @@ class AdlsStorage(AdlsPublishing):
         ]
         return sorted(out, key=lambda f: f.name)
 
-    def list_folders(self, folder: str) -> list[str]:
-        """Names of the folders directly in ``folder`` (a remote state root's tables)."""
+    def folders(self, folder: str) -> list[str]:
         return sorted(e.name.rsplit("/", 1)[-1] for e in self._entries(folder) if e.is_directory)
 
     def stat(self, path: str) -> FileInfo | None:
@@ -242,14 +245,27 @@ class AdlsStorage(AdlsPublishing):
             return None
         return FileInfo(path.rsplit("/", 1)[-1], int(props.size), props.last_modified.timestamp())
 
-    def read_bytes(self, path: str) -> bytes:
+    def read(self, path: str) -> Tagged | None:
         client = self._fs.get_file_client(self._full(path))
         try:
-            return client.download_file().readall()
+            download = client.download_file()
+            data = download.readall()
         except ResourceNotFoundError:
-            raise FileNotFoundError(f"{path} not found in {self.describe()}") from None
+            return None
         except (AzureError, ValueError) as exc:
             raise self._error(exc, "read", path) from None
+        props = download.properties
+        return Tagged(data, str(props.etag), props.last_modified.timestamp())
+
+    def open_read(self, path: str) -> IO[bytes]:
+        """The file's bytes, downloaded to a local temporary file (removed on close)."""
+        found = self.read(path)
+        if found is None:
+            raise FileNotFoundError(f"{path} not found in {self.describe()}")
+        handle = tempfile.TemporaryFile()
+        handle.write(found.data)
+        handle.seek(0)
+        return handle
 
     def folder_exists(self, folder: str) -> bool:
         full = self._full(folder)
@@ -267,6 +283,93 @@ class AdlsStorage(AdlsPublishing):
             raise self._error(exc, "check", folder) from None
         return (props.metadata or {}).get("hdi_isfolder", "").lower() == "true"
 
+    # -- writing ---------------------------------------------------------------------------
+
+    def write_temp(self, path: str, source: bytes | IO[bytes]) -> str:
+        """Upload ``source`` in chunks under a fresh ``_``-prefixed name beside ``path``."""
+        temp = temp_beside(path)
+        self._upload(temp, path, source)
+        return temp
+
+    def write(self, path: str, data: bytes) -> None:
+        self._upload(path, path, data)
+
+    def _upload(self, temp: str, path: str, source: bytes | IO[bytes]) -> None:
+        """Upload ``source`` in chunks as ``temp`` (removed again when it fails)."""
+        client = self._fs.get_file_client(self._full(temp))
+        offset = 0
+        try:
+            client.create_file()
+            for chunk in _chunks(source, self.chunk_size):
+                client.append_data(chunk, offset=offset, length=len(chunk), validate_content=True)
+                offset += len(chunk)
+            client.flush_data(offset)
+        except (AzureError, ValueError) as exc:
+            self.discard(temp)
+            raise self._error(exc, "upload", path) from None
+        except BaseException:
+            self.discard(temp)
+            raise
+        log.debug("uploaded %s (%d bytes) as %s", path, offset, temp)
+
+    def _rename_new(self, source: str, target: str) -> None:
+        """``If-None-Match: *`` on the destination."""
+        try:
+            self._rename_to(source, target, {"match_condition": MatchConditions.IfMissing})
+        except HttpResponseError as exc:
+            code = error_code(exc) or ""
+            if exc.status_code in (409, 412) and code in ("PathAlreadyExists", "ConditionNotMet"):
+                raise FileExistsError(f"{target} already exists in {self.describe()}") from None
+            if exc.status_code == 404 and self.stat(target) is not None:
+                # an earlier attempt of this rename landed but its answer was lost
+                raise FileExistsError(f"{target} already exists in {self.describe()}") from None
+            raise self._error(exc, "rename", target) from None
+        log.debug("published %s", target)
+
+    def _replace(self, source: str, target: str) -> None:
+        try:
+            self._rename_to(source, target, {})
+        except HttpResponseError as exc:
+            raise self._error(exc, "rename", target) from None
+
+    def replace_if(self, path: str, data: bytes, tag: str, *, stale_after: float) -> bool:
+        """``If-Match`` on the rename's destination: the service decides (``stale_after`` is
+        not needed: a rename is one request)."""
+        temp = self.write_temp(path, data)
+        condition = {"etag": tag, "match_condition": MatchConditions.IfNotModified}
+        try:
+            self._rename_to(temp, path, condition)
+        except HttpResponseError as exc:
+            self.discard(temp)
+            if exc.status_code in (404, 409, 412) and (
+                error_code(exc) or ""
+            ) in ("ConditionNotMet", "PathNotFound", "SourcePathNotFound", ""):
+                return False
+            raise self._error(exc, "rename", path) from None
+        except BaseException:
+            self.discard(temp)
+            raise
+        return True
+
+    def _rename_to(self, source: str, target: str, condition: dict[str, Any]) -> None:
+        """Rename ``source`` to ``target`` under ``condition``; HttpResponseError as raised."""
+        client = self._fs.get_file_client(self._full(source))
+        try:
+            client.rename_file(f"{self.location.file_system}/{self._full(target)}", **condition)
+        except HttpResponseError:
+            raise
+        except (AzureError, ValueError) as exc:
+            raise self._error(exc, "rename", target) from None
+
+    def makedirs(self, folder: str, *, exist_ok: bool = True) -> None:
+        """Create ``folder`` (a real folder in a hierarchical namespace)."""
+        if not exist_ok and self.folder_exists(folder):
+            raise FileExistsError(self.describe(folder))
+        try:
+            self._fs.get_directory_client(self._full(folder)).create_directory()
+        except (AzureError, ValueError) as exc:
+            raise self._error(exc, "create", folder) from None
+
     def delete_tree(self, folder: str) -> None:
         full = self._full(folder)
         if not full:
@@ -280,18 +383,16 @@ class AdlsStorage(AdlsPublishing):
             raise self._error(exc, "delete", folder) from None
 
     def delete(self, path: str) -> None:
-        self._delete_full(self._full(path), path)
-
-    def _delete_full(self, full: str, shown: str) -> None:
         try:
-            self._fs.get_file_client(full).delete_file()
+            self._fs.get_file_client(self._full(path)).delete_file()
         except ResourceNotFoundError:
             pass
         except (AzureError, ValueError) as exc:
-            raise self._error(exc, "delete", shown) from None
+            raise self._error(exc, "delete", path) from None
 
-    def _delete_quietly(self, full: str) -> None:
-        try:
-            self._delete_full(full, full)
-        except StorageError as err:  # the next run's remove_temp_files gets it
-            log.warning("could not remove temporary file %s: %s", full, err)
+
+def _chunks(source: bytes | IO[bytes], size: int) -> Iterator[bytes]:
+    if isinstance(source, bytes):
+        yield from (source[i:i + size] for i in range(0, len(source), size))
+    else:
+        yield from iter(lambda: source.read(size), b"")

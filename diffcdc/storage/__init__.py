@@ -1,0 +1,2 @@
+"""The byte store under state and every sink (:mod:`diffcdc.storage.base`), one backend per
+URL scheme (:mod:`diffcdc.storage.registry`)."""
