@@ -146,3 +146,33 @@ def test_a_damaged_reload_request_refuses_the_table(tmp_path, damage):
     state.storage.put(state.requests.RELOAD, damage)
     plan = plan_table(table, state)
     assert isinstance(plan.refusal, StateError) and "reload.json" in str(plan.refusal)
+
+
+def test_a_wrong_state_root_refuses_the_plan_as_a_whole(tmp_path):
+    from diffcdc.engine.plan import refuse_state_roots
+    from diffcdc.sinks.openmirroring.contract import table_folder
+    from diffcdc.sinks.openmirroring.metadata import METADATA_FILE
+
+    table = _table(tmp_path)
+    _snapshot(tmp_path, "1.parquet")
+    published = tmp_path / "lb" / table_folder("T", None)
+    published.mkdir(parents=True)
+    (published / METADATA_FILE).write_text("{}")  # output published from another state root
+    elsewhere = TableState(str(tmp_path / "other-state"), "T")
+    plan = plan_table(table, elsewhere, state_given=False)
+    assert isinstance(plan.refusal, UsageError) and plan.state_root_refused
+    assert "no state for this table under the default state root ./state" in str(plan.refusal)
+    assert str(published / METADATA_FILE) in str(plan.refusal.path)
+    with pytest.raises(UsageError):
+        refuse_state_roots([plan_table(_table(tmp_path, "U"), TableState(str(tmp_path), "U")),
+                            plan])
+    asked = plan_table(table, elsewhere, request=RunRequest(reload=True))
+    assert asked.refusal is None and asked.has_work  # re-created on purpose: not checked
+
+    state = TableState(str(tmp_path / "state"), "T")
+    _commit(state, 1, "1.parquet", ("a", "b"))
+    assert plan_table(table, state).refusal is None
+    owned = plan_table(_table(tmp_path, "U"), state)
+    assert isinstance(owned.refusal, StateOwnerError) and owned.state_root_refused
+    late = plan_table(table, state, request=RunRequest(rollback_to=9))
+    assert not late.state_root_refused  # a refused snapshot is the table's own matter

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from diffcdc.cli.settings import table_from_options, url_data
-from diffcdc.errors import DiffcdcError, UsageError
+from diffcdc.errors import UsageError
 from diffcdc.sinks.registry import TABLE_LEVEL
 
 
@@ -68,75 +68,3 @@ def check_state_owner(table: Any, state_root: Any) -> None:
     from diffcdc.state.store import TableState
 
     check_owner(TableState(state_root, table.state_name), table.name, table.schema_name)
-
-
-def check_state_roots(config: Any, *, reload: frozenset[str] = frozenset(),
-                      state_given: bool = True) -> None:
-    """Refuse a state root that is most likely the wrong folder, before anything runs.
-
-    A table without any state under the root whose landing folder already holds what diffcdc
-    publishes (``_metadata.json``) was published from another state root: run from the wrong
-    working directory, or without the ``--state`` it was published with. Processing it would
-    be refused later by the landing checks with a hint to re-create the table — the wrong cure.
-    Tables being re-created on purpose (``reload``) are not checked for that; a table whose
-    state folder holds another table is refused (see :mod:`diffcdc.state.owner`).
-    """
-    from diffcdc.state.owner import check_owner
-    from diffcdc.state.store import TableState
-
-    root = config.state_root()
-    for table in config.tables:
-        state = TableState(root, table.state_name)
-        try:
-            if state.storage.list("log"):
-                commits = state.commits()
-                check_owner(state, table.name, table.schema_name, commits)
-                if commits and table.name not in reload:
-                    check_targets_moved(table, commits[-1].record, state_given)
-                continue
-            if (
-                table.name in reload
-                or state.requests.has_reload_request()
-                or state.requests.has_drop_request()
-            ):
-                continue
-        except DiffcdcError as exc:  # e.g. a remote state root that cannot be reached
-            exc.table = exc.table or table.name
-            raise
-        published = _published_output(table)
-        if published is None:
-            continue
-        where = (f"the state root {root}" if state_given else
-                 f"the default state root ./state (here {root})")
-        fix = ("check --state (or the config file's state)" if state_given else
-               "run from the folder that holds the table's state, or give --state ROOT")
-        raise UsageError(
-            f"no state for this table under {where}, but its landing folder already holds "
-            "diffcdc's output: it was published with another state root",
-            table=table.name,
-            path=published,
-            hint=f"{fix}; only if that state is lost for good, re-create the table on purpose "
-            "with 'diffcdc reload'",
-        )
-
-
-def check_targets_moved(table: Any, record: Any, state_given: bool) -> None:
-    """Refuse a sink target other than the one the state published to, while that one still
-    exists (each sink type's plug-in checks its own; see ``SinkPlugin.check_target``)."""
-    from diffcdc.sinks.registry import plugin_of
-
-    for sink in table.sinks:
-        entry = record.sinks.get(sink.sink_id)
-        if entry is not None:
-            plugin_of(sink).check_target(sink, entry.manifest, table.sink_table(), state_given)
-
-
-def _published_output(table: Any) -> str | None:
-    """Where one of the table's sinks already holds diffcdc's output (``_metadata.json``)."""
-    from diffcdc.sinks.registry import plugin_of
-
-    for sink in table.sinks:
-        found = plugin_of(sink).published_output(sink, table.sink_table())
-        if found is not None:
-            return found
-    return None

@@ -6,17 +6,16 @@ import argparse
 import json
 from typing import Any
 
-from diffcdc.cli.run import build_run_config, check_overrides
-from diffcdc.engine.plan import TablePlan, plan_table
-from diffcdc.state.store import TableState
+from diffcdc.cli.run import build_run_config, check_overrides, plan_tables
+from diffcdc.engine.plan import TablePlan
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
     config = build_run_config(args)
+    planned = plan_tables(args, config)
     check_overrides(args.override_check, config)
     root = config.state_root()
-    plans = [(table, plan_table(table, TableState(root, table.state_name)))
-             for table in config.tables]
+    plans = [(table, planned[table.name]) for table in config.tables]
     if args.json:
         print(json.dumps({"state": str(root), "tables": [plan_dict(p) for _, p in plans]},
                          indent=1, default=str))

@@ -9,13 +9,13 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
-from diffcdc.cli.common import check_state_roots, error_fields
+from diffcdc.cli.common import error_fields
 from diffcdc.cli.progress import choose_progress
 from diffcdc.errors import DiffcdcError, UsageError
 
 if TYPE_CHECKING:
     from diffcdc.config import RunConfig
-    from diffcdc.engine.plan import RunRequest
+    from diffcdc.engine.plan import RunRequest, TablePlan
 
 log = logging.getLogger("diffcdc")
 
@@ -24,19 +24,18 @@ def cmd_run(args: argparse.Namespace) -> int:
     """Check everything that needs no Spark first (config, paths, names, override names,
     pending snapshots); start Spark only when some table has work."""
     from diffcdc.engine.idle import idle_report
-    from diffcdc.engine.plan import RunRequest
 
     started = time.monotonic()
     config = build_run_config(args)
-    overrides = check_overrides(args.override_check, config)
     requests = _requests(args)
+    plans = plan_tables(args, config, requests)
+    overrides = check_overrides(args.override_check, config)
     observer = choose_progress(args.quiet, terminal=sys.stderr.isatty())
     run_log: list[Any] = []
     try:
         # No Spark before it is needed: tables with nothing to do are settled first.
         root = config.state_root()
-        idle = {t.name: idle_report(t, root, requests.get(t.name, RunRequest()))
-                for t in config.tables}
+        idle = {t.name: idle_report(t, root, plans[t.name]) for t in config.tables}
         busy = [t for t in config.tables if idle[t.name] is None]
         done = {}
         if busy:
@@ -59,14 +58,28 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def build_run_config(args: argparse.Namespace) -> RunConfig:
-    """The run's config from ``--config`` or the single-table options, its state roots
-    checked (no Spark; ``run``, ``reload``, ``rollback`` and ``plan``)."""
+    """The run's config from ``--config`` or the single-table options (``run``, ``reload``,
+    ``rollback`` and ``plan``)."""
     from diffcdc.cli.settings import run_config_from_args
 
-    config = run_config_from_args(args)
-    check_state_roots(config, reload=frozenset(getattr(args, "reload_tables", ())),
-                      state_given=bool(args.state or args.config))
-    return config
+    return run_config_from_args(args)
+
+
+def plan_tables(args: argparse.Namespace, config: RunConfig,
+                requests: dict[str, RunRequest] | None = None) -> dict[str, TablePlan]:
+    """Every table's plan (no Spark, nothing written); a refused state root refuses the
+    whole command before any table runs."""
+    from diffcdc.engine.plan import RunRequest, plan_table, refuse_state_roots
+    from diffcdc.state.store import TableState
+
+    root = config.state_root()
+    state_given = bool(args.state or args.config)
+    plans = {t.name: plan_table(t, TableState(root, t.state_name),
+                                request=(requests or {}).get(t.name, RunRequest()),
+                                state_given=state_given)
+             for t in config.tables}
+    refuse_state_roots(list(plans.values()))
+    return plans
 
 
 def check_overrides(values: list[str], config: RunConfig) -> dict[str, frozenset[str]]:

@@ -15,7 +15,7 @@ import logging
 import time
 
 from diffcdc.config import TableConfig
-from diffcdc.engine.plan import RunRequest, plan_table
+from diffcdc.engine.plan import TablePlan
 from diffcdc.engine.report import TableReport
 from diffcdc.errors import DiffcdcError, StateOwnerError
 from diffcdc.state.root import StateRoot
@@ -24,30 +24,21 @@ from diffcdc.state.store import TableState, new_run_id, now_iso
 log = logging.getLogger("diffcdc")
 
 
-def has_work(
-    table: TableConfig, state_root: StateRoot | str, request: RunRequest = RunRequest()  # noqa: B008
-) -> bool:
-    """Whether a run of ``table`` would do anything (raises DiffcdcError on bad input that
-    stops it before it publishes anything): the plan ``diffcdc plan`` prints, so the two can
-    never disagree."""
-    plan = plan_table(table, TableState(state_root, table.state_name), request=request)
-    if plan.refusal is not None:
-        raise plan.refusal
-    if plan.error is not None and not plan.publishes_first:
-        raise plan.error
-    return plan.has_work
-
-
-def idle_report(
-    table: TableConfig, state_root: StateRoot | str, request: RunRequest = RunRequest()  # noqa: B008
-) -> TableReport | None:
+def idle_report(table: TableConfig, state_root: StateRoot | str, plan: TablePlan
+                ) -> TableReport | None:
     """A finished report for a table that needs no Spark (nothing to do, or refused input),
-    or None when the table has work. A known idle table keeps it as its last run only: its
-    reports and ``last_change.json`` keep the last run that did something."""
+    or None when the table has work, as its plan (:func:`~diffcdc.engine.plan.plan_table`)
+    says: the plan ``diffcdc plan`` prints, so the two can never disagree. A known idle table
+    keeps it as its last run only: its reports and ``last_change.json`` keep the last run that
+    did something."""
     started = time.monotonic()
     report = TableReport(table.name, new_run_id(), now_iso())
     try:
-        if has_work(table, state_root, request):
+        if plan.refusal is not None:
+            raise plan.refusal
+        if plan.error is not None and not plan.publishes_first:
+            raise plan.error  # else the run publishes what is left first, then refuses
+        if plan.has_work:
             return None
         report.outcome = "nothing to do"
         log.info("%s: no new snapshot", table.name)

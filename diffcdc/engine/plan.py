@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 
 from diffcdc.config import TableConfig, check_secrets
 from diffcdc.engine.rollback import rollback_snapshot
-from diffcdc.errors import DiffcdcError, InputRefused, StateError
+from diffcdc.errors import DiffcdcError, InputRefused, StateError, UsageError
 from diffcdc.sources.base import PendingSnapshot, Source
 from diffcdc.state.owner import check_owner
 from diffcdc.state.records import sink_backlog
@@ -67,6 +67,10 @@ class TablePlan:
     #: Why the run must not touch the table at all (an unfinished drop, another table's state
     #: folder, a damaged request, a missing secret): raised before anything is done.
     refusal: DiffcdcError | None = field(default=None, compare=False)
+    #: The refusal is about the state root itself (it cannot be read, the table's folder holds
+    #: another table, a sink's target is not the one the state published to, or the table has
+    #: no state there but its output is published): a command refuses as a whole then.
+    state_root_refused: bool = False
     #: Why the run must refuse its snapshots (missing source, late snapshot, changed keys, a
     #: rollback that cannot be done): raised once the sinks' backlog is published.
     error: DiffcdcError | None = field(default=None, compare=False)
@@ -114,19 +118,27 @@ def plan_table(
     state: TableState,
     source: Source | None = None,
     request: RunRequest = RunRequest(),  # noqa: B008 - frozen
+    *,
+    state_given: bool = True,
 ) -> TablePlan:
     """The plan of one table; reads state and the source only (no Spark, nothing written).
 
     ``source`` is the table's source (built from its config when None); ``request`` what the
-    operator asked of this run.
+    operator asked of this run; ``state_given``: the state root was named (``--state`` or a
+    config file), not the default ``./state`` (only the hint of a wrong root differs).
     """
-    head = state.head()
     sinks = tuple(cfg.sink_id for cfg in table.sinks)
-    plan = TablePlan(table.name, sinks, head, rollback_to=request.rollback_to,
-                     drop=state.requests.has_drop_request())
+    plan = TablePlan(table.name, sinks, None, rollback_to=request.rollback_to)
     try:
         commits = state.commits()
+        head = commits[-1] if commits else None
+        plan = replace(plan, head=head, drop=state.requests.has_drop_request())
         check_owner(state, table.name, table.schema_name, commits)
+        check_state_root(table, state, commits, request, state_given)
+    except DiffcdcError as exc:
+        exc.table = exc.table or table.name
+        return replace(plan, refusal=exc, state_root_refused=True)
+    try:
         if plan.drop:
             raise StateError(
                 "a drop of this table was started and has not finished",
@@ -140,9 +152,8 @@ def plan_table(
             reload = reload_wanted(pending_reload, request.reload_reason, request.reload_sinks)
         backlog = {s: tuple(c.version for c in versions) for s in sinks
                    if (versions := sink_backlog(commits, s))}
-        plan = TablePlan(table.name, sinks, head, backlog=backlog, reload=reload,
-                         record_reload=reload is not pending_reload,
-                         rollback_to=request.rollback_to)
+        plan = replace(plan, backlog=backlog, reload=reload,
+                       record_reload=reload is not pending_reload)
     except DiffcdcError as exc:
         exc.table = exc.table or table.name
         return replace(plan, refusal=exc)
@@ -168,6 +179,64 @@ def plan_table(
         exc.table = exc.table or table.name
         plan = replace(plan, refusal=exc)
     return plan
+
+
+def check_state_root(
+    table: TableConfig, state: TableState, commits: list[Commit], request: RunRequest,
+    state_given: bool,
+) -> None:
+    """Refuse a state root that is most likely the wrong folder for this table.
+
+    A table with state whose sink targets are not the ones that state published to (each sink
+    type's plug-in checks its own, ``SinkPlugin.check_target``) is a wrong ``--landing`` or
+    the state of another landing zone. A table without any state under the root whose sinks
+    already hold what diffcdc publishes was published from another state root: run from the
+    wrong working directory, or without the ``--state`` it was published with; processing it
+    would be refused later by the sinks' checks with a hint to re-create the table — the wrong
+    cure. A table re-created on purpose (``diffcdc reload``, or a pending reload or drop) is
+    not checked for either.
+    """
+    from diffcdc.sinks.registry import plugin_of
+
+    if commits:
+        if not request.reload:
+            record = commits[-1].record
+            for sink in table.sinks:
+                entry = record.sinks.get(sink.sink_id)
+                if entry is not None:
+                    plugin_of(sink).check_target(sink, entry.manifest, table.sink_table(),
+                                                 state_given)
+        return
+    if (request.reload or state.requests.has_reload_request()
+            or state.requests.has_drop_request()):
+        return
+    published = next((found for sink in table.sinks
+                      if (found := plugin_of(sink).published_output(sink, table.sink_table()))),
+                     None)
+    if published is None:
+        return
+    root = state.location
+    where = (f"the state root {root}" if state_given else
+             f"the default state root ./state (here {root})")
+    fix = ("check --state (or the config file's state)" if state_given else
+           "run from the folder that holds the table's state, or give --state ROOT")
+    raise UsageError(
+        f"no state for this table under {where}, but its landing folder already holds "
+        "diffcdc's output: it was published with another state root",
+        table=table.name,
+        path=published,
+        hint=f"{fix}; only if that state is lost for good, re-create the table on purpose "
+        "with 'diffcdc reload'",
+    )
+
+
+def refuse_state_roots(plans: Sequence[TablePlan]) -> None:
+    """Raise the first plan's refusal of its state root: a command over several tables
+    refuses as a whole then (the working directory, ``--state`` or ``--landing`` is wrong, or
+    the state root is out of reach), before any table runs."""
+    for plan in plans:
+        if plan.state_root_refused and plan.refusal is not None:
+            raise plan.refusal
 
 
 def _build_source(table: TableConfig) -> Source:
