@@ -163,15 +163,16 @@ def test_a_wrong_state_root_refuses_the_plan_as_a_whole(tmp_path):
     assert isinstance(plan.refusal, UsageError) and plan.state_root_refused
     assert "no state for this table under the default state root ./state" in str(plan.refusal)
     assert str(published / METADATA_FILE) in str(plan.refusal.path)
+    assert plan_table(table, elsewhere).refusal is None  # a run in Python checks the owner only
     with pytest.raises(UsageError):
-        refuse_state_roots([plan_table(_table(tmp_path, "U"), TableState(str(tmp_path), "U")),
-                            plan])
-    asked = plan_table(table, elsewhere, request=RunRequest(reload=True))
+        refuse_state_roots([plan_table(_table(tmp_path, "U"), TableState(str(tmp_path), "U"),
+                                       state_given=True), plan])
+    asked = plan_table(table, elsewhere, request=RunRequest(reload=True), state_given=True)
     assert asked.refusal is None and asked.has_work  # re-created on purpose: not checked
 
     state = TableState(str(tmp_path / "state"), "T")
     _commit(state, 1, "1.parquet", ("a", "b"))
-    assert plan_table(table, state).refusal is None
+    assert plan_table(table, state, state_given=True).refusal is None
     owned = plan_table(_table(tmp_path, "U"), state)
     assert isinstance(owned.refusal, StateOwnerError) and owned.state_root_refused
     late = plan_table(table, state, request=RunRequest(rollback_to=9))

@@ -119,13 +119,15 @@ def plan_table(
     source: Source | None = None,
     request: RunRequest = RunRequest(),  # noqa: B008 - frozen
     *,
-    state_given: bool = True,
+    state_given: bool | None = None,
 ) -> TablePlan:
     """The plan of one table; reads state and the source only (no Spark, nothing written).
 
     ``source`` is the table's source (built from its config when None); ``request`` what the
-    operator asked of this run; ``state_given``: the state root was named (``--state`` or a
-    config file), not the default ``./state`` (only the hint of a wrong root differs).
+    operator asked of this run. ``state_given`` is set by the command line, which checks that
+    its state root and targets are the table's (:func:`check_state_root`): True when the state
+    root was named (``--state`` or a config file), False for the default ``./state`` (only the
+    hint of a wrong root differs); None (a run in Python) checks the owner only.
     """
     sinks = tuple(cfg.sink_id for cfg in table.sinks)
     plan = TablePlan(table.name, sinks, None, rollback_to=request.rollback_to)
@@ -134,7 +136,8 @@ def plan_table(
         head = commits[-1] if commits else None
         plan = replace(plan, head=head, drop=state.requests.has_drop_request())
         check_owner(state, table.name, table.schema_name, commits)
-        check_state_root(table, state, commits, request, state_given)
+        if state_given is not None:
+            check_state_root(table, state, commits, request, state_given)
     except DiffcdcError as exc:
         exc.table = exc.table or table.name
         return replace(plan, refusal=exc, state_root_refused=True)
