@@ -8,7 +8,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +20,7 @@ from diffcdc.storage.base import ByteStore, MarkerReplace, is_temp_name
 from diffcdc.storage.local import LocalStore
 from diffcdc.storage.registry import open_store
 from tests.support import nolink
+from tests.support.concurrency import race
 from tests.support.dfs_server import DfsServer
 from tests.support.webhdfs_server import WebHdfsServer
 
@@ -56,23 +56,6 @@ def backend(request: pytest.FixtureRequest, tmp_path: Any, monkeypatch: pytest.M
     else:
         with WebHdfsServer(str(tmp_path / "webhdfs")) as server:
             yield Backend(open_store(server.url("store")), lambda p: server.local(f"store/{p}"))
-
-
-def race(work: Callable[[int], bool], n: int = 8) -> list[bool]:
-    """Run ``work(i)`` for ``i`` in ``range(n)`` in threads released at the same moment."""
-    results: list[bool] = [False] * n
-    start = threading.Barrier(n)
-
-    def run(i: int) -> None:
-        start.wait()
-        results[i] = work(i)
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return results
 
 
 def leftovers(store: ByteStore, folder: str) -> list[str]:

@@ -139,8 +139,7 @@ def plan_table(
         if state_given is not None:
             check_state_root(table, state, commits, request, state_given)
     except DiffcdcError as exc:
-        exc.table = exc.table or table.name
-        return replace(plan, refusal=exc, state_root_refused=True)
+        return replace(plan, refusal=_of(table, exc), state_root_refused=True)
     try:
         if plan.drop:
             raise StateError(
@@ -158,8 +157,7 @@ def plan_table(
         plan = replace(plan, backlog=backlog, reload=reload,
                        record_reload=reload is not pending_reload)
     except DiffcdcError as exc:
-        exc.table = exc.table or table.name
-        return replace(plan, refusal=exc)
+        return replace(plan, refusal=_of(table, exc))
     try:
         source = source or _build_source(table)
         if request.rollback_to is not None:
@@ -171,17 +169,21 @@ def plan_table(
                 snapshots = _reload_from_head(source, head, table)
             check_continues(table, head, snapshots, plan.reload)
     except DiffcdcError as exc:
-        exc.table = exc.table or table.name
-        plan = replace(plan, error=exc)
+        plan = replace(plan, error=_of(table, exc))
     else:
         plan = replace(plan, snapshots=tuple(snapshots))
     try:
         if plan.has_work:
             check_secrets([table])  # a missing password variable: refused before Spark starts
     except DiffcdcError as exc:
-        exc.table = exc.table or table.name
-        plan = replace(plan, refusal=exc)
+        plan = replace(plan, refusal=_of(table, exc))
     return plan
+
+
+def _of(table: TableConfig, error: DiffcdcError) -> DiffcdcError:
+    """``error``, naming ``table`` unless it names one already."""
+    error.table = error.table or table.name
+    return error
 
 
 def check_state_root(
