@@ -19,7 +19,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pydantic import ValidationError
-from pyspark.sql import DataFrame
 
 from diffcdc.config import TableConfig
 from diffcdc.core.quality_config import QualityConfig
@@ -28,7 +27,7 @@ from diffcdc.errors import ConfigError, UsageError
 
 
 def run_dataframe(
-    df: DataFrame,
+    df: Any,
     *,
     table: str,
     keys: Sequence[str],
@@ -58,6 +57,11 @@ def run_dataframe(
     report; raises a :class:`diffcdc.errors.DiffcdcError` (with ``exit_code``) when the run
     fails, with state and every sink unchanged.
     """
+    from diffcdc.spark_version import require_pyspark
+
+    require_pyspark()  # before anything that imports it: one line, not an ImportError
+    from pyspark.sql import DataFrame
+
     from diffcdc.engine.run import RunOptions, run_table
     from diffcdc.sources.dataframe import DataFrameSource
     from diffcdc.spark import require_settings

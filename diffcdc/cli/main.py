@@ -81,6 +81,9 @@ def _setup_logging(quiet: bool, debug: bool) -> None:
 
 
 def _dispatch(args: argparse.Namespace) -> int:
+    from diffcdc.spark_version import require_pyspark
+
+    require_pyspark()  # before any module that imports it: one line, not an ImportError
     from diffcdc.cli import drop, repair, run, status, verify
 
     if args.command == "run":
