@@ -64,7 +64,7 @@ def run_dataframe(
 
     from diffcdc.engine.run import RunOptions, run_table
     from diffcdc.sources.dataframe import DataFrameSource
-    from diffcdc.spark import require_settings
+    from diffcdc.spark import borrowed_session
     from diffcdc.state.root import StateRoot
 
     if not isinstance(df, DataFrame):
@@ -100,8 +100,9 @@ def run_dataframe(
     try:
         options = RunOptions(keep_versions=keep_versions, quality=gate,
                              overrides=frozenset(override_checks), progress=progress)
-        return run_table(require_settings(df.sparkSession), config, root, options,
-                         source=DataFrameSource(df, config.name, snapshot_id))
+        with borrowed_session(df.sparkSession) as caller:
+            source = DataFrameSource(df, config.name, snapshot_id, zone=caller.time_zone)
+            return run_table(df.sparkSession, config, root, options, source=source)
     finally:
         root.close()  # a URL root's HTTP client: a notebook calls this again and again
 

@@ -12,6 +12,7 @@ import os
 import re
 import sys
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -224,6 +225,58 @@ def require_settings(spark: SparkSession) -> SparkSession:
         if key.startswith("spark.sql."):
             spark.conf.set(key, value)
     return spark
+
+
+#: The session settings a run changes in a session it is handed (:func:`require_settings`).
+SESSION_KEYS = tuple(k for k in REQUIRED_CONF if k.startswith("spark.sql."))
+ZONE = "spark.sql.session.timeZone"
+
+
+@dataclass(frozen=True)
+class CallerSettings:
+    """A borrowed session's settings as the caller had them (None: not set, Spark's default)."""
+
+    values: Mapping[str, str | None]
+    #: The caller's session time zone, in effect (set or Spark's default): a zone-less
+    #: timestamp in the caller's DataFrame means a time in this zone.
+    time_zone: str
+
+
+@contextlib.contextmanager
+def borrowed_session(spark: SparkSession) -> Iterator[CallerSettings]:
+    """Apply diffcdc's settings to a caller's session for the ``with`` block, then put every
+    one of them back as the caller had it (also when the block fails): a library leaves the
+    session it was handed as it found it (``run_dataframe`` in a notebook)."""
+    caller = CallerSettings({key: spark.conf.get(key, None) for key in SESSION_KEYS},
+                            str(spark.conf.get(ZONE)))
+    try:
+        require_settings(spark)
+        yield caller
+    finally:
+        for key, value in caller.values.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
+
+
+@contextlib.contextmanager
+def in_time_zone(spark: SparkSession, zone: str | None) -> Iterator[None]:
+    """Run the block with the session in ``zone`` (None: leave it), then back in UTC.
+
+    For evaluating a caller's DataFrame as the caller would: a zone-less timestamp (a CSV
+    column, a ``to_timestamp`` of a string) means a time in the caller's zone, and Spark reads
+    the session's zone when the query runs, not when the DataFrame was built. What diffcdc then
+    does with the values (Parquet instants, fingerprints on microseconds) is zone-free.
+    """
+    if zone is None or zone == REQUIRED_CONF[ZONE]:
+        yield
+        return
+    spark.conf.set(ZONE, zone)
+    try:
+        yield
+    finally:
+        spark.conf.set(ZONE, REQUIRED_CONF[ZONE])
 
 
 def _python() -> str:

@@ -14,6 +14,7 @@ from diffcdc.errors import DiffcdcError, InputRefused, SourceError
 from diffcdc.sources.base import PendingSnapshot, Snapshot, Source, check_order
 from diffcdc.sources.copies import SnapshotCopies
 from diffcdc.sources.jdbc import snapshot_id_now
+from diffcdc.spark import in_time_zone
 from diffcdc.state.store import Commit
 
 
@@ -55,11 +56,14 @@ class DataFrameSource(Source):
     materialized = True
 
     def __init__(self, df: DataFrame, table: str, snapshot_id: str | None = None,
-                 description: str = "a Spark DataFrame") -> None:
+                 description: str = "a Spark DataFrame", zone: str | None = None) -> None:
         self.df = df
         self.table = table
         self.snapshot_id = snapshot_id
         self.description = description
+        #: The caller's session time zone, which the DataFrame is evaluated in (None: the
+        #: session's own, as diffcdc set it).
+        self.zone = zone
 
     def describe(self) -> str:
         return self.description
@@ -91,7 +95,8 @@ class DataFrameSource(Source):
                 "interval (make_dt_interval) when it has no months",
             )
         try:
-            copy = copies.write(self.df, sid)
+            with in_time_zone(spark, self.zone):  # evaluated as the caller would
+                copy = copies.write(self.df, sid)
         except DiffcdcError:
             raise
         except Exception as exc:
