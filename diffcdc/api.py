@@ -64,7 +64,8 @@ def run_dataframe(
 
     from diffcdc.engine.run import RunOptions, run_table
     from diffcdc.sources.dataframe import DataFrameSource
-    from diffcdc.spark import borrowed_session
+    from diffcdc.spark import borrowed_session, is_connect
+    from diffcdc.spark_version import require_server
     from diffcdc.state.root import StateRoot
 
     if not isinstance(df, DataFrame):
@@ -100,6 +101,8 @@ def run_dataframe(
     try:
         options = RunOptions(keep_versions=keep_versions, quality=gate,
                              overrides=frozenset(override_checks), progress=progress)
+        if is_connect(df.sparkSession):  # a Connect session's server must be Spark 4
+            require_server(df.sparkSession.version, "of this session")
         with borrowed_session(df.sparkSession) as caller:
             source = DataFrameSource(df, config.name, snapshot_id, zone=caller.time_zone)
             return run_table(df.sparkSession, config, root, options, source=source)

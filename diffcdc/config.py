@@ -197,7 +197,19 @@ class SparkSettings(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     master: str | None = Field(default=None, description="Spark master URL; default local[*].")
+    remote: str | None = Field(
+        default=None,
+        description="A Spark Connect server (sc://host:port) to run on instead of a Spark of "
+        "this process's own; default: the SPARK_REMOTE environment variable, if set.",
+    )
     conf: dict[str, str] = Field(default_factory=dict, description="Extra Spark settings.")
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> SparkSettings:
+        if self.master is not None and self.remote is not None:
+            raise ValueError("master and remote exclude each other: a Spark Connect server "
+                             "has its own master")
+        return self
 
 
 class RunConfig(BaseModel):

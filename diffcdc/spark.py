@@ -31,9 +31,42 @@ def literal_path(path: str) -> str:
     return _GLOB_CHARS.sub(r"\\\1", path)
 
 
+def spark_path(spark: SparkSession, path: str) -> str:
+    """``path`` as Spark's driver must be given it. A Spark Connect server resolves a relative
+    path against its own working folder, not this process's: a relative local path goes to it
+    absolute (a classic driver is this process, and a relative path may mean the default file
+    system's home folder there, so it is left as it is)."""
+    if is_connect(spark) and "://" not in path and not path.startswith("file:") \
+            and not os.path.isabs(path):
+        return os.path.abspath(path)
+    return path
+
+
+def is_connect(spark: SparkSession) -> bool:
+    """Whether ``spark`` is a Spark Connect session (no JVM in this process: no
+    ``sparkContext``, no RDDs, no Py4J gateway)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
 def on_this_machine(spark: SparkSession) -> bool:
-    """Whether the executors are this machine's own processes (a ``local[...]`` master)."""
+    """Whether the executors are this process's own children on this machine (a classic
+    session with a ``local[...]`` master). Never so for a Spark Connect session: its driver is
+    the server's process, wherever the server runs."""
+    if is_connect(spark):
+        return False
     return str(spark.sparkContext.master).startswith("local")
+
+
+def spark_label(spark: SparkSession) -> str:
+    """What the session runs on, for messages: its master, or its Spark Connect server."""
+    if is_connect(spark):
+        url = _CONNECT_URLS.get(id(spark))
+        return f"the Spark Connect server {url}" if url else "the Spark Connect server"
+    return str(spark.sparkContext.master)
+
+
+#: The URL (secrets left out) of each Spark Connect session :func:`connect_session` made.
+_CONNECT_URLS: dict[int, str] = {}
 
 
 def read_written(spark: SparkSession, path: str, schema: StructType) -> DataFrame:
@@ -42,7 +75,7 @@ def read_written(spark: SparkSession, path: str, schema: StructType) -> DataFram
     Spark reads the schema a writer gives as nullable all through, so it is given here as such:
     left to itself, Spark runs a job to read a footer for it (~40-80 ms of a small table's run).
     """
-    return spark.read.schema(_nullable(schema)).parquet(literal_path(path))
+    return spark.read.schema(_nullable(schema)).parquet(literal_path(spark_path(spark, path)))
 
 
 def _nullable(data_type: DataType) -> Any:
@@ -109,8 +142,11 @@ def build_spark(
     log4j_config: str | None = None,
     jvm_output: str | None = None,
     jars: Sequence[str] = (),
+    remote: str | None = None,
 ) -> SparkSession:
-    """Return the active SparkSession or build one with diffcdc's settings.
+    """Return the active SparkSession or build one with diffcdc's settings; with ``remote``
+    (``sc://host:port``, else the ``SPARK_REMOTE`` environment variable) a Spark Connect
+    session with that server (:func:`connect_session`).
 
     ``log4j_config``: a log4j2 properties file for the driver JVM (see :mod:`diffcdc.runlog`:
     the JVM's output goes to the run's log file instead of the terminal); ``jvm_output``: a
@@ -122,6 +158,9 @@ def build_spark(
     global jvm_starts
     from pyspark.sql import SparkSession
 
+    remote = remote or os.environ.get("SPARK_REMOTE") or None
+    if remote is not None:
+        return connect_session(remote, conf)
     active = SparkSession.getActiveSession()
     if active is not None:
         return require_settings(active)
@@ -148,6 +187,99 @@ def build_spark(
     default_level = "WARN" if log4j_config else "ERROR"  # a log file may hold the warnings
     spark.sparkContext.setLogLevel(os.environ.get("DIFFCDC_SPARK_LOG_LEVEL", default_level))
     return spark
+
+
+def connect_session(url: str, conf: Mapping[str, str] | None = None) -> SparkSession:
+    """A Spark Connect session with the server at ``url``, with diffcdc's session settings.
+
+    The server is asked for its version at once, with a short retry (the client's default
+    retries an unreachable server for minutes): an unreachable URL or a server diffcdc does not
+    run on is one line naming the URL, before anything is read or written. Settings of
+    ``conf`` that a session cannot change (``spark.executor.memory`` ...) are the server's to
+    set; they are left out with a warning.
+    """
+    import logging
+    import warnings
+
+    from diffcdc.errors import ConfigError
+    from diffcdc.spark_version import require_pyspark, require_server
+
+    require_pyspark(connect=True)
+    from pyspark.sql import SparkSession
+
+    shown = redact(url)
+    try:
+        # no options here: the builder would send them at once, retried for minutes
+        spark = SparkSession.builder.remote(url).getOrCreate()
+    except Exception as exc:  # a malformed URL: pyspark's own one-line error
+        raise ConfigError(f"Spark Connect URL {shown}: {_first_line(exc)}",
+                          hint="give it as sc://host:port (see docs/platforms.md)") from None
+    client = spark.client  # type: ignore[attr-defined]
+    retries = client.get_retry_policies()
+    try:
+        from pyspark.sql.connect.client.retries import DefaultPolicy
+
+        client.set_retry_policies([DefaultPolicy(max_retries=3, initial_backoff=250,
+                                                 max_backoff=2000, backoff_multiplier=2.0)])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # pyspark's own "retries exceeded" warning
+            version = spark.version
+    except Exception as exc:
+        _abandon(spark)
+        raise ConfigError(f"the Spark Connect server at {shown} does not answer: "
+                          f"{_grpc_details(exc)}",
+                          hint="start the server or check the URL (host, port, token); "
+                          "nothing was read or written") from None
+    client.set_retry_policies(retries)
+    require_server(version, shown)
+    _CONNECT_URLS[id(spark)] = shown
+    settings = {k: v for k, v in DEFAULT_CONF.items() if k.startswith("spark.sql.")}
+    ignored = []
+    for key, value in (conf or {}).items():
+        if key.startswith("spark.sql."):
+            settings[key] = value
+        else:
+            ignored.append(key)
+    if ignored:
+        logging.getLogger("diffcdc").warning(
+            "Spark Connect: %s cannot be set from a client (the server's settings); ignored",
+            ", ".join(sorted(ignored)))
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    return require_settings(spark)
+
+
+def _abandon(spark: SparkSession) -> None:
+    """Close a Spark Connect session whose server does not answer, without a word to it: its
+    client would otherwise ask the server again at exit, retrying for minutes."""
+    import logging
+
+    spark.client.set_retry_policies([])  # type: ignore[attr-defined]
+    spark.release_session_on_close = False  # type: ignore[attr-defined]
+    quiet = logging.getLogger("pyspark")
+    level = quiet.level
+    quiet.setLevel(logging.CRITICAL)
+    try:
+        spark.stop()
+    except Exception:  # noqa: BLE001 - closing what never worked
+        pass
+    finally:
+        quiet.setLevel(level)
+
+
+def redact(url: str) -> str:
+    """A Spark Connect URL without its secrets (``;token=...``), for messages."""
+    return re.sub(r"(;\s*token\s*=)[^;]*", r"\1***", url, flags=re.IGNORECASE)
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+
+
+def _grpc_details(exc: BaseException) -> str:
+    """gRPC's own reason (``failed to connect to all addresses ...``), else the first line."""
+    found = re.search(r'details = "([^"]*)"', str(exc))
+    return found.group(1)[:300] if found else _first_line(exc)
 
 
 @contextlib.contextmanager
@@ -196,8 +328,11 @@ def session_settings(
     return settings
 
 
-def master_label(master: str | None) -> str:
+def master_label(master: str | None, remote: str | None = None) -> str:
     """The master a new session will use, for the log, before it starts."""
+    remote = remote or os.environ.get("SPARK_REMOTE")
+    if remote:
+        return f"Spark Connect {redact(remote)}"
     chosen = master or os.environ.get("DIFFCDC_SPARK_MASTER")
     if chosen:
         return chosen

@@ -69,8 +69,9 @@ def require_server(version: str, url: str) -> None:
     """A one-line :class:`ConfigError` unless the Spark Connect server at ``url`` runs a Spark
     diffcdc supports over Connect."""
     if not supported(version, connect=True):
+        where = url if url.startswith("of ") else f"at {url}"
         raise ConfigError(
-            f"the Spark Connect server at {url} runs Spark {version}; diffcdc runs on Spark "
+            f"the Spark Connect server {where} runs Spark {version}; diffcdc runs on Spark "
             "Connect 4.x",
             hint="point the remote at a Spark 4 server (Databricks serverless or Runtime 17.3 "
             "LTS and newer, Spark 4's start-connect-server.sh), or use classic Spark",

@@ -4,7 +4,10 @@ through the byte store of their folder.
 Spark resolves a folder's path through Hadoop's ``FileSystem`` (its default file system may
 make a plain path ``hdfs://...``): :class:`StagedFolder` asks Hadoop once, through the JVM
 gateway, which file system the folder is on — the one thing the store cannot know — and
-refuses one diffcdc's own reads do not reach. Everything else (listing, renaming, removing)
+refuses one diffcdc's own reads do not reach. A Spark Connect session has no gateway: there a
+plain path is taken as a path this process and the server's executors share (a mount, a
+Databricks volume), and a folder Spark wrote that this process cannot see is refused
+(:meth:`StagedFolder.data_files`) instead of read as empty. Everything else (listing, renaming, removing)
 goes through :mod:`diffcdc.storage.paths`: a local path (a folder, or a mount every node
 shares) on the local backend, a ``webhdfs://`` URL on the WebHDFS backend, which is the file
 system Spark wrote them to. Facts about a file that need its bytes (rows, size, SHA-256) are
@@ -13,6 +16,9 @@ computed by the executors (:func:`on_executors`); the driver collects only those
 
 from __future__ import annotations
 
+import functools
+import os
+import pickle
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -20,7 +26,7 @@ from typing import Any, TypeVar
 from pyspark.sql import SparkSession
 
 from diffcdc.errors import StateError, StorageError
-from diffcdc.spark import on_this_machine
+from diffcdc.spark import is_connect, on_this_machine
 from diffcdc.storage import paths, registry
 
 T = TypeVar("T")
@@ -59,8 +65,19 @@ class StagedFolder:
         return [StagedFile(self.child(f.name), f.name, f.size) for f in store.list(inner)]
 
     def data_files(self) -> list[StagedFile]:
-        """Every data file below the folder (as a Spark-written Parquet folder holds them:
-        hidden and ``_`` files and folders skipped), named relative to the folder, by name."""
+        """Every data file below the folder Spark just wrote (as a Spark-written Parquet folder
+        holds them: hidden and ``_`` files and folders skipped), named relative to the folder,
+        by name. A folder Spark wrote always exists, also for no rows: when it cannot be seen
+        here, Spark wrote it to another file system, and reading it as empty would lose rows."""
+        if not paths.isdir(self.folder):
+            raise StateError(
+                f"Spark wrote {self.folder} but it is not visible to diffcdc here",
+                table=self.table,
+                path=self.folder,
+                hint="the state folder must be one this process and the Spark driver and "
+                "executors share (a mount, a Unity Catalog volume, an abfss:// or webhdfs:// "
+                "URL; see docs/state.md)",
+            )
         return [
             StagedFile(self.child(f.name), f.name, f.size) for f in paths.data_file_infos(self.folder)
         ]
@@ -94,18 +111,27 @@ class StagedFolder:
 def _reachable(spark: SparkSession, folder: str, table: str) -> str:
     """``folder`` as Spark's Hadoop file system resolves it, as a path every node opens (a
     local path or a URL diffcdc reads by); a one-line StateError for any other."""
-    jvm = spark._jvm  # type: ignore[attr-defined]
-    assert jvm is not None
-    hadoop_path = _path_class(jvm)
-    conf = spark.sparkContext._jsc.hadoopConfiguration()  # type: ignore[attr-defined]
-    qualified = hadoop_path(folder).getFileSystem(conf).makeQualified(hadoop_path(folder))
-    uri = qualified.toUri()
-    if uri.getScheme() in (None, "file"):
-        return str(uri.getPath())
-    if str(uri.getScheme()).lower() in registry.DATA_SCHEMES:
-        return str(qualified.toString())
+    if is_connect(spark):  # no gateway to ask: the path as given (see the module docstring)
+        scheme = registry.scheme(folder)
+        if not scheme or scheme == "file":
+            return os.path.abspath(registry.local_path(folder))
+        if scheme in registry.DATA_SCHEMES:
+            return folder
+        qualified_text = folder
+    else:
+        jvm = spark._jvm  # type: ignore[attr-defined]
+        assert jvm is not None
+        hadoop_path = _path_class(jvm)
+        conf = spark.sparkContext._jsc.hadoopConfiguration()  # type: ignore[attr-defined]
+        qualified = hadoop_path(folder).getFileSystem(conf).makeQualified(hadoop_path(folder))
+        uri = qualified.toUri()
+        if uri.getScheme() in (None, "file"):
+            return str(uri.getPath())
+        qualified_text = str(qualified.toString())
+        if str(uri.getScheme()).lower() in registry.DATA_SCHEMES:
+            return qualified_text
     raise StateError(
-        f"{folder} is on a file system diffcdc's own reads do not reach ({qualified.toString()})",
+        f"{folder} is on a file system diffcdc's own reads do not reach ({qualified_text})",
         table=table,
         path=folder,
         hint="give state_data as a local path, a mount the Spark driver and executors share, "
@@ -147,7 +173,24 @@ def on_executors(
         return []
     if input_bytes is not None and in_process(spark, input_bytes):
         return list(work(iter(items)))
-    return spark.sparkContext.parallelize(list(items), len(items)).mapPartitions(work).collect()
+    listed = list(items)
+    # One task per item, as DataFrame operations (no RDD: a Spark Connect session has none):
+    # task i runs ``work`` over item i and hands its results back pickled.
+    tasks = spark.range(0, len(listed), 1, len(listed))
+    rows = tasks.mapInArrow(functools.partial(_run_items, listed, work), "results binary")
+    return [r for row in rows.collect() for r in pickle.loads(row[0])]
+
+
+def _run_items(items: Sequence[T], work: Callable[[Iterator[T]], Iterator[R]],
+               batches: Iterator[Any]) -> Iterator[Any]:
+    """On an executor: ``work`` over the items whose indexes the task's rows hold."""
+    import pyarrow as pa
+
+    for batch in batches:
+        picked = [items[i] for i in batch.column(0).to_pylist()]
+        if picked:
+            done = pickle.dumps(list(work(iter(picked))), protocol=pickle.HIGHEST_PROTOCOL)
+            yield pa.RecordBatch.from_pydict({"results": pa.array([done], pa.binary())})
 
 
 def in_process(spark: SparkSession, input_bytes: int) -> bool:

@@ -21,7 +21,8 @@ hypothesis_profiles.register()
 
 
 #: Fixtures that start a JVM or a server: a test that uses one is not in the unit tier.
-HEAVY_FIXTURES = frozenset({"spark", "broker", "postgres", "mariadb", "spark_cluster", "servers"})
+HEAVY_FIXTURES = frozenset({"spark", "broker", "postgres", "mariadb", "spark_cluster", "servers",
+                            "connect_server"})
 #: Markers of tests that start processes or servers themselves.
 HEAVY_MARKERS = ("slow", "integration", "cluster", "exhaustive")
 
@@ -110,3 +111,17 @@ def spark_cluster(tmp_path_factory):
         yield cluster
     finally:
         cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def connect_server(tmp_path_factory):
+    """One Spark Connect server (its own process, ``local[2]``) on loopback, started from the
+    pip-installed pyspark; stopped at the end even when tests failed."""
+    from tests.support.connect_server import ConnectServer
+
+    server = ConnectServer(str(tmp_path_factory.mktemp("spark-connect")))
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -24,6 +23,7 @@ from diffcdc.config import TableConfig
 from diffcdc.engine.run import RunOptions, RunRequest, run_table
 from diffcdc.engine.verify import verify_table
 from diffcdc.state.store import TableState
+from tests.support.config_text import table_toml
 from tests.support.hypothesis_profiles import examples
 from tests.support.sink_kinds import KINDS, SinkKind
 from tests.support.snapshots import snapshot_sequences, snapshot_table
@@ -200,7 +200,7 @@ def test_a_run_killed_anywhere_is_finished_exactly_once_in_every_sink(spark, ser
     _write(root, "2.parquet", SECOND, seed=1)
     config = os.path.join(root, "diffcdc.toml")
     with open(config, "w", encoding="utf-8") as handle:
-        handle.write(_toml(table, state))
+        handle.write(table_toml(table, state))
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
     env["DIFFCDC_CRASH_AT"] = point
     crashed = subprocess.run(
@@ -217,27 +217,6 @@ def test_a_run_killed_anywhere_is_finished_exactly_once_in_every_sink(spark, ser
         kind.assert_once(tstate, sink.sink_id, servers)
     again = run_table(spark, table, state, RunOptions(quality=PERMISSIVE))  # and then: nothing to do
     assert again.outcome == "nothing to do"
-
-
-def _toml(table: TableConfig, state: str) -> str:
-    """The table as a config file (JSON values are valid TOML inline values here)."""
-    lines = [f"[diffcdc]\nstate = {json.dumps(state)}\n",
-             "[quality]\nmin_row_ratio = 0.0\nmax_delete_ratio = 1.0\n",
-             f"[tables.T]\nsource = {json.dumps(table.source)}\nkeys = {json.dumps(list(KEYS))}\n"]
-    for sink in table.sinks:
-        body = sink.model_dump(exclude_none=True, exclude_defaults=True)
-        body["type"] = sink.type
-        lines.append("[[tables.T.sinks]]")
-        for key, value in body.items():
-            lines.append(f"{key} = {_toml_value(value)}")
-        lines.append("")
-    return "\n".join(lines)
-
-
-def _toml_value(value: Any) -> str:
-    if isinstance(value, dict):
-        return "{ " + ", ".join(f"{k} = {_toml_value(v)}" for k, v in value.items()) + " }"
-    return json.dumps(value)
 
 
 def _companion(kind: SinkKind) -> SinkKind:

@@ -81,6 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--parallelism", type=int, default=None,
                      help="with --config: tables processed at once (default: the cores, 2 to 8)")
     run.add_argument("--master", help="Spark master (default local[*])")
+    run.add_argument("--remote", metavar="URL",
+                        help="run on a Spark Connect server, sc://host:port (default: [spark] "
+                        "remote, else the SPARK_REMOTE environment variable)")
     run.add_argument("--only", type=csv_list, help="with --config: run only these tables")
     run.add_argument(
         "--override-check",
@@ -138,6 +141,9 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("--ignore", type=csv_list, default=None, help="columns not compared")
     verify.add_argument("--sink", help="only this sink of the table (default: every sink)")
     verify.add_argument("--master", help="Spark master (default local[*])")
+    verify.add_argument("--remote", metavar="URL",
+                        help="run on a Spark Connect server, sc://host:port (default: [spark] "
+                        "remote, else the SPARK_REMOTE environment variable)")
 
     repair = sub.add_parser(
         "repair", parents=[common],
@@ -150,6 +156,9 @@ def build_parser() -> argparse.ArgumentParser:
     repair.add_argument("--state", default=None, help="state root (default ./state)")
     repair.add_argument("--csv-encoding", help="encoding of CSV snapshots (default utf-8)")
     repair.add_argument("--master", help="Spark master (default local[*])")
+    repair.add_argument("--remote", metavar="URL",
+                        help="run on a Spark Connect server, sc://host:port (default: [spark] "
+                        "remote, else the SPARK_REMOTE environment variable)")
 
     demo = sub.add_parser("demo", parents=[common], help="run a small end-to-end example")
     demo.add_argument("--dir", default="diffcdc-demo", help="where snapshots and landing go")

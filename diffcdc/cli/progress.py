@@ -1,7 +1,8 @@
 """How a run's progress is shown: a live display on a terminal, timestamped lines otherwise.
 
 * terminal (stderr is a tty): a live table with ``rich`` — each table's snapshot, step, rows
-  and elapsed time, and the running Spark stage's tasks (from ``sc.statusTracker()``);
+  and elapsed time, and the running Spark stage's tasks (from ``sc.statusTracker()``; on Spark
+  Connect from the server's progress reports, ``registerProgressHandler``);
 * not a terminal (a scheduler's log): one line per step, ISO-8601 time stamp with the zone,
   plus a line about a long Spark stage every :data:`STAGE_LINE_SECONDS`;
 * ``--quiet``: nothing (the log file still gets every line).
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from diffcdc.engine.progress import RunObserver
+from diffcdc.spark import is_connect
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -61,15 +63,20 @@ def active_stages(spark: SparkSession, first_seen: dict[int, float] | None = Non
     """
     seen = {} if first_seen is None else first_seen
     try:
-        tracker = spark.sparkContext.statusTracker()
         now = time.monotonic()
         out = []
-        for stage_id in tracker.getActiveStageIds():
-            info = tracker.getStageInfo(stage_id)
-            if info is not None:
+        if is_connect(spark):
+            for stage_id, name, tasks, done, running in _connect_feed(spark).running():
                 age = now - seen.setdefault(stage_id, now)
-                out.append(SparkStage(stage_id, info.name, info.numTasks,
-                                      info.numCompletedTasks, info.numActiveTasks, age))
+                out.append(SparkStage(stage_id, name, tasks, done, running, age))
+        else:
+            tracker = spark.sparkContext.statusTracker()
+            for stage_id in tracker.getActiveStageIds():
+                info = tracker.getStageInfo(stage_id)
+                if info is not None:
+                    age = now - seen.setdefault(stage_id, now)
+                    out.append(SparkStage(stage_id, info.name, info.numTasks,
+                                          info.numCompletedTasks, info.numActiveTasks, age))
         for gone in set(seen) - {s.stage_id for s in out}:
             del seen[gone]
         return sorted(out, key=lambda s: s.stage_id)
@@ -77,11 +84,57 @@ def active_stages(spark: SparkSession, first_seen: dict[int, float] | None = Non
         return []
 
 
+class _ConnectFeed:
+    """A Spark Connect session's running stages, as the server reports them with each
+    operation's results (a session has no status tracker to ask)."""
+
+    def __init__(self, spark: SparkSession) -> None:
+        self._lock = threading.Lock()
+        self._operations: dict[str, tuple[list[Any], int]] = {}
+        spark.registerProgressHandler(self._report)  # type: ignore[attr-defined]
+
+    def _report(self, stages: list[Any], inflight_tasks: int, operation_id: str, done: bool,
+                **_: Any) -> None:
+        with self._lock:
+            if done:
+                self._operations.pop(operation_id, None)
+            else:
+                self._operations[operation_id] = (list(stages), inflight_tasks)
+
+    def running(self) -> list[tuple[int, str, int, int, int]]:
+        """(stage id, name, tasks, tasks done, tasks running) of each unfinished stage."""
+        with self._lock:
+            operations = list(self._operations.items())
+        out = []
+        for operation, (stages, inflight) in operations:
+            for stage in stages:
+                if not stage.done:
+                    running = min(inflight, stage.num_tasks - stage.num_completed_tasks)
+                    out.append((stage.stage_id, f"operation {operation[:8]}", stage.num_tasks,
+                                stage.num_completed_tasks, running))
+        return out
+
+
+#: Per Spark Connect session: its feed (a handler stays registered with its session).
+_FEEDS: dict[int, tuple[Any, _ConnectFeed]] = {}
+_FEEDS_LOCK = threading.Lock()
+
+
+def _connect_feed(spark: SparkSession) -> _ConnectFeed:
+    with _FEEDS_LOCK:
+        found = _FEEDS.get(id(spark))
+        if found is None or found[0] is not spark:
+            found = _FEEDS[id(spark)] = (spark, _ConnectFeed(spark))
+        return found[1]
+
+
 class _StageWatcher:
     """Polls the Spark status tracker on a daemon thread and hands the stages to ``show``."""
 
     def __init__(self, spark: SparkSession, every: float, show: Any) -> None:
         self._spark, self._every, self._show = spark, every, show
+        if is_connect(spark):
+            _connect_feed(spark)  # registered before the first job, which it then reports
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="diffcdc-progress", daemon=True)
         self._thread.start()

@@ -14,12 +14,12 @@ def cmd_repair(args: argparse.Namespace) -> int:
     from diffcdc.config_file import load_config
     from diffcdc.engine.repair import head_damage, repair_table
 
-    master, conf = None, {}
+    master, conf, remote = None, {}, None
     if args.config:
         config = load_config(args.config)
         table = config_table(config, args.table, args.config)
         state_root = state_root_of(args.state, config)
-        master, conf = config.spark.master, config.spark.conf
+        master, conf, remote = config.spark.master, config.spark.conf, config.spark.remote
     elif args.source:
         # Keys come from the commit record; the landing root is never used by a repair.
         table = table_from_options(name=args.table, source=args.source, keys=["-"], landing=".",
@@ -34,7 +34,9 @@ def cmd_repair(args: argparse.Namespace) -> int:
     else:
         from diffcdc.runlog import logged_spark
 
-        spark, _ = logged_spark(state_root.logs_base(), args.debug, args.master or master, conf)
+        if args.master or args.remote:  # the command line's choice replaces the file's
+            master, remote = args.master, args.remote
+        spark, _ = logged_spark(state_root.logs_base(), args.debug, master, conf, remote=remote)
         result = repair_table(spark, table, state_root)
     if args.json:
         print(json.dumps({"ok": True, "table": result.table, "version": result.version,

@@ -118,9 +118,12 @@ def _run_busy(args: argparse.Namespace, config: Any, busy: list[Any],
     from diffcdc.runlog import logged_spark
     from diffcdc.spark import master_label
 
-    log.info("starting Spark (%s) for %d table(s)", master_label(config.spark.master), len(busy))
-    spark, opened = logged_spark(config.state_root().logs_base(), args.debug, config.spark.master, config.spark.conf,
-                                 jars=config.model_copy(update={"tables": busy}).jars())
+    log.info("starting Spark (%s) for %d table(s)",
+             master_label(config.spark.master, config.spark.remote), len(busy))
+    spark, opened = logged_spark(config.state_root().logs_base(), args.debug, config.spark.master,
+                                 config.spark.conf,
+                                 jars=config.model_copy(update={"tables": busy}).jars(),
+                                 remote=config.spark.remote)
     run_log.extend([opened] if opened else [])
     check_executor_python(spark, busy)  # a cluster's executors: before any table starts
     observer.spark_started(spark)

@@ -22,6 +22,7 @@ _OPTION_NAMES = {
     "name": "table",
     "schema_name": "schema",
     "spark.master": "master",
+    "spark.remote": "remote",
     **TABLE_LEVEL.option_names,
 }
 #: Nested settings whose fields are options of their own (``--max-delete-ratio``).
@@ -99,12 +100,14 @@ def apply_options(config: RunConfig, **settings: Any) -> RunConfig:
 
 
 def _spark(config: RunConfig | None, settings: dict[str, Any]) -> dict[str, Any]:
-    """``master`` given on the command line goes into the ``spark`` settings."""
-    if "master" not in settings:
+    """``master`` and ``remote`` given on the command line go into the ``spark`` settings (one
+    of them replaces the file's choice of both)."""
+    given = {k: settings[k] for k in ("master", "remote") if k in settings}
+    if not given:
         return settings
-    rest = {k: v for k, v in settings.items() if k != "master"}
+    rest = {k: v for k, v in settings.items() if k not in given}
     spark = config.spark.model_dump() if config is not None else {}
-    return {**rest, "spark": {**spark, "master": settings["master"]}}
+    return {**rest, "spark": {**spark, "master": None, "remote": None, **given}}
 
 
 def run_config_from_args(args: Any) -> RunConfig:
@@ -114,7 +117,7 @@ def run_config_from_args(args: Any) -> RunConfig:
 
     TABLE_LEVEL.check_args(args)
     settings = {"state": args.state, "keep_versions": args.keep_versions,
-                "parallelism": args.parallelism, "master": args.master}
+                "parallelism": args.parallelism, "master": args.master, "remote": args.remote}
     if args.config:
         flags = [n for n in ("source", "keys", "table", "landing") if getattr(args, n)]
         if flags:

@@ -38,7 +38,15 @@ def cmd_verify(args: argparse.Namespace) -> int:
                 "--config), or name the columns to leave out with --ignore (--ignore '' for none)",
             )
         ignore = list(head.record.exclude)
-    spark, _ = logged_spark(state_root.logs_base(), args.debug, args.master)
+    master, remote, conf = args.master, args.remote, {}
+    if args.config:  # the file's Spark, unless the command line names one
+        from diffcdc.config_file import load_config
+
+        spark_settings = load_config(args.config).spark
+        conf = spark_settings.conf
+        if master is None and remote is None:
+            master, remote = spark_settings.master, spark_settings.remote
+    spark, _ = logged_spark(state_root.logs_base(), args.debug, master, conf, remote=remote)
     results = verify_table(spark, table, state_root, args.snapshot, ignore=ignore,
                            only=args.sink)
     if args.json:

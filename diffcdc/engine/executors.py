@@ -8,32 +8,34 @@ through :func:`diffcdc.staged_files.on_executors`, so that files written by exec
 where they are. Those tasks run with the driver's ``PYSPARK_PYTHON`` (or
 ``spark.pyspark.python``) on every executor, which must be the driver's Python version and be
 able to import diffcdc and its dependencies (pyarrow, pydantic ...). On ``local[...]`` the
-executors are the driver's own process tree, so nothing is asked there. Without this check a
+executors are the driver's own process tree, so nothing is asked there; a Spark Connect
+server's executors are always asked (their Python is the server's). Without this check a
 cluster that lacks them fails mid-run with a page of Python trace from inside a task.
 """
 
 from __future__ import annotations
 
-import functools
 import importlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from diffcdc.errors import ConfigError
 from diffcdc.sinks.registry import executor_modules
-from diffcdc.spark import on_this_machine
+from diffcdc.spark import on_this_machine, spark_label
+from diffcdc.staged_files import on_executors
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 
-def _probe(modules: Sequence[str], _: Any) -> str:
+def _probe(items: Iterator[Sequence[str]]) -> Iterator[str]:
     """Runs on an executor: import what diffcdc's tasks import (the imports are the test)."""
     import sys
 
-    for module in modules:
-        importlib.import_module(module)
-    return f"{sys.version_info[0]}.{sys.version_info[1]}"
+    for modules in items:
+        for module in modules:
+            importlib.import_module(module)
+        yield f"{sys.version_info[0]}.{sys.version_info[1]}"
 
 
 def check_executor_python(spark: SparkSession, tables: Sequence[Any]) -> None:
@@ -42,10 +44,10 @@ def check_executor_python(spark: SparkSession, tables: Sequence[Any]) -> None:
         return
     if on_this_machine(spark):
         return
-    master = spark.sparkContext.master
+    master = spark_label(spark)
     try:
         modules = ("diffcdc.state.integrity", *executor_modules())
-        spark.sparkContext.parallelize([0], 1).map(functools.partial(_probe, modules)).collect()
+        on_executors(spark, [modules], _probe)
     except Exception as exc:  # a failed task arrives as a Py4J or PySpark error with a trace
         raise ConfigError(
             f"the Spark executors of {master} cannot run diffcdc's Python code, which every "

@@ -28,6 +28,7 @@ from diffcdc.errors import DiffcdcError, StateOwnerError
 from diffcdc.sources.base import Source
 from diffcdc.sources.copies import SnapshotCopies
 from diffcdc.sources.registry import build_source
+from diffcdc.spark import is_connect
 from diffcdc.state.prune import prune_versions
 from diffcdc.state.root import StateRoot
 from diffcdc.state.store import TableState, new_run_id, now_iso
@@ -141,7 +142,8 @@ def run_many(
     root = config.state_root()
 
     def one(table: TableConfig) -> TableReport:
-        spark.sparkContext.setLocalProperty("spark.scheduler.pool", f"diffcdc-{table.state_name}")
+        tag = table_tag(table)
+        isolate(spark, tag)
         watch.table_started(table.name, None)
         report = None
         try:
@@ -160,13 +162,31 @@ def run_many(
         finally:
             if report is not None:
                 watch.table_done(report)
-            spark.sparkContext.setLocalProperty("spark.scheduler.pool", None)  # type: ignore[arg-type]
+            isolate(spark, None, tag)
 
     workers = min(len(config.tables), table_parallelism(config.parallelism))
     if workers <= 1:
         return [one(t) for t in config.tables]
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="diffcdc-table") as pool:
         return list(pool.map(one, config.tables))
+
+
+def table_tag(table: TableConfig) -> str:
+    """The table's FAIR scheduler pool, or its Spark Connect operation tag (no commas there)."""
+    return f"diffcdc-{table.state_name}".replace(",", "_")
+
+
+def isolate(spark: SparkSession, tag: str | None, previous: str | None = None) -> None:
+    """This thread's Spark jobs in the table's own FAIR pool (classic) or under its tag (Spark
+    Connect: a session has no pools to pick from; the tag names the table's operations on the
+    server); ``None`` ends that, ``previous`` being the tag to drop."""
+    if is_connect(spark):
+        if tag is not None:
+            spark.addTag(tag)
+        elif previous is not None:
+            spark.removeTag(previous)
+        return
+    spark.sparkContext.setLocalProperty("spark.scheduler.pool", tag)  # type: ignore[arg-type]
 
 
 def table_parallelism(configured: int | None) -> int:

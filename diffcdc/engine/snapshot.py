@@ -36,7 +36,7 @@ from diffcdc.faults import crash_point
 from diffcdc.sinks.base import ChangeSet, SinkHistory, SinkTable
 from diffcdc.sinks.registry import sink_result
 from diffcdc.sources.base import PendingSnapshot
-from diffcdc.spark import literal_path, read_written
+from diffcdc.spark import literal_path, read_written, spark_path
 from diffcdc.staged_files import StagedFile, StagedFolder, in_process
 from diffcdc.state.commit import CommitRecord, Counts, Fingerprint, SinkEntry
 from diffcdc.state.guard import check_head_state
@@ -236,9 +236,10 @@ def write_state(
     """Classify ``df`` against the state at ``previous`` (None: nothing), write it to
     ``target`` and return its counts (also ``diffcdc repair``'s way to rebuild a state)."""
     narrow = df.select(*[quote(k) for k in keys], *fingerprint_exprs(df.schema, keys, exclude, bits))
-    old = spark.read.parquet(literal_path(previous)) if previous else None
+    old = spark.read.parquet(literal_path(spark_path(spark, previous))) if previous else None
     classified = classify(narrow, old, keys, fingerprint_columns(bits))
-    classified.write.mode("errorifexists").option("compression", "zstd").parquet(target)
+    classified.write.mode("error").option("compression", "zstd").parquet(
+        spark_path(spark, target))
     # The counts come from the state just written (a narrow scan with generated code): an
     # ``observe`` on the write evaluated them row by row and cost ~0.7 s at 5M rows. A small
     # state on this machine's disk is counted right here: a Spark job would cost more.
@@ -299,7 +300,7 @@ def _stage_sinks(
         )
         if len(continuing) > 1 and changed + metrics["deleted"]:
             path = paths.join(vdir, "changes")
-            diff.write.mode("errorifexists").parquet(path)
+            diff.write.mode("error").parquet(spark_path(ctx.spark, path))
             diff = read_written(ctx.spark, path, diff.schema)
     change_sets = {}
     for sink_id, sink in ctx.sinks.items():

@@ -16,6 +16,7 @@ import uuid
 from pyspark.sql import DataFrame
 
 from diffcdc.errors import InputRefused
+from diffcdc.spark import spark_path
 from diffcdc.staged_files import StagedFolder
 from diffcdc.storage import paths
 
@@ -51,9 +52,9 @@ class SnapshotCopies:
         try:
             # Row groups of 16 MiB: a copy read with one database partition (one file) still
             # splits into many Spark tasks for the diff (Parquet's default is 128 MiB).
-            df.write.mode("errorifexists").option("compression", "zstd").option(
+            df.write.mode("error").option("compression", "zstd").option(
                 "parquet.block.size", str(ROW_GROUP_BYTES)
-            ).parquet(snapshots.child(tmp_name))
+            ).parquet(spark_path(spark, snapshots.child(tmp_name)))
             # a copy left by a run that died before committing (we hold the lease)
             StagedFolder(spark, final, table=self.table).delete()
             # Spark's executors wrote it: renamed on the file system Spark wrote it to

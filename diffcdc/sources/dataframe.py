@@ -14,7 +14,7 @@ from diffcdc.errors import DiffcdcError, InputRefused, SourceError
 from diffcdc.sources.base import PendingSnapshot, Snapshot, Source, check_order
 from diffcdc.sources.copies import SnapshotCopies
 from diffcdc.sources.jdbc import snapshot_id_now
-from diffcdc.spark import in_time_zone
+from diffcdc.spark import in_time_zone, spark_path
 from diffcdc.state.store import Commit
 
 
@@ -114,4 +114,4 @@ class DataFrameSource(Source):
                 snapshot=sid,
                 hint="check the DataFrame's query (df.collect() shows the full error)",
             ) from exc
-        return Snapshot(sid, self.description, spark.read.parquet(copy))
+        return Snapshot(sid, self.description, spark.read.parquet(spark_path(spark, copy)))

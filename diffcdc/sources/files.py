@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from diffcdc.errors import InputRefused, LateSnapshotError, UsageError
 from diffcdc.sources.base import PendingSnapshot, Snapshot, Source
 from diffcdc.sources.copies import SnapshotCopies
-from diffcdc.spark import literal_path
+from diffcdc.spark import literal_path, spark_path
 from diffcdc.state.commit import FileIdentity
 from diffcdc.state.store import Commit
 
@@ -171,10 +171,10 @@ def read_snapshot(
                 .option("multiLine", True)
                 .option("escape", '"')
                 .option("encoding", _SPARK_CHARSETS.get(codecs.lookup(encoding).name, encoding))
-                .csv(literal_path(entry.path))
+                .csv(literal_path(spark_path(spark, entry.path)))
             )
         else:
-            df = spark.read.parquet(literal_path(entry.path))
+            df = spark.read.parquet(literal_path(spark_path(spark, entry.path)))
         if not df.columns:
             raise InputRefused("snapshot has no columns", table=table, snapshot=entry.snapshot_id, path=entry.path)
         return df

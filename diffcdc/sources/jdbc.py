@@ -34,8 +34,10 @@ from diffcdc.sources.base import PendingSnapshot, Snapshot, Source, check_order
 from diffcdc.sources.config import JdbcSourceConfig
 from diffcdc.sources.copies import SnapshotCopies
 from diffcdc.sources.jdbc_mysql import plan_mysql, session_statement
+from diffcdc.sources.jdbc_pg_client import PostgresClientSession
 from diffcdc.sources.jdbc_session import JdbcSession, connection_properties, jdbc_error
 from diffcdc.sources.jdbc_types import ReadPlan, plan_read
+from diffcdc.spark import is_connect, spark_path
 from diffcdc.state.store import Commit
 
 _IN_SNAPSHOT_CHECK = (
@@ -88,7 +90,7 @@ class JdbcSource(Source):
         password = self.cfg.password(self.table)
         started = snapshot_id_now()
         try:
-            session = JdbcSession(spark, self.cfg, password)
+            session = open_session(spark, self.cfg, password)
         except DiffcdcError:
             raise
         except Exception as exc:
@@ -118,9 +120,9 @@ class JdbcSource(Source):
                 raise jdbc_error(exc, self.cfg, password) from None
         finally:
             session.close()
-        return Snapshot(sid, self.describe(), spark.read.parquet(copy))
+        return Snapshot(sid, self.describe(), spark.read.parquet(spark_path(spark, copy)))
 
-    def _plan(self, session: JdbcSession) -> ReadPlan:
+    def _plan(self, session: Session) -> ReadPlan:
         """How each column is read (from the relation's metadata: no row read yet)."""
         columns = session.columns(self._relation())
         if session.mysql:
@@ -135,7 +137,7 @@ class JdbcSource(Source):
             jvm_zone=session.jvm_zone() if session.postgres else "UTC",
         )
 
-    def _snapshot_id(self, session: JdbcSession) -> str | None:
+    def _snapshot_id(self, session: Session) -> str | None:
         if self.cfg.snapshot_id_query is None:
             return None
         (value,), _ = session.values(self.cfg.snapshot_id_query)
@@ -152,7 +154,7 @@ class JdbcSource(Source):
         return self.cfg.table if self.cfg.table else f"({self.cfg.query}) diffcdc_source"
 
     def _options(
-        self, session: JdbcSession, password: str | None, snapshot: str | None, plan: ReadPlan
+        self, session: Session, password: str | None, snapshot: str | None, plan: ReadPlan
     ) -> dict[str, str]:
         cfg = self.cfg
         options = {"url": cfg.url, "dbtable": plan.relation, "fetchsize": str(cfg.fetch_size),
@@ -182,7 +184,7 @@ class JdbcSource(Source):
                 })
         return options
 
-    def _bounds(self, session: JdbcSession) -> tuple[str, str] | None:
+    def _bounds(self, session: Session) -> tuple[str, str] | None:
         """The split range: as configured, else min/max of the column (None: no rows)."""
         cfg = self.cfg
         low, high = cfg.lower_bound, cfg.upper_bound
@@ -203,6 +205,26 @@ class JdbcSource(Source):
         if str(low) == str(high):
             return None  # one value: nothing to split
         return str(low), str(high)
+
+
+Session = JdbcSession | PostgresClientSession
+
+
+def open_session(spark: SparkSession, cfg: JdbcSourceConfig, password: str | None) -> Session:
+    """The read's own connection: through the JVM's JDBC driver in a classic session; held by
+    this process (psycopg) for PostgreSQL over Spark Connect, which has no JVM gateway."""
+    if not is_connect(spark):
+        return JdbcSession(spark, cfg, password)
+    if cfg.subprotocol == "postgresql":
+        return PostgresClientSession(spark, cfg, password)
+    raise ConfigError(
+        f"a {cfg.subprotocol} JDBC source cannot be read over Spark Connect yet: its read is "
+        "planned through the JDBC driver in the Spark driver's JVM, which a Connect client has "
+        "no access to",
+        path=cfg.describe(),
+        hint="run this table with classic Spark (--master, or without --remote / SPARK_REMOTE), "
+        "or read it into a DataFrame yourself and use diffcdc.run_dataframe",
+    )
 
 
 #: PostgreSQL's values past every number, date and time (text), which Spark cannot split at.

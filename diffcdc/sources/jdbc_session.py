@@ -219,7 +219,11 @@ _OUT_OF_RANGE = ("NUMERIC_VALUE_OUT_OF_RANGE", "DECIMAL_PRECISION_EXCEEDS_MAX_PR
 
 
 def _sql_cause(exc: BaseException) -> tuple[str, str]:
-    """The SQL state and first message line of the innermost java.sql.SQLException, if any."""
+    """The SQL state and first message line of the innermost java.sql.SQLException, if any
+    (of a psycopg error: its own; PostgreSQL over Spark Connect)."""
+    state = getattr(exc, "sqlstate", None)
+    if isinstance(state, str):
+        return state, _first_line(str(exc))
     throwable = getattr(exc, "java_exception", None) or getattr(exc, "_origin", None)
     found: tuple[str, str] | None = None
     seen = 0

@@ -35,6 +35,7 @@ from diffcdc.faults import crash_point
 from diffcdc.sinks.base import ChangeSet, Sink, SinkHistory, SinkTable
 from diffcdc.sinks.delta.config import DeltaSinkConfig
 from diffcdc.sinks.delta.feed import append_changelog, plain_types
+from diffcdc.spark import spark_path
 from diffcdc.storage import paths
 
 CDF = {"delta.enableChangeDataFeed": "true"}
@@ -163,7 +164,9 @@ class DeltaSink(Sink):
 
     def stage(self, changes: ChangeSet, staging_dir: str, history: SinkHistory) -> dict[str, Any]:
         if changes.rows:
-            changes.frame.write.mode("errorifexists").parquet(os.path.join(staging_dir, "changes"))
+            frame = changes.frame
+            frame.write.mode("error").parquet(
+                spark_path(frame.sparkSession, os.path.join(staging_dir, "changes")))
         if changes.initial or history.last is None:
             incarnation = uuid.uuid4().hex[:16]
         else:

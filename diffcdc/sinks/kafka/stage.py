@@ -25,6 +25,7 @@ from diffcdc.sinks.kafka.binary import FieldPlan, encode_batch
 from diffcdc.sinks.kafka.container import MessageWriter, container_header, sync_marker
 from diffcdc.sinks.kafka.errors import MessageTooLarge
 from diffcdc.sinks.kafka.schema import AvroLayout, to_publish_frame
+from diffcdc.spark import spark_path
 from diffcdc.staged_files import StagedFolder, on_executors
 from diffcdc.storage import paths
 
@@ -82,7 +83,7 @@ def stage_parts(
     scratch.delete()
     scratch.mkdirs()  # pyarrow and the encoder write there
     rows_dir = os.path.join(staging_dir, SCRATCH, "rows")
-    frame.write.mode("errorifexists").options(**SCRATCH_PARQUET).parquet(rows_dir)
+    frame.write.mode("error").options(**SCRATCH_PARQUET).parquet(spark_path(spark, rows_dir))
     sync = sync_marker(table, changes.version)
     header = container_header(layout.schema, layout.columns, sync)
     encode = _encoder(scratch.folder, header, sync, layout.plans, max_records, max_bytes)

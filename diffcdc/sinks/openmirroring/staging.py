@@ -21,6 +21,7 @@ from diffcdc.sinks.openmirroring.contract import data_file_name
 from diffcdc.sinks.openmirroring.landing import file_sha256
 from diffcdc.sinks.openmirroring.text import TextFormat
 from diffcdc.sinks.openmirroring.text_encode import write_text_file
+from diffcdc.spark import spark_path
 from diffcdc.staged_files import StagedFolder, on_executors
 from diffcdc.storage import paths
 
@@ -69,13 +70,13 @@ def stage_parquet_files(
     the executors too.
     """
     part_codec = "snappy" if text is not None else codec
+    spark = changes.sparkSession
     (
-        changes.write.mode("errorifexists")
+        changes.write.mode("error")
         .option("compression", "uncompressed" if part_codec == "none" else part_codec)
         .option("maxRecordsPerFile", max_rows_per_file)
-        .parquet(raw_dir)
+        .parquet(spark_path(spark, raw_dir))
     )
-    spark = changes.sparkSession
     raw = StagedFolder(spark, raw_dir, table=table)
     parts = []
     for part in raw.files():
