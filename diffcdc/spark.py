@@ -354,12 +354,47 @@ def submitted_conf() -> dict[str, str] | None:
     return dict(SparkConf().getAll())
 
 
+#: Required settings a run can do without when a session refuses them (a platform that allows
+#: only some settings, as Databricks serverless does): CSV snapshots in Spark's own charsets.
+OPTIONAL_CONF = frozenset({"spark.sql.legacy.javaCharsets"})
+
+
 def require_settings(spark: SparkSession) -> SparkSession:
-    """Apply the session settings diffcdc's output depends on to a running session."""
+    """Apply the session settings diffcdc's output depends on to a running session; one that
+    the session refuses is a one-line :class:`ConfigError` (unless it already has the value,
+    or the run can do without it)."""
+    import logging
+
+    from diffcdc.errors import ConfigError
+
     for key, value in REQUIRED_CONF.items():
-        if key.startswith("spark.sql."):
+        if not key.startswith("spark.sql."):
+            continue
+        try:
             spark.conf.set(key, value)
+        except Exception as exc:  # the platform does not let a session change it
+            if _setting(spark, key) == value:
+                continue
+            if key in OPTIONAL_CONF:
+                logging.getLogger("diffcdc").warning(
+                    "this Spark session does not let diffcdc set %s (%s): CSV snapshots can be "
+                    "read in Spark's own charsets only", key, _first_line(exc))
+                continue
+            raise ConfigError(
+                f"this Spark session does not let diffcdc set {key} = {value}, which its "
+                f"output depends on: {_first_line(exc)}",
+                hint=f"allow the setting for this session, or set {key} = {value} in the "
+                "cluster's Spark configuration; nothing was read or written",
+            ) from None
     return spark
+
+
+def _setting(spark: SparkSession, key: str) -> str | None:
+    try:
+        value = spark.conf.get(key, None)
+    except Exception:  # noqa: BLE001 - a session that cannot even say
+        return None
+    return None if value is None else str(value)
 
 
 #: The session settings a run changes in a session it is handed (:func:`require_settings`).
@@ -389,6 +424,8 @@ def borrowed_session(spark: SparkSession) -> Iterator[CallerSettings]:
         yield caller
     finally:
         for key, value in caller.values.items():
+            if _setting(spark, key) == value:
+                continue  # never changed (also: one the session does not let anyone set)
             if value is None:
                 spark.conf.unset(key)
             else:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 from diffcdc.engine.executors import executor_failure
 from diffcdc.spark import DEFAULT_CONF, REQUIRED_CONF, session_settings
 
@@ -47,3 +49,60 @@ def test_the_log_names_the_master_a_run_will_use(monkeypatch):
     assert master_label(None) == "spark-submit's master"
     monkeypatch.setenv("DIFFCDC_SPARK_MASTER", "spark://h:7077")
     assert master_label(None) == "spark://h:7077"
+
+
+class _Conf:
+    """A session's settings where some cannot be changed (as on Databricks serverless)."""
+
+    def __init__(self, values: dict[str, str], locked: set[str]) -> None:
+        self.values, self.locked = dict(values), locked
+
+    def get(self, key: str, default=None):
+        return self.values.get(key, default)
+
+    def set(self, key: str, value: str) -> None:
+        if key in self.locked:
+            raise RuntimeError(f"[CANNOT_MODIFY_CONFIG] Cannot modify the value of {key}.\nmore")
+        self.values[key] = value
+
+    def unset(self, key: str) -> None:
+        self.values.pop(key, None)
+
+
+class _Session:
+    def __init__(self, conf: _Conf) -> None:
+        self.conf = conf
+
+
+def test_a_setting_the_session_refuses_is_one_line_and_the_session_is_put_back():
+    import pytest
+
+    from diffcdc.errors import ConfigError
+    from diffcdc.spark import borrowed_session
+
+    conf = _Conf({"spark.sql.session.timeZone": "Asia/Tokyo"},
+                 {"spark.sql.parquet.outputTimestampType"})
+    with pytest.raises(ConfigError) as refused:
+        with borrowed_session(_Session(conf)):
+            raise AssertionError("not reached")
+    text = str(refused.value)
+    assert "\n" not in text and "spark.sql.parquet.outputTimestampType = TIMESTAMP_MICROS" in text
+    assert "CANNOT_MODIFY_CONFIG" in text and "nothing was read or written" in text
+    assert conf.values == {"spark.sql.session.timeZone": "Asia/Tokyo"}  # as it was handed over
+
+
+def test_a_setting_the_session_refuses_but_already_has_or_can_miss_is_fine(caplog):
+    from diffcdc.spark import REQUIRED_CONF, borrowed_session
+
+    have = {"spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS"}
+    conf = _Conf(have, {"spark.sql.parquet.outputTimestampType", "spark.sql.legacy.javaCharsets"})
+    logger = logging.getLogger("diffcdc")  # its own handlers may not propagate (the CLI's)
+    logger.addHandler(caplog.handler)
+    try:
+        with borrowed_session(_Session(conf)):
+            assert conf.values == {k: v for k, v in REQUIRED_CONF.items()
+                                   if k.startswith("spark.sql.") and k != "spark.sql.legacy.javaCharsets"}
+    finally:
+        logger.removeHandler(caplog.handler)
+    assert conf.values == have
+    assert "spark.sql.legacy.javaCharsets" in caplog.text
