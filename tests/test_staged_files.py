@@ -14,7 +14,7 @@ from diffcdc.errors import StateError
 from diffcdc.sinks.openmirroring.landing import file_sha256
 from diffcdc.sinks.openmirroring.staging import stage_parquet_files
 from diffcdc.sinks.openmirroring.text import TextFormat
-from diffcdc.spark import read_written
+from diffcdc.spark import read_written, spark_path
 from diffcdc.staged_files import StagedFolder, on_executors
 from diffcdc.state.integrity import StateFile, checksum, describe_state, footer_rows
 from diffcdc.storage.local import LocalStore
@@ -186,3 +186,34 @@ def test_a_folder_just_written_reads_back_as_spark_would_read_it_without_a_schem
     assert _jobs(spark) == jobs  # no job to read a footer for the schema
     assert given.schema == inferred.schema
     assert sorted(given.collect()) == sorted(inferred.collect())
+
+
+class _ConnectSession:
+    """Stands for a Spark Connect session (no gateway to ask Hadoop): ``is_connect`` goes by
+    the class's module."""
+
+
+_ConnectSession.__module__ = "pyspark.sql.connect.session"
+
+
+def test_over_connect_a_folder_is_taken_as_given_and_one_not_visible_here_is_refused(
+        tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    relative = StagedFolder(_ConnectSession(), "state/T/v1", table="T")  # type: ignore[arg-type]
+    assert relative.folder == str(tmp_path / "state" / "T" / "v1")
+    with pytest.raises(StateError) as gone:  # Spark wrote it where this process cannot see
+        relative.data_files()
+    assert "\n" not in str(gone.value)
+    assert "Spark wrote" in str(gone.value) and "not visible to diffcdc here" in str(gone.value)
+    os.makedirs(tmp_path / "state" / "T" / "v1")
+    (tmp_path / "state" / "T" / "v1" / "part-0.parquet").write_bytes(b"x")
+    assert [f.name for f in relative.data_files()] == ["part-0.parquet"]
+    url = StagedFolder(_ConnectSession(), "webhdfs://nn:9870/s", table="T")  # type: ignore[arg-type]
+    assert url.folder == "webhdfs://nn:9870/s"
+    with pytest.raises(StateError, match="diffcdc's own reads do not reach"):
+        StagedFolder(_ConnectSession(), "hdfs://nn/s", table="T")  # type: ignore[arg-type]
+    # what Spark is told to read or write: the server resolves a relative path against its
+    # own working folder, so it goes absolute
+    assert spark_path(_ConnectSession(), "src/1.parquet") == str(tmp_path / "src" / "1.parquet")
+    assert spark_path(_ConnectSession(), "/abs/x") == "/abs/x"
+    assert spark_path(_ConnectSession(), "abfss://c@a.dfs.core.windows.net/x").startswith("abfss:")
