@@ -12,6 +12,8 @@ comparing version strings. Everything else in diffcdc calls these and stays vers
 * A failed Spark job reaches Python on 4.x as PySpark's own exception carrying the root cause
   (``[USER_RAISED_EXCEPTION] boom``); 3.5 leaves it a py4j ``Py4JJavaError`` whose text starts
   "An error occurred while calling o66.parquet." — :func:`error_text` gives its innermost cause.
+* A file Spark cannot read: 4.x names it with the error class ``FAILED_READ_FILE``, 3.5 in
+  words (:data:`FAILED_READ_FILE`).
 
 Spark settings that only one version knows need nothing here: a session takes any
 ``spark.*`` key it does not know (3.5 ignores ``spark.sql.legacy.javaCharsets``, which 4.0
@@ -34,6 +36,9 @@ VARIANT_TYPE: type[T.DataType] | None = getattr(T, "VariantType", None)
 
 #: The calendar interval type where this PySpark has one in Python (4.0+), else None.
 CALENDAR_INTERVAL_TYPE: type[T.DataType] | None = getattr(T, "CalendarIntervalType", None)
+
+#: How Spark says a task could not read an input file: 4.x's error class, 3.5's words.
+FAILED_READ_FILE: tuple[str, ...] = ("FAILED_READ_FILE", "Encountered error while reading file")
 
 #: Nested column types: struct, array, map and, where it exists, variant.
 NESTED_TYPES: tuple[type[T.DataType], ...] = (T.StructType, T.ArrayType, T.MapType) + (

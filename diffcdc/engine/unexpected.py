@@ -13,10 +13,10 @@ import re
 
 from diffcdc.errors import DiffcdcError, InputRefused, StorageError
 from diffcdc.sources.base import PendingSnapshot
-from diffcdc.spark_compat import error_text
+from diffcdc.spark_compat import FAILED_READ_FILE, error_text
 
 _UNREADABLE = (
-    "FAILED_READ_FILE",
+    *FAILED_READ_FILE,
     "CANNOT_READ_FILE_FOOTER",
     "MALFORMED",
     "is not a Parquet file",
