@@ -462,6 +462,8 @@ def warm_up() -> None:
 
     from pyspark.sql import functions as F
 
+    from diffcdc.spark_compat import to_arrow
+
     spark = build_spark("local[1]")
     with tempfile.TemporaryDirectory() as tmp:
         df = spark.range(1000).select(F.col("id"), F.xxhash64("id").alias("fp"),
@@ -470,5 +472,5 @@ def warm_up() -> None:
         back = spark.read.parquet(os.path.join(tmp, "a"))
         joined = back.join(back.groupBy("id").agg(F.max("fp").alias("m")), "id", "full_outer")
         joined.repartition(2, "id").write.option("compression", "zstd").parquet(os.path.join(tmp, "b"))
-        spark.read.parquet(os.path.join(tmp, "b")).toArrow()
+        to_arrow(spark.read.parquet(os.path.join(tmp, "b")))
     spark.stop()

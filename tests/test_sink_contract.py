@@ -56,6 +56,7 @@ def _assert_replays(spark, table: TableConfig, state: str, sid: str) -> None:
 
 
 @pytest.mark.default_tier
+@pytest.mark.spark35_smoke
 @pytest.mark.parametrize("kind", KINDS, ids=[k.name for k in KINDS])
 def test_replaying_a_sink_gives_every_snapshot(spark, servers, kind):
     @settings(max_examples=examples(6), deadline=None, suppress_health_check=list(HealthCheck))
@@ -185,7 +186,8 @@ def _crash_points() -> list[Any]:
     for kind in KINDS:
         points += list(kind.crash_points) + [f"before_mark_published@{kind.name}"]
     assert CORE_POINTS <= set(points)
-    return [pytest.param(p, marks=pytest.mark.default_tier) if p == COMMIT_BOUNDARY
+    return [pytest.param(p, marks=[pytest.mark.default_tier, pytest.mark.spark35_smoke])
+            if p == COMMIT_BOUNDARY
             else p if p in CORE_POINTS else pytest.param(p, marks=pytest.mark.exhaustive)
             for p in points]
 

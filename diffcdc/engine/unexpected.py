@@ -13,9 +13,10 @@ import re
 
 from diffcdc.errors import DiffcdcError, InputRefused, StorageError
 from diffcdc.sources.base import PendingSnapshot
+from diffcdc.spark_compat import FAILED_READ_FILE, error_text
 
 _UNREADABLE = (
-    "FAILED_READ_FILE",
+    *FAILED_READ_FILE,
     "CANNOT_READ_FILE_FOOTER",
     "MALFORMED",
     "is not a Parquet file",
@@ -36,7 +37,8 @@ def unexpected_error(
     occurred while calling o123.parquet"); a full disk says so.
     """
     text = str(exc).strip()
-    first = text.splitlines()[0] if text else type(exc).__name__
+    cause = error_text(exc).strip()  # a failed job's root cause, on PySpark 3.5 too
+    first = cause.splitlines()[0] if cause else type(exc).__name__
     if getattr(exc, "errno", None) == errno.ENOSPC or "No space left on device" in text:
         return StorageError(
             "no space left on the device" + (f" under {state_dir}" if state_dir else ""),

@@ -13,6 +13,7 @@ from diffcdc.errors import InputRefused, UsageError
 from diffcdc.sinks.base import Sink, SinkTable
 from diffcdc.sinks.registry import build_sink
 from diffcdc.sources.files import SnapshotEntry, read_snapshot
+from diffcdc.spark_compat import to_arrow
 from diffcdc.state.root import StateRoot
 from diffcdc.state.store import TableState
 
@@ -35,7 +36,7 @@ def verify_sinks(
     results = {}
     for sink_id, sink in sinks.items():
         df = sink.comparable(snapshot)
-        results[sink_id] = compare(sink.replay(spark), df.toArrow().to_pylist(), df.columns, ignore)
+        results[sink_id] = compare(sink.replay(spark), to_arrow(df).to_pylist(), df.columns, ignore)
     return results
 
 

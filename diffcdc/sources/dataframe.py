@@ -8,38 +8,21 @@ the table's state and the diff runs on the copy.
 from __future__ import annotations
 
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import types as T
 
 from diffcdc.errors import DiffcdcError, InputRefused, SourceError
 from diffcdc.sources.base import PendingSnapshot, Snapshot, Source, check_order
 from diffcdc.sources.copies import SnapshotCopies
 from diffcdc.sources.jdbc import snapshot_id_now
 from diffcdc.spark import in_time_zone, spark_path
+from diffcdc.spark_compat import calendar_interval_column, error_text
 from diffcdc.state.store import Commit
-
-
-def _unstorable_column(schema: T.StructType) -> T.StructField | None:
-    """The first column whose type (at any depth) Parquet cannot hold: a calendar interval."""
-
-    def unstorable(dtype: T.DataType) -> bool:
-        if isinstance(dtype, T.CalendarIntervalType):
-            return True
-        if isinstance(dtype, T.StructType):
-            return any(unstorable(f.dataType) for f in dtype.fields)
-        if isinstance(dtype, T.ArrayType):
-            return unstorable(dtype.elementType)
-        if isinstance(dtype, T.MapType):
-            return unstorable(dtype.keyType) or unstorable(dtype.valueType)
-        return False
-
-    return next((f for f in schema.fields if unstorable(f.dataType)), None)
 
 
 def evaluation_error(exc: BaseException) -> str:
     """What went wrong evaluating a DataFrame, in one line: for a Python function (a UDF) that
     raised, its exception (``ValueError: customer 3 has no region``), not Spark's first line
     ("An exception was thrown from the Python worker:")."""
-    text = str(exc).strip()
+    text = error_text(exc).strip()
     if not text:
         return type(exc).__name__
     lines = [line for line in text.splitlines() if line.strip()]
@@ -84,14 +67,15 @@ class DataFrameSource(Source):
     ) -> Snapshot:
         assert pending.snapshot_id is not None
         sid = pending.snapshot_id
-        column = _unstorable_column(self.df.schema)
+        column = calendar_interval_column(self.df)  # Parquet cannot hold one, at any depth
         if column is not None:
+            name, type_text = column
             raise InputRefused(
-                f"column {column.name} has type {column.dataType.simpleString()}, which a "
+                f"column {name} has type {type_text}, which a "
                 "snapshot cannot hold (Parquet has no calendar interval)",
                 table=self.table,
                 snapshot=sid,
-                hint=f"cast {column.name} in the DataFrame, e.g. to a string, or to a day-time "
+                hint=f"cast {name} in the DataFrame, e.g. to a string, or to a day-time "
                 "interval (make_dt_interval) when it has no months",
             )
         try:

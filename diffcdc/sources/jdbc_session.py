@@ -18,6 +18,7 @@ from diffcdc.errors import DiffcdcError, InputRefused, SourceError, SourceUnavai
 from diffcdc.sources.config import JdbcSourceConfig
 from diffcdc.sources.jdbc_mysql import session_statement
 from diffcdc.sources.jdbc_types import Column, refusal_in
+from diffcdc.spark_compat import error_text
 
 _REPEATABLE_READ = 4  # java.sql.Connection.TRANSACTION_REPEATABLE_READ
 
@@ -238,7 +239,7 @@ def _sql_cause(exc: BaseException) -> tuple[str, str]:
             break
     if found is not None:
         return found
-    return "", _first_line(str(exc))
+    return "", _first_line(error_text(exc))  # a failed job's root cause, on PySpark 3.5 too
 
 
 def _first_line(text: str) -> str:

@@ -46,6 +46,7 @@ from diffcdc.core.compare import Replayed
 from diffcdc.errors import InputRefused, TargetMismatch, TransientStorageError
 from diffcdc.sinks.base import ChangeSet, Sink, SinkHistory, SinkTable
 from diffcdc.sinks.plugin import SinkPlugin
+from diffcdc.spark_compat import to_arrow
 from diffcdc.state.store import TableState
 
 Step = Literal["prepare", "check", "accept", "stage", "publish", "replay"]
@@ -228,7 +229,7 @@ class MemorySink(Sink):
         self.target.step(self.id, "stage", changes.version)
         os.makedirs(staging_dir, exist_ok=True)
         path = os.path.join(staging_dir, CHANGES_FILE)
-        pq.write_table(changes.frame.toArrow(), path)
+        pq.write_table(to_arrow(changes.frame), path)
         with open(path, "rb") as handle:
             sha = hashlib.sha256(handle.read()).hexdigest()
         return {"file": CHANGES_FILE, "sha256": sha, "columns": changes.columns}

@@ -17,6 +17,7 @@ from diffcdc.core.quality_config import QualityConfig
 from diffcdc.engine.run import RunOptions, RunRequest, run_table
 from diffcdc.sinks.openmirroring.contract import table_folder
 from diffcdc.sinks.openmirroring.replay import replay
+from diffcdc.spark_compat import to_arrow
 from diffcdc.storage.local import LocalStore
 
 UTC = dt.timezone.utc
@@ -72,7 +73,7 @@ class Workspace:
         from diffcdc.spark import literal_path
 
         df = to_landing_columns(spark.read.parquet(literal_path(os.path.join(self.source, snapshot_id))))
-        result = compare(self.mirror(upto).replayed(), df.toArrow().to_pylist(), df.columns, ignore)
+        result = compare(self.mirror(upto).replayed(), to_arrow(df).to_pylist(), df.columns, ignore)
         assert result.identical, result.to_dict()
 
     def snapshot_state(self) -> dict[str, bytes]:
