@@ -166,6 +166,10 @@ def test_a_client_killed_while_the_server_runs_its_job_changes_nothing(
     again = _finished(_client_job(root, _slow_job(root, connect_server.url, sinks, "003", 0)))
     assert again["report"]["outcome"] == "ok", again
     _assert_replays(spark, table, state, expected)
+    # ... which also cleared what the orphaned job left: its copy, its version folder
+    assert os.listdir(os.path.join(state, "T", "snapshots")) == []
+    committed = [f"{c.version:020d}-{c.record.run_id}" for c in TableState(state, "T").commits()]
+    assert sorted(os.listdir(os.path.join(state, "T", "versions"))) == committed
 
 
 CALLER = {
@@ -184,7 +188,7 @@ def test_run_dataframe_on_a_connect_session_means_what_the_caller_meant(
     (tmp_path / "in.csv").write_text("k,at,v\n1,2026-01-15 08:30:00,a\n2,2026-07-01 23:15:00,b\n")
     table = _table(root, servers, source={"type": "dataframe"}, keys=("k",))
     job = {"remote": connect_server.url, "frame": "csv", "csv": str(tmp_path / "in.csv"),
-           "schema": "k INT, at TIMESTAMP, v STRING", "settings": CALLER, "long_job": 400_000_000,
+           "schema": "k INT, at TIMESTAMP, v STRING", "settings": CALLER, "long_job": 1.5,
            "watched": sorted({*CALLER, *SESSION_KEYS}),
            "run": {"table": "T", "keys": ["k"], "snapshot_id": "001",
                    "sinks": [kind.entry(root, servers) for kind in KINDS],

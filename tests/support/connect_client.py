@@ -7,7 +7,8 @@ prints one JSON line: the run's report (or its error) and the session's settings
 after.
 
 * ``csv`` — read a CSV of zone-less times in the session's (the caller's) settings;
-* ``long_job`` — after the run, a job over that many rows, for the progress display's feed;
+* ``long_job`` — after the run, a job whose tasks sleep that many seconds a row, for the
+  progress display's feed;
 * ``slow`` — ``rows`` rows in one partition, each made by a Python UDF that sleeps ``sleep``
   seconds (the copy's job runs long on the server: a client killed meanwhile leaves it
   running).
@@ -70,7 +71,16 @@ def main(path: str) -> int:
         report = diffcdc.run_dataframe(_frame(spark, job), **job["run"])
         out["report"] = report.to_dict()
         if job.get("long_job"):  # a job of some seconds: the server reports its progress
-            spark.range(0, int(job["long_job"]), 1, 2).selectExpr("sum(hash(id))").collect()
+            from pyspark.sql import functions as F
+
+            @F.udf("long")
+            def slow(i: int) -> int:
+                import time as clock
+
+                clock.sleep(float(job["long_job"]))
+                return i
+
+            spark.range(0, 4, 1, 2).select(slow("id")).collect()
     except DiffcdcError as exc:
         out["error"] = {"type": type(exc).__name__, "message": str(exc)}
     finally:

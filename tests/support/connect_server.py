@@ -55,6 +55,8 @@ class ConnectServer:
             "--conf", "spark.driver.bindAddress=127.0.0.1",
             "--conf", "spark.ui.enabled=false",
             "--conf", "spark.sql.shuffle.partitions=2",
+            # progress reports every 200 ms (default 2 s): a job of a few seconds shows them
+            "--conf", "spark.connect.progress.reportInterval=200ms",
             "--conf", "spark.driver.extraJavaOptions=-XX:+UseParallelGC",
             *(["--jars", ",".join(jars)] if jars else []),
             "spark-internal",
