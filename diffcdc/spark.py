@@ -36,8 +36,9 @@ def spark_path(spark: SparkSession, path: str) -> str:
     path against its own working folder, not this process's: a relative local path goes to it
     absolute (a classic driver is this process, and a relative path may mean the default file
     system's home folder there, so it is left as it is)."""
-    if is_connect(spark) and "://" not in path and not path.startswith("file:") \
-            and not os.path.isabs(path):
+    from diffcdc.storage.registry import scheme
+
+    if is_connect(spark) and not scheme(path) and not os.path.isabs(path):
         return os.path.abspath(path)
     return path
 
@@ -417,7 +418,7 @@ def borrowed_session(spark: SparkSession) -> Iterator[CallerSettings]:
     """Apply diffcdc's settings to a caller's session for the ``with`` block, then put every
     one of them back as the caller had it (also when the block fails): a library leaves the
     session it was handed as it found it (``run_dataframe`` in a notebook)."""
-    caller = CallerSettings({key: spark.conf.get(key, None) for key in SESSION_KEYS},
+    caller = CallerSettings({key: _setting(spark, key) for key in SESSION_KEYS},
                             str(spark.conf.get(ZONE)))
     try:
         require_settings(spark)
