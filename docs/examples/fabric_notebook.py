@@ -79,4 +79,4 @@ if report.snapshots:
     snap = report.snapshots[0]
     print(f"snapshot {snap.snapshot_id} -> version {snap.version}: "
           f"+{snap.inserted} ~{snap.updated} -{snap.deleted} ({snap.rows} rows), "
-          f"files {snap.files}")
+          f"{len(snap.files)} landing file(s)")
