@@ -156,15 +156,46 @@ def build_spark(
     ``conf``; a running session cannot load jars any more (a JDBC source then says which
     driver is missing).
     """
+    from pyspark.sql import SparkSession
+
+    remote = chosen_remote(master, remote)
+    if remote is not None:
+        return connect_session(remote, conf)
+    with _without_env("SPARK_REMOTE"):  # pyspark itself would go to it, master or not
+        active = SparkSession.getActiveSession()
+        if active is not None:
+            return require_settings(active)
+        return _classic_session(master, conf, app_name, log4j_config, jvm_output, jars)
+
+
+def chosen_remote(master: str | None, remote: str | None) -> str | None:
+    """The Spark Connect server to use: ``remote`` (``--remote``, ``[spark] remote``), else the
+    ``SPARK_REMOTE`` environment variable unless a master was chosen (``--master``, ``[spark]
+    master``: an explicit choice beats the environment); None: classic Spark."""
+    if remote:
+        return remote
+    if master:
+        return None
+    return os.environ.get("SPARK_REMOTE") or None
+
+
+@contextlib.contextmanager
+def _without_env(name: str) -> Iterator[None]:
+    saved = os.environ.pop(name, None)
+    try:
+        yield
+    finally:
+        if saved is not None:
+            os.environ[name] = saved
+
+
+def _classic_session(master: str | None, conf: Mapping[str, str] | None, app_name: str,
+                     log4j_config: str | None, jvm_output: str | None,
+                     jars: Sequence[str]) -> SparkSession:
+    """A classic session (a driver JVM of this process) with diffcdc's settings."""
     global jvm_starts
     from pyspark.sql import SparkSession
 
-    remote = remote or os.environ.get("SPARK_REMOTE") or None
-    if remote is not None:
-        return connect_session(remote, conf)
-    active = SparkSession.getActiveSession()
-    if active is not None:
-        return require_settings(active)
     os.environ.setdefault("PYSPARK_PYTHON", _python())
     submitted = submitted_conf()
     master = master or os.environ.get("DIFFCDC_SPARK_MASTER")
@@ -331,7 +362,7 @@ def session_settings(
 
 def master_label(master: str | None, remote: str | None = None) -> str:
     """The master a new session will use, for the log, before it starts."""
-    remote = remote or os.environ.get("SPARK_REMOTE")
+    remote = chosen_remote(master, remote)
     if remote:
         return f"Spark Connect {redact(remote)}"
     chosen = master or os.environ.get("DIFFCDC_SPARK_MASTER")

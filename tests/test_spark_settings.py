@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 
 from diffcdc.engine.executors import executor_failure
 from diffcdc.spark import DEFAULT_CONF, REQUIRED_CONF, session_settings
@@ -106,3 +107,31 @@ def test_a_setting_the_session_refuses_but_already_has_or_can_miss_is_fine(caplo
         logger.removeHandler(caplog.handler)
     assert conf.values == have
     assert "spark.sql.legacy.javaCharsets" in caplog.text
+
+
+def test_remote_comes_from_the_option_then_the_environment_unless_a_master_was_chosen(
+        monkeypatch):
+    from diffcdc.spark import chosen_remote, master_label
+
+    monkeypatch.delenv("SPARK_REMOTE", raising=False)
+    assert chosen_remote(None, None) is None
+    assert chosen_remote(None, "sc://a:1") == "sc://a:1"
+    monkeypatch.setenv("SPARK_REMOTE", "sc://env:15002/;token=abc")
+    assert chosen_remote(None, None) == "sc://env:15002/;token=abc"
+    assert chosen_remote("local[1]", None) is None  # an explicit master beats the environment
+    assert chosen_remote(None, "sc://a:1") == "sc://a:1"
+    assert master_label(None) == "Spark Connect sc://env:15002/;token=***"
+    assert master_label("spark://h:7077") == "spark://h:7077"
+
+
+def test_an_explicit_master_is_classic_even_with_spark_remote_set(spark, monkeypatch):
+    from diffcdc import spark as sessions
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("went to Spark Connect")
+
+    monkeypatch.setattr(sessions, "connect_session", refuse)
+    monkeypatch.setenv("SPARK_REMOTE", "sc://127.0.0.1:1")
+    got = sessions.build_spark("local[2]")  # the running classic session, not a Connect one
+    assert got is spark and not sessions.is_connect(got)
+    assert os.environ["SPARK_REMOTE"] == "sc://127.0.0.1:1"  # put back
