@@ -26,6 +26,7 @@ from diffcdc.sinks.registry import SINKS, TABLE_LEVEL, TABLE_SINK, plugin_of
 from diffcdc.sinks.table import SinkTable
 from diffcdc.sinks.targets import OwnedTarget, own, target_clash
 from diffcdc.sources.registry import SOURCES, source_kind, source_plugin
+from diffcdc.state.chain import MAX_DELTA_RATIO, MAX_DELTAS
 from diffcdc.state.root import StateRoot
 
 #: A folder (string) or a table selected by ``type`` (every registered source type); errors
@@ -42,6 +43,24 @@ SourceConfig = Annotated[
 
 #: One entry of a table's ``sinks``: the config model of a registered sink, by its ``type``.
 SinkConfig = Annotated[Union[tuple(p.config for p in SINKS)], Field(discriminator="type")]
+
+
+class StateCompaction(BaseModel):
+    """When a version's state is written whole again instead of as a delta (see
+    :mod:`diffcdc.state.chain`)."""
+
+    model_config = STRICT_SETTINGS
+
+    max_deltas: int = Field(
+        default=MAX_DELTAS, ge=0,
+        description="Deltas on one base before the next version writes a base (0: every version "
+        "writes a whole state, as diffcdc did before deltas).",
+    )
+    max_delta_ratio: float = Field(
+        default=MAX_DELTA_RATIO, ge=0,
+        description="Rows in the deltas on one base, as a share of the table's rows, before the "
+        "next version writes a base.",
+    )
 
 
 class TableConfig(BaseModel):
@@ -80,6 +99,11 @@ class TableConfig(BaseModel):
         ge=0,
         description="Parquet copies of the last N snapshots read from a database or DataFrame "
         "kept under the state (for `diffcdc verify`); 0: deleted once committed.",
+    )
+    state_compaction: StateCompaction = Field(
+        default_factory=StateCompaction,
+        description="When the state is written whole again: `{max_deltas = 30, "
+        "max_delta_ratio = 0.5}` (a version's state is otherwise only what it changed).",
     )
     sinks: list[SinkConfig] = Field(
         min_length=1,

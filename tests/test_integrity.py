@@ -19,6 +19,7 @@ from diffcdc.cli.main import main as cli
 from diffcdc.engine.repair import head_damage, repair_table
 from diffcdc.engine.unexpected import unexpected_error
 from diffcdc.errors import DiffcdcError, InputRefused, LandingZoneMismatch, StateError, StorageError
+from diffcdc.state.chain import state_chain
 from diffcdc.state.prune import prune_versions
 from diffcdc.state.reports import TableReports
 from diffcdc.state.store import TableState
@@ -72,10 +73,22 @@ def two_versions(spark, ws):
 # -- state integrity -----------------------------------------------------------------------
 
 
+def base_state_dir(ws) -> str:
+    """The base the head's delta builds on."""
+    state = TableState(ws.state, ws.table.state_name)
+    chain = state_chain(state.commits())
+    assert [link.delta for link in chain] == [False, True]
+    return state.abspath(chain[0].path)
+
+
+@pytest.mark.parametrize("where", ["delta", "base"])
 @pytest.mark.parametrize("damage", ["lost part", "emptied part", "stray part", "lost version"])
-def test_damaged_head_state_is_refused_then_repaired(spark, ws, many_parts, damage):
+def test_damaged_head_state_is_refused_then_repaired(spark, ws, many_parts, damage, where):
+    """The head (version 2) is a delta on version 1's base: damage in either is refused, named
+    by its version, and rebuilt from that version's snapshot."""
     two_versions(spark, ws)
-    folder = head_state_dir(ws)
+    folder = head_state_dir(ws) if where == "delta" else base_state_dir(ws)
+    damaged = 2 if where == "delta" else 1
     parts = list(data_files(folder))
     assert len(parts) > 1
     victim = os.path.join(folder, parts[0])
@@ -88,11 +101,11 @@ def test_damaged_head_state_is_refused_then_repaired(spark, ws, many_parts, dama
     else:
         shutil.rmtree(os.path.dirname(folder))
     ws.write("0003.parquet", rows(range(10, 50), "c"), SCHEMA)
-    err = refused(spark, ws, StateError, "state version 2 is damaged")
+    err = refused(spark, ws, StateError, f"state version {damaged} is damaged")
     assert err.exit_code == 1 and "diffcdc repair --table T" in str(err)
     assert head_damage(ws.table, ws.state).damaged
     result = repair_table(spark, ws.table, ws.state)
-    assert result.repaired and result.version == 2
+    assert result.repaired and result.version == damaged
     assert not head_damage(ws.table, ws.state).damaged
     report = ws.run(spark)
     assert [s.snapshot_id for s in report.snapshots] == ["0003.parquet"]

@@ -19,9 +19,10 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from diffcdc.config import TableConfig
+from diffcdc.config import StateCompaction, TableConfig
 from diffcdc.engine.run import RunOptions, RunRequest, run_table
 from diffcdc.engine.verify import verify_table
+from diffcdc.state.chain import state_chain
 from diffcdc.state.store import TableState
 from tests.support.config_text import table_toml
 from tests.support.hypothesis_profiles import examples
@@ -35,10 +36,16 @@ STEPS = ["after_read", "after_state_staged", "after_changes_staged", "after_clai
          "before_mark_published", "after_published"]
 
 
-def _table_config(root: str, kinds: list[SinkKind], servers: dict[str, Any]) -> TableConfig:
+#: Random sequences cross compaction: a base, up to two deltas on it, a base again (sooner
+#: when the deltas pass half the rows).
+CONTRACT_COMPACTION = StateCompaction(max_deltas=2)
+
+
+def _table_config(root: str, kinds: list[SinkKind], servers: dict[str, Any],
+                  compaction: StateCompaction = CONTRACT_COMPACTION) -> TableConfig:
     return TableConfig(
         name="T", source=os.path.join(root, "source"), keys=list(KEYS),
-        sinks=[kind.entry(root, servers) for kind in kinds],
+        sinks=[kind.entry(root, servers) for kind in kinds], state_compaction=compaction,
     )
 
 
@@ -170,6 +177,8 @@ FIRST = {(i, "a"): {"s1": f"n{i}", "s2": None, "n": i, "d": None, "dec": None, "
 SECOND = {**{k: {**v, "s1": "changed"} for k, v in FIRST.items() if k[0] < 3},
           **{k: v for k, v in FIRST.items() if 3 <= k[0] < 6},
           (9, "b"): {**FIRST[(1, "a")], "s2": "new"}}
+THIRD = {**{k: v for k, v in SECOND.items() if k != (4, "a")},
+         (0, "a"): {**SECOND[(0, "a")], "n": 100}, (10, "c"): {**FIRST[(2, "a")], "s2": "third"}}
 
 
 #: Kill points of the default tier: the commit boundary, and inside each kind of publishing
@@ -192,14 +201,25 @@ def _crash_points() -> list[Any]:
             for p in points]
 
 
+#: The version killed writes a delta on its head, or (compaction) a base folding a base and a
+#: delta.
+STATE_WRITES = {"delta": StateCompaction(max_delta_ratio=100.0),
+                "compaction": StateCompaction(max_deltas=1)}
+
+
+@pytest.mark.parametrize("state_write", list(STATE_WRITES))
 @pytest.mark.parametrize("point", _crash_points())
-def test_a_run_killed_anywhere_is_finished_exactly_once_in_every_sink(spark, servers, tmp_path, point):
+def test_a_run_killed_anywhere_is_finished_exactly_once_in_every_sink(spark, servers, tmp_path, point,
+                                                                      state_write):
     root = str(tmp_path)
-    table = _table_config(root, KINDS, servers)
+    table = _table_config(root, KINDS, servers, STATE_WRITES[state_write])
     state = os.path.join(root, "state")
-    _write(root, "1.parquet", FIRST, seed=0)
-    run_table(spark, table, state, RunOptions(quality=PERMISSIVE))
-    _write(root, "2.parquet", SECOND, seed=1)
+    before = [FIRST] if state_write == "delta" else [FIRST, SECOND]
+    for i, rows in enumerate(before):
+        _write(root, f"{i + 1}.parquet", rows, seed=i)
+        run_table(spark, table, state, RunOptions(quality=PERMISSIVE))
+    last = f"{len(before) + 1}.parquet"
+    _write(root, last, SECOND if state_write == "delta" else THIRD, seed=len(before))
     config = os.path.join(root, "diffcdc.toml")
     with open(config, "w", encoding="utf-8") as handle:
         handle.write(table_toml(table, state))
@@ -212,9 +232,11 @@ def test_a_run_killed_anywhere_is_finished_exactly_once_in_every_sink(spark, ser
     )
     assert crashed.returncode == 137, crashed.stderr[-2000:]
     run_table(spark, table, state, RunOptions(quality=PERMISSIVE))  # the next run finishes the job
-    _assert_replays(spark, table, state, "2.parquet")
+    _assert_replays(spark, table, state, last)
     tstate = TableState(state, "T")
-    assert tstate.head().snapshot_id == "2.parquet" and tstate.head().published
+    assert tstate.head().snapshot_id == last and tstate.head().published
+    assert [link.delta for link in state_chain(tstate.commits())] == (
+        [False, True] if state_write == "delta" else [False])
     for kind, sink in zip(KINDS, table.sinks):
         kind.assert_once(tstate, sink.sink_id, servers)
     again = run_table(spark, table, state, RunOptions(quality=PERMISSIVE))  # and then: nothing to do

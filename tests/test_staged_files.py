@@ -113,13 +113,13 @@ def test_a_small_state_is_counted_in_process_as_spark_counts_it(spark, tmp_path,
     rows = [(1, "a"), (2, None), (None, "c"), (3, "d"), (3, "e"), (4, "f")]
     df = spark.createDataFrame(rows, "id long, v string").repartition(2)
     old = str(tmp_path / "old")
-    write_state(spark, df.where("id IS NULL OR id <> 4"), None, ["id"], [], 64, old, "T")
+    write_state(spark, df.where("id IS NULL OR id <> 4"), [], ["id"], [], 64, old, "T")
     jobs = _jobs(spark)
-    here = write_state(spark, df.where("id IS NULL OR id <> 1"), old, ["id"], [], 64, str(tmp_path / "a"), "T")
+    here = write_state(spark, df.where("id IS NULL OR id <> 1"), [old], ["id"], [], 64, str(tmp_path / "a"), "T")
     jobs_here = _jobs(spark) - jobs
     monkeypatch.setattr(staged_files, "IN_PROCESS_BYTES", -1)
     jobs = _jobs(spark)
-    spark_side = write_state(spark, df.where("id IS NULL OR id <> 1"), old, ["id"], [], 64, str(tmp_path / "b"), "T")
+    spark_side = write_state(spark, df.where("id IS NULL OR id <> 1"), [old], ["id"], [], 64, str(tmp_path / "b"), "T")
     assert _jobs(spark) - jobs > jobs_here  # the counting job is not run for a small state
     assert here == spark_side
     assert (here.counts["inserted"], here.counts["deleted"], here.counts["duplicate_keys"],

@@ -17,6 +17,7 @@ import pytest
 from diffcdc.core.classify import CHANGE, DELETE, DUP
 from diffcdc.core.fingerprint import FP
 from diffcdc.core.fingerprint_ref import RowFingerprinter
+from diffcdc.state.chain import state_chain
 from diffcdc.state.check import check_state
 from diffcdc.state.store import TableState
 from diffcdc.state.verify import check_head, verify_head
@@ -78,8 +79,14 @@ def test_other_snapshot_is_a_mismatch_with_sample_keys(table):
 def test_tampered_state_is_found(table, tmp_path):
     tstate = TableState(table.state, "T")
     head = tstate.head().record
-    state_path = tstate.abspath(head.state_path)
-    state = pq.read_table(state_path).sort_by("id")
+    chain = [tstate.abspath(link.path) for link in state_chain(tstate.commits())]
+    assert len(chain) == 2  # a base and the head's delta
+    newest = {}  # the chain resolved: the newest row per key (tombstones of the head kept)
+    for number, folder in enumerate(chain):
+        for row in pq.read_table(folder).to_pylist():
+            newest[row["id"]] = row if row[CHANGE] != DELETE or number == 1 else None
+    rows = [r for r in newest.values() if r is not None]
+    state = pa.Table.from_pylist(rows, pq.read_schema(glob.glob(f"{chain[0]}/*.parquet")[0])).sort_by("id")
     ids = state.column("id").to_pylist()
     fp = state.column(FP).to_pylist()
     fp[ids.index(5)] += 1  # a flipped bit
@@ -101,7 +108,7 @@ def test_tampered_state_is_found(table, tmp_path):
     assert result.samples["missing_in_state"] == [{"id": 6}]
     assert result.samples["duplicate_state_keys"] == [{"id": 8}]
     # without the exclusion the audit column counts: every key differs
-    loose = check_state(state_path, head.snapshot_path, keys=["id"], bits=64)
+    loose = check_state(chain, head.snapshot_path, keys=["id"], bits=64)
     assert loose.fingerprint_mismatch == 38 and len(loose.samples["fingerprint_mismatch"]) == 10
 
 

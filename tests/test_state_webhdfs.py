@@ -20,10 +20,11 @@ from typing import Any
 import pytest
 
 from diffcdc.cli.main import main
-from diffcdc.config import TableConfig
+from diffcdc.config import StateCompaction, TableConfig
 from diffcdc.config_file import load_config
 from diffcdc.engine.run import RunOptions, run_table
 from diffcdc.engine.verify import verify_table
+from diffcdc.state.chain import state_chain
 from diffcdc.state.root import StateRoot
 from diffcdc.state.store import TableState
 from tests.support.config_text import toml_value
@@ -66,7 +67,8 @@ def test_every_sink_replays_each_snapshot_with_the_state_data_on_webhdfs(
 ) -> None:
     root = str(tmp_path / "work")
     source = os.path.join(root, "source")
-    table = TableConfig(name="T", source=source, keys=KEYS, sinks=[kind.entry(root, servers)])
+    table = TableConfig(name="T", source=source, keys=KEYS, sinks=[kind.entry(root, servers)],
+                        state_compaction=StateCompaction(max_delta_ratio=100.0))  # deltas only
     state = StateRoot(os.path.join(root, "state"), webhdfs.url("lake/diffcdc"))
     previous: dict = {}
     for i, rows in enumerate([snapshot_one(), snapshot_two(), snapshot_three()]):
@@ -81,10 +83,16 @@ def test_every_sink_replays_each_snapshot_with_the_state_data_on_webhdfs(
     tstate = TableState(state, "T")
     kind.assert_once(tstate, table.sinks[0].sink_id, servers)
 
-    # The data is on the server, pruned to the retention; only documents are local.
-    versions = os.listdir(webhdfs.local("lake/diffcdc/T/versions"))
-    assert versions == [tstate.head().record.version_dir.split("/")[-1]]
-    assert os.listdir(webhdfs.local(f"lake/diffcdc/T/{tstate.head().record.state_path}"))
+    # The data is on the server, pruned to the retention (the head and the folders its state
+    # builds on: a base and deltas); only documents are local.
+    commits = tstate.commits()
+    chain = state_chain(commits)
+    folders = {c.version: c.record.version_dir.split("/")[-1] for c in commits}
+    assert sorted(os.listdir(webhdfs.local("lake/diffcdc/T/versions"))) == [
+        folders[link.version] for link in chain]
+    assert [link.version for link in chain] == [1, 2, 3]
+    for link in chain:
+        assert os.listdir(webhdfs.local(f"lake/diffcdc/T/{link.path}"))
     local = local_files(os.path.join(root, "state"))
     assert local and all(f.endswith(".json") and "versions" not in f for f in local), local
     assert webhdfs.count("OPEN") > 0 and webhdfs.count("CREATE") > 0

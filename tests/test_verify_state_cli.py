@@ -21,6 +21,7 @@ import pytest
 from diffcdc.cli.main import main
 from diffcdc.core.fingerprint import FP
 from diffcdc.sources.files import identify
+from diffcdc.state.chain import state_chain
 from diffcdc.state.integrity import describe_state
 from diffcdc.state.store import TableState
 
@@ -52,7 +53,7 @@ def table(ran, tmp_path, monkeypatch):
     """A copy of the runs' folders for one test, its head record pointing at the copied snapshot."""
     for name in ("src", "state"):
         shutil.copytree(ran / name, tmp_path / name)
-    log, _, _ = head_files(tmp_path)
+    log = head_log(tmp_path)
     with open(log, encoding="utf-8") as handle:
         record = json.load(handle)
     snapshot = str(tmp_path / "src" / "2.parquet")
@@ -67,19 +68,22 @@ def table(ran, tmp_path, monkeypatch):
 VERIFY = ["verify", "--table", "T", "--state", "state"]
 
 
-def head_files(base) -> tuple[str, str, list[str]]:
-    """The head's commit record file, state folder and state part files."""
+def head_log(base) -> str:
+    """The head's commit record file."""
     state = TableState(str(base / "state"), "T")
-    record = state.head().record
-    folder = state.abspath(record.state_path)
-    parts = sorted(os.path.join(folder, n) for n in os.listdir(folder) if n.endswith(".parquet"))
-    return os.path.join(state.storage.describe("log"), f"{record.version:020d}.json"), folder, parts
+    return os.path.join(state.storage.describe("log"), f"{state.head().version:020d}.json")
 
 
 def tamper(base, change, *, spark=None) -> None:
-    """Rewrite the state part holding key 7 with ``change`` applied; with ``spark``: make the
+    """Rewrite the state part holding key 7 with ``change`` applied (a part of the base the
+    head's delta builds on: key 7 is unchanged since the first run); with ``spark``: make that
     commit's manifest agree with the rewritten files (described as a run describes them)."""
-    log, folder, parts = head_files(base)
+    state = TableState(str(base / "state"), "T")
+    chain = state_chain(state.commits())
+    assert [link.delta for link in chain] == [False, True]  # the head: a delta on version 1
+    folder = state.abspath(chain[0].path)
+    log = os.path.join(state.storage.describe("log"), f"{chain[0].version:020d}.json")
+    parts = sorted(os.path.join(folder, n) for n in os.listdir(folder) if n.endswith(".parquet"))
     (part,) = [p for p in parts if 7 in pq.read_table(p).column("id").to_pylist()]
     pq.write_table(change(pq.read_table(part)), part)
     if spark is not None:
@@ -123,7 +127,8 @@ def test_tampered_file_fails_the_checksums(table, capsys):
     tamper(table, fingerprint_of_7_changed)
     assert main(VERIFY) == 1
     out = capsys.readouterr().out
-    assert "T: files: FAILED — version 2: " in out and ".parquet" in out
+    assert "T: files: FAILED — version 2: its state builds on version 1, whose " in out
+    assert ".parquet" in out
     assert "rows:" not in out  # a damaged state stops the later checks
 
 

@@ -1,12 +1,15 @@
-"""``diffcdc repair``: rebuild a damaged head state exactly, touching no sink.
+"""``diffcdc repair``: rebuild a damaged state exactly, touching no sink.
 
-A version's state is a pure function of its snapshot and the state it was diffed against (the
-previous version's, or nothing for a first load or a re-creation). When the snapshot is still
-in the source folder with the identity recorded at commit time (same inode, ctime, size and
-mtime: the very bytes that were read) and that base state is intact, the state is computed again
-the way the run computed it, checked against the counts the commit recorded, and the version is
-pointed at it (``log/<v>.state.json``; the commit record is never edited). Every sink already
-holds the version's output, so nothing is published.
+The head's state is a chain: a base and the deltas on it (:mod:`diffcdc.state.chain`). Its
+first damaged link, version L, is rebuilt: a version's state is a pure function of its
+snapshot and the state it was diffed against (version L-1's, or nothing for a first load or a
+re-creation). When L's snapshot is still in the source folder with the identity recorded at
+commit time (same inode, ctime, size and mtime: the very bytes that were read) and the state of
+L-1 is intact, L's state is computed again the way the run computed it, written whole (a base:
+later deltas build on it unchanged), checked against the counts the commit recorded, and
+version L is pointed at it (``log/<L>.state.json``; the commit record is never edited). Then the
+next damaged link, if any. Every sink already holds the versions' output, so nothing is
+published.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ from diffcdc.core.fingerprint import FINGERPRINT_VERSION
 from diffcdc.engine.snapshot import write_state
 from diffcdc.errors import StateError
 from diffcdc.sources.files import discover, identify, read_snapshot
+from diffcdc.state.chain import chain_damage, state_chain
+from diffcdc.state.commit import CommitRecord
 from diffcdc.state.guard import state_damage
 from diffcdc.state.integrity import describe_state
 from diffcdc.state.root import StateRoot
@@ -40,66 +45,86 @@ class RepairResult:
 
 
 def head_damage(table: TableConfig, state_root: StateRoot | str) -> RepairResult:
-    """Whether the head state of ``table`` is damaged (full check, checksums included)."""
+    """Whether the head state of ``table`` is damaged (every link of its chain, checksums
+    included); ``version`` is the damaged link's."""
     state = TableState(state_root, table.state_name)
     head = _head(state, table)
-    damage = state_damage(state, head.record, checksums=True)
-    reason = f"{damage.reason}: {damage.path}" if damage else INTACT
-    return RepairResult(table.name, head.version, damage is not None, False, reason)
+    found = state_damage(state, state.commits(), checksums=True)
+    if found is None:
+        return RepairResult(table.name, head.version, False, False, INTACT)
+    record, damage = found
+    return RepairResult(table.name, record.version, True, False, f"{damage.reason}: {damage.path}")
 
 
 def repair_table(
     spark: SparkSession, table: TableConfig, state_root: StateRoot | str
 ) -> RepairResult:
-    """Rebuild the head state of ``table`` if it is damaged (see the module docstring)."""
+    """Rebuild every damaged link of the head's state (see the module docstring); the result
+    names the first one rebuilt."""
     state = TableState(state_root, table.state_name)
     with state.lock():
-        commits = state.commits()
         head = _head(state, table)
-        record = head.record
-        damage = state_damage(state, record, checksums=True)
-        if damage is None:
+        done: list[tuple[int, str]] = []
+        while (found := state_damage(state, state.commits(), checksums=True)) is not None:
+            record, damage = found
+            if any(version == record.version for version, _ in done):
+                raise _refuser(table.name, record.version)(
+                    f"its rebuilt state is damaged again ({damage.reason})")
+            _rebuild(spark, table, state, record, damage.reason)
+            done.append((record.version, f"{damage.reason}: {damage.path}"))
+        if not done:
             return RepairResult(table.name, head.version, False, False, INTACT)
-        refuse = _refuser(table.name, head)
-        if record.fingerprint.version != FINGERPRINT_VERSION:
-            raise refuse(f"it was fingerprinted with version {record.fingerprint.version}")
-        if not isinstance(table.source, str):
-            raise refuse("only snapshots from a source folder can be read again here")
-        entry = next((e for e in discover(table.source, table.name) if e.snapshot_id == record.snapshot_id), None)
-        if entry is None:
-            raise refuse(f"snapshot {record.snapshot_id} is no longer in {table.source}")
-        if record.snapshot_identity is None:
-            raise refuse("the version predates snapshot identities, so the snapshot cannot be "
-                         "proven unchanged")
-        if identify(entry.path, table.name, entry.snapshot_id) != record.snapshot_identity:
-            raise refuse(f"snapshot {record.snapshot_id} is not the file the version was made "
-                         "from (replaced or rewritten since)")
-        base = commits[-2] if record.recreate is None and len(commits) > 1 else None
-        if base is not None:
-            base_damage = state_damage(state, base.record, checksums=True)
-            if base_damage is not None:
-                raise refuse(f"the state of version {base.version} it was diffed against is "
-                             f"damaged or pruned too ({base_damage.reason})")
-        vdir = state.abspath(record.version_dir)
-        paths.makedirs(vdir, exist_ok=True)
-        target = paths.join(vdir, f"state-repair-{new_run_id()}")
-        try:
-            df = read_snapshot(spark, entry, table.name, table.csv_infer_schema, table.csv_encoding)
-            previous = state.abspath(base.record.state_path) if base is not None else None
-            values = write_state(spark, df, previous, record.keys, record.exclude,
-                                 record.fingerprint.bits, target, table.name).counts
-            got = {k: int(values[k] or 0) for k in _COUNTS}
-            want = {k: getattr(record.counts, k) for k in _COUNTS}
-            if got != want:
-                raise refuse(f"the rebuilt state counts {got}, the commit recorded {want}")
-            manifest = describe_state(spark, target, table.name)
-            state.record_repaired_state(
-                head.version, paths.relative(target, state.dir), manifest, damage.reason
-            )
-        except BaseException:
-            paths.remove_tree(target)
-            raise
-        return RepairResult(table.name, head.version, True, True, f"{damage.reason}: {damage.path}")
+        reason = "; ".join(why if i == 0 else f"then version {v}: {why}"
+                           for i, (v, why) in enumerate(done))
+        return RepairResult(table.name, done[0][0], True, True, reason)
+
+
+def _rebuild(
+    spark: SparkSession, table: TableConfig, state: TableState, record: CommitRecord, damage: str
+) -> None:
+    """Rebuild version ``record``'s state whole from its snapshot and point the version at it."""
+    refuse = _refuser(table.name, record.version)
+    if record.fingerprint.version != FINGERPRINT_VERSION:
+        raise refuse(f"it was fingerprinted with version {record.fingerprint.version}")
+    if not isinstance(table.source, str):
+        raise refuse("only snapshots from a source folder can be read again here")
+    entry = next((e for e in discover(table.source, table.name) if e.snapshot_id == record.snapshot_id), None)
+    if entry is None:
+        raise refuse(f"snapshot {record.snapshot_id} is no longer in {table.source}")
+    if record.snapshot_identity is None:
+        raise refuse("the version predates snapshot identities, so the snapshot cannot be "
+                     "proven unchanged")
+    if identify(entry.path, table.name, entry.snapshot_id) != record.snapshot_identity:
+        raise refuse(f"snapshot {record.snapshot_id} is not the file the version was made "
+                     "from (replaced or rewritten since)")
+    commits = state.commits()
+    earlier = [c for c in commits if c.version < record.version]
+    base = earlier[-1] if record.recreate is None and earlier else None
+    chain = state_chain(commits, base.version) if base is not None else ()
+    if base is not None:
+        base_damage = chain_damage(state.dir, chain, checksums=True)
+        if base_damage is not None:
+            raise refuse(f"the state of version {base.version} it was diffed against is "
+                         f"damaged or pruned too ({base_damage[1].reason})")
+    vdir = state.abspath(record.version_dir)
+    paths.makedirs(vdir, exist_ok=True)
+    target = paths.join(vdir, f"state-repair-{new_run_id()}")
+    try:
+        df = read_snapshot(spark, entry, table.name, table.csv_infer_schema, table.csv_encoding)
+        values = write_state(spark, df, [state.abspath(link.path) for link in chain],
+                             record.keys, record.exclude, record.fingerprint.bits, target,
+                             table.name).counts
+        got = {k: int(values[k] or 0) for k in _COUNTS}
+        want = {k: getattr(record.counts, k) for k in _COUNTS}
+        if got != want:
+            raise refuse(f"the rebuilt state counts {got}, the commit recorded {want}")
+        manifest = describe_state(spark, target, table.name)
+        state.record_repaired_state(
+            record.version, paths.relative(target, state.dir), manifest, damage
+        )
+    except BaseException:
+        paths.remove_tree(target)
+        raise
 
 
 def _head(state: TableState, table: TableConfig) -> Commit:
@@ -114,10 +139,10 @@ def _head(state: TableState, table: TableConfig) -> Commit:
     return head
 
 
-def _refuser(table: str, head: Commit):  # noqa: ANN202 - a small factory of errors
+def _refuser(table: str, version: int):  # noqa: ANN202 - a small factory of errors
     def refuse(why: str) -> StateError:
         return StateError(
-            f"cannot rebuild the state of version {head.version}: {why}",
+            f"cannot rebuild the state of version {version}: {why}",
             table=table,
             hint=f"re-create the table with 'diffcdc reload --table {table} --yes' (every sink "
             "gets a full image)",

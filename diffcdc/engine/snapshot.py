@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import posixpath
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,7 +19,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
 from diffcdc.core.changeset import change_frame, initial_frame
-from diffcdc.core.classify import classify, state_counts, state_metrics
+from diffcdc.core.classify import classify, delta_counts, delta_rows, state_counts, state_metrics
 from diffcdc.core.fingerprint import (
     FINGERPRINT_VERSION,
     fingerprint_columns,
@@ -31,13 +32,14 @@ from diffcdc.engine.gate import run_gate
 from diffcdc.engine.publish import failed_sinks_error, publish_backlog
 from diffcdc.engine.recreate import decide_recreate
 from diffcdc.engine.report import SnapshotResult
-from diffcdc.errors import DiffcdcError, InputRefused
+from diffcdc.errors import DiffcdcError, InputRefused, StateError
 from diffcdc.faults import crash_point
 from diffcdc.sinks.base import ChangeSet, SinkHistory, SinkTable
 from diffcdc.sinks.registry import sink_result
 from diffcdc.sources.base import PendingSnapshot
 from diffcdc.spark import literal_path, read_written, spark_path
 from diffcdc.staged_files import StagedFile, StagedFolder, in_process
+from diffcdc.state.chain import StateLink, compaction_due, state_chain
 from diffcdc.state.commit import CommitRecord, Counts, Fingerprint, SinkEntry
 from diffcdc.state.guard import check_head_state
 from diffcdc.state.integrity import describe_state
@@ -100,8 +102,9 @@ def process_snapshot(
             ctx.say(f"{sid}: a full image for {', '.join(sorted(fresh_sinks))} (reload requested)")
         histories = {s: SinkHistory() if s in fresh_sinks else h for s, h in histories.items()}
         _check_sinks(ctx, histories, fresh_sinks)
-    if base is not None:
-        check_head_state(state, base.record)
+    chain = state_chain(commits, base.version) if base is not None else ()
+    if chain:
+        check_head_state(state, commits, chain)
     crash_point("after_read")
 
     version = head.version + 1 if head else 1
@@ -109,7 +112,7 @@ def process_snapshot(
     committed = False
     try:
         ctx.stage(sid, f"fingerprint and diff (version {version})")
-        written = _stage_state(ctx, df, base, keys, exclude, vdir)
+        written = _stage_state(ctx, df, base, chain, keys, exclude, vdir)
         metrics = written.counts
         crash_point("after_state_staged")
         gate_started = time.monotonic()
@@ -154,6 +157,7 @@ def process_snapshot(
             ),
             version_dir=paths.relative(vdir, state.dir),
             state_path=posixpath.join(paths.relative(vdir, state.dir), "state"),
+            state_parent=base.version if written.delta and base is not None else None,
             keys=keys,
             exclude=exclude,
             schema=df.schema.jsonValue(),
@@ -201,43 +205,67 @@ def _stage_state(
     ctx: RunContext,
     df: DataFrame,
     head: Commit | None,
+    chain: tuple[StateLink, ...],
     keys: list[str],
     exclude: list[str],
     vdir: str,
 ) -> WrittenState:
-    """Write the new state version (one pass over the snapshot): its counts and schema."""
-    previous = ctx.state.abspath(head.record.state_path) if head else None
+    """Write the new state version (one pass over the snapshot): a delta on the head's state,
+    or a base when there is none or compaction is due (see :mod:`diffcdc.state.chain`)."""
+    previous_keys = None
+    if head is not None:
+        keys_before = state_keys(head.record.counts)
+        policy = ctx.table.state_compaction
+        if not compaction_due(chain, keys_before, max_deltas=policy.max_deltas,
+                              max_delta_ratio=policy.max_delta_ratio):
+            previous_keys = keys_before
     return write_state(
-        ctx.spark, df, previous, keys, exclude, ctx.table.fingerprint_bits,
-        paths.join(vdir, "state"), ctx.table.name,
+        ctx.spark, df, [ctx.state.abspath(link.path) for link in chain], keys, exclude,
+        ctx.table.fingerprint_bits, paths.join(vdir, "state"), ctx.table.name,
+        previous_keys=previous_keys,
     )
 
 
 @dataclass(frozen=True)
 class WrittenState:
-    """A state version just written: its counts, the schema it was written with and its
-    data files (listed once, for the counts and the state manifest)."""
+    """A state version just written: its counts, the schema it was written with, its data
+    files (listed once, for the counts and the state manifest) and whether it is a delta."""
 
     counts: dict[str, int]
     schema: StructType
     files: list[StagedFile] = field(compare=False)  # where, not what: equal states compare equal
+    delta: bool = False
+
+
+def state_keys(counts: Counts) -> int:
+    """The keys in a committed version's state (its live rows: one per key)."""
+    return counts.inserted + counts.updated + counts.unchanged
 
 
 def write_state(
     spark: SparkSession,
     df: DataFrame,
-    previous: str | None,
+    previous: Sequence[str],
     keys: list[str],
     exclude: list[str],
     bits: int,
     target: str,
     table: str,
+    *,
+    previous_keys: int | None = None,
 ) -> WrittenState:
-    """Classify ``df`` against the state at ``previous`` (None: nothing), write it to
-    ``target`` and return its counts (also ``diffcdc repair``'s way to rebuild a state)."""
+    """Classify ``df`` against the state whose chain is at ``previous`` (base first; empty:
+    nothing), write it to ``target`` and return its counts (also ``diffcdc repair``'s way to
+    rebuild a state). With ``previous_keys`` (the keys of that state) only the changes are
+    written, a delta; without, every key, a base."""
     narrow = df.select(*[quote(k) for k in keys], *fingerprint_exprs(df.schema, keys, exclude, bits))
-    old = spark.read.parquet(literal_path(spark_path(spark, previous))) if previous else None
+    old = []
+    for path in previous:  # deltas are read with the base's schema: no footers to infer from
+        reader = spark.read.schema(old[0].schema) if old else spark.read
+        old.append(reader.parquet(literal_path(spark_path(spark, path))))
     classified = classify(narrow, old, keys, fingerprint_columns(bits))
+    if previous_keys is not None:
+        classified = delta_rows(classified, keys)
     classified.write.mode("error").option("compression", "zstd").parquet(
         spark_path(spark, target))
     # The counts come from the state just written (a narrow scan with generated code): an
@@ -249,7 +277,13 @@ def write_state(
     if counts is None:
         (values,) = read_written(spark, target, schema).agg(*state_metrics(keys)).collect()
         counts = {k: int(v or 0) for k, v in values.asDict().items()}
-    return WrittenState(counts, schema, files)
+    if previous_keys is not None:
+        try:
+            counts = delta_counts(counts, previous_keys)
+        except ValueError as exc:
+            raise StateError(f"the state does not add up: {exc}", table=table, path=target,
+                             hint="check it with 'diffcdc verify --state'") from None
+    return WrittenState(counts, schema, files, previous_keys is not None)
 
 
 def _counts_in_process(

@@ -7,6 +7,7 @@ from typing import Any
 
 from diffcdc.errors import StateError
 from diffcdc.sinks.registry import headline, sink_status
+from diffcdc.state.chain import state_chain
 from diffcdc.state.root import StateRoot
 from diffcdc.state.store import Commit, TableState
 
@@ -44,6 +45,7 @@ def _table_entry(state: TableState, configured: bool) -> dict[str, Any]:
         "committed_at": head.record.committed_at if head else None,
         "next_sequence": landing.next_sequence if landing else None if head else 1,
         "rows": head.record.counts.rows if head else None,
+        "state": _state_summary(state) if head else None,
         "landing": landing.landing if landing else None,
         "sinks": sinks,
         "unpublished": bool(head and not head.published),
@@ -53,6 +55,19 @@ def _table_entry(state: TableState, configured: bool) -> dict[str, Any]:
     entry["gate"] = _gate_summary(report)
     entry["pending"] = _pending(state)
     return entry
+
+
+def _state_summary(state: TableState) -> dict[str, Any]:
+    """The head's state as stored: the version of its base, how many deltas lie on it and
+    their bytes as the commits recorded them (None: a version from before manifests)."""
+    chain = state_chain(state.commits())
+    manifests = [link.manifest for link in chain]
+    return {
+        "base": chain[0].version,
+        "deltas": len(chain) - 1,
+        "bytes": sum(f.bytes for m in manifests if m for f in m.files)
+        if all(manifests) else None,
+    }
 
 
 def _run_summary(report: dict[str, Any]) -> dict[str, Any]:

@@ -27,11 +27,11 @@ from diffcdc.state.check_read import (
     BATCH_ROWS,
     Side,
     StateSide,
+    chain_batches,
     key_rows,
     read_snapshot,
     read_state,
     snapshot_batches,
-    state_batches,
 )
 
 SAMPLE_SIZE = 10
@@ -99,7 +99,7 @@ class StateCheckResult:
 
 
 def check_state(
-    state_path: str,
+    state_path: str | Sequence[str],
     snapshot_path: str,
     *,
     keys: Sequence[str],
@@ -113,7 +113,8 @@ def check_state(
     """Compare the state version at ``state_path`` with the snapshot it should describe.
 
     ``state_path`` is a state folder (``versions/<version>/state``, the commit record's
-    ``state_path``); ``snapshot_path`` a Parquet file or folder, or a CSV file with a header
+    ``state_path``) or a version's chain of them, base first (:mod:`diffcdc.state.chain`);
+    ``snapshot_path`` a Parquet file or folder, or a CSV file with a header
     row (``snapshot_kind="csv"``, every column read as a string, empty fields NULL, as the
     engine reads CSV unless told to infer types). ``keys``, ``exclude`` and ``bits`` are the
     table's (the commit record has them).
@@ -169,8 +170,10 @@ def compare_with_snapshot(
 
 def state_key_rows(state: StateSide, positions: Sequence[int], batch_rows: int = BATCH_ROWS) -> dict[int, dict[str, Any]]:
     """The keys of the live state rows at ``positions`` (a second, key-only read)."""
-    batches = (b for b, _ in state_batches(state.path, state.key_columns, batch_rows))
-    return key_rows(batches, state.key_columns, positions)
+    where = state.positions[np.asarray(positions, dtype=np.int64)] if len(positions) else []
+    found = key_rows(chain_batches(state.chain, state.key_columns, batch_rows),
+                     state.key_columns, where)
+    return {p: found[int(w)] for p, w in zip(positions, where)}
 
 
 def duplicate_keys(state: StateSide, sample_size: int = SAMPLE_SIZE) -> tuple[int, list[dict[str, Any]]]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import csv
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import repeat
 from typing import Any
 
@@ -95,7 +95,7 @@ class Side:
         return len(self.digests)
 
 
-def parquet_dataset(path: str) -> ds.Dataset:
+def parquet_dataset(path: str, schema: pa.Schema | None = None) -> ds.Dataset:
     """A Parquet file or folder (hidden and ``_`` files skipped, as Spark skips them).
 
     Legacy INT96 timestamps are read as microseconds (pyarrow's default, nanoseconds, is not
@@ -107,12 +107,14 @@ def parquet_dataset(path: str) -> ds.Dataset:
         default_fragment_scan_options=ds.ParquetFragmentScanOptions(pre_buffer=False),
     )
     filesystem, inner = paths.arrow_source(path)  # a state folder may be at a URL
-    return ds.dataset(inner, format=fmt, filesystem=filesystem)
+    return ds.dataset(inner, format=fmt, filesystem=filesystem, schema=schema)
 
 
-def _scan(path: str, columns: Sequence[str], batch_rows: int) -> Iterator[pa.RecordBatch]:
+def _scan(
+    path: str, columns: Sequence[str], batch_rows: int, schema: pa.Schema | None = None
+) -> Iterator[pa.RecordBatch]:
     """Batches of a Parquet dataset in file order, one at a time (no read-ahead, no threads)."""
-    return parquet_dataset(path).to_batches(
+    return parquet_dataset(path, schema).to_batches(
         columns=list(columns),
         batch_size=batch_rows,
         use_threads=False,
@@ -170,13 +172,13 @@ def snapshot_batches(
     yield from _scan(path, columns, batch_rows)
 
 
-def state_batches(
-    path: str, columns: Sequence[str], batch_rows: int = BATCH_ROWS
-) -> Iterator[tuple[pa.RecordBatch, int]]:
-    """The live rows (``columns``, tombstones dropped) of a state version, with tombstone counts."""
-    for batch in _scan(path, list(dict.fromkeys([*columns, CHANGE])), batch_rows):
-        live = batch.filter(pc.not_equal(batch.column(CHANGE), DELETE))
-        yield live.select(list(columns)), batch.num_rows - live.num_rows
+def chain_batches(
+    chain: Sequence[str], columns: Sequence[str], batch_rows: int = BATCH_ROWS
+) -> Iterator[pa.RecordBatch]:
+    """Every row (tombstones too) of a state chain's folders, base first, in stream order."""
+    schema = parquet_dataset(chain[0]).schema
+    for path in chain:
+        yield from _scan(path, columns, batch_rows, schema)
 
 
 def _columns(batch: pa.RecordBatch, names: Sequence[str]) -> Iterator[tuple[Any, ...]]:
@@ -188,40 +190,91 @@ def _columns(batch: pa.RecordBatch, names: Sequence[str]) -> Iterator[tuple[Any,
 
 @dataclass
 class StateSide:
-    """The live rows of a state version as a :class:`Side`, with what else was counted."""
+    """The live rows of a state (its chain resolved) as a :class:`Side`, with what else was
+    counted."""
 
-    path: str
+    path: str  #: the state's own folder (the newest link)
     side: Side
     key_columns: list[str]
-    tombstones: int
+    tombstones: int  #: tombstones in the state's own folder
     bad_row_counts: int  #: live rows whose ``__diffcdc_n`` is not 1
     null_fingerprints: int  #: live rows with a NULL fingerprint (Spark never computes one)
+    chain: list[str] = field(default_factory=list)  #: every folder, base first
+    #: Each live row's position among every row of the chain's folders (tombstones included).
+    positions: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    own_rows: int = 0  #: rows in the state's own folder, tombstones included
 
 
 def _count(mask: pa.Array) -> int:
     return int(pc.sum(mask.cast(pa.int64())).as_py() or 0)
 
 
-def read_state(path: str, keys: Sequence[str], bits: int, batch_rows: int = BATCH_ROWS) -> StateSide:
-    """The live side of a state version (tombstones counted, not kept)."""
-    if not paths.isdir(path):
-        raise StateError("state folder does not exist", path=path)
-    schema = parquet_dataset(path).schema
-    key_cols = resolve(schema, keys, path)
+def read_state(
+    path: str | Sequence[str], keys: Sequence[str], bits: int, batch_rows: int = BATCH_ROWS
+) -> StateSide:
+    """The live side of a state: one folder, or a chain of them, base first (see
+    :mod:`diffcdc.state.chain`): per key the newest folder's rows count, and a key whose newest
+    row is a tombstone is not live. Rows of the newest folder that share a key all stay, so a
+    duplicate shows."""
+    chain = [path] if isinstance(path, str) else list(path)
+    for folder in chain:
+        if not paths.isdir(folder):
+            raise StateError("state folder does not exist", path=folder)
+    schema = parquet_dataset(chain[0]).schema  # every link is read with the base's columns
+    key_cols = resolve(schema, keys, chain[0])
     fp_cols = fingerprint_columns(bits)
-    resolve(schema, [*fp_cols, CHANGE, DUP], path)
+    resolve(schema, [*fp_cols, CHANGE, DUP], chain[0])
     digest = KeyDigest([spark_type(schema.field(k).type) for k in key_cols])
     digests: list[np.ndarray] = []
+    links: list[np.ndarray] = []
+    dead: list[np.ndarray] = []
+    single: list[np.ndarray] = []
     fps: list[list[np.ndarray]] = [[] for _ in fp_cols]
-    tombstones = bad = null_fps = 0
-    for live, dead in state_batches(path, [*key_cols, *fp_cols, DUP], batch_rows):
-        tombstones += dead
-        bad += live.num_rows - _count(pc.fill_null(pc.equal(live.column(DUP), 1), False))
-        digests.append(np.fromiter(map(digest, _columns(live, key_cols)), np.uint64, live.num_rows))
-        for out, col in zip(fps, fp_cols):
-            null_fps += live.column(col).null_count
-            out.append(pc.fill_null(live.column(col), 0).to_numpy(zero_copy_only=False).astype(np.int64))
-    return StateSide(path, _side(digests, fps), key_cols, tombstones, bad, null_fps)
+    nulls: list[np.ndarray] = []
+    own_rows = 0
+    for number, folder in enumerate(chain):
+        for batch in _scan(folder, [*key_cols, *fp_cols, CHANGE, DUP], batch_rows, schema):
+            own_rows += batch.num_rows if number == len(chain) - 1 else 0
+            digests.append(np.fromiter(map(digest, _columns(batch, key_cols)), np.uint64, batch.num_rows))
+            links.append(np.full(batch.num_rows, number, np.int32))
+            dead.append(pc.equal(batch.column(CHANGE), DELETE).to_numpy(zero_copy_only=False))
+            single.append(pc.fill_null(pc.equal(batch.column(DUP), 1), False).to_numpy(zero_copy_only=False))
+            null = np.zeros(batch.num_rows, bool)
+            for out, col in zip(fps, fp_cols):
+                null |= batch.column(col).is_null().to_numpy(zero_copy_only=False)
+                out.append(pc.fill_null(batch.column(col), 0).to_numpy(zero_copy_only=False).astype(np.int64))
+            nulls.append(null)
+    every = _side(digests, fps)
+    link = np.concatenate(links) if links else np.empty(0, np.int32)
+    tomb = np.concatenate(dead) if dead else np.empty(0, bool)
+    live = ~tomb & _newest(every.digests, link)
+    kept = np.flatnonzero(live)
+    own = link == len(chain) - 1
+    return StateSide(
+        chain[-1],
+        Side(every.digests[kept], [f[kept] for f in every.fps]),
+        key_cols,
+        tombstones=int(np.count_nonzero(tomb & own)),
+        bad_row_counts=int(np.count_nonzero(~np.concatenate(single)[kept])) if single else 0,
+        null_fingerprints=int(np.count_nonzero(np.concatenate(nulls)[kept])) if nulls else 0,
+        chain=chain,
+        positions=kept.astype(np.int64),
+        own_rows=own_rows,
+    )
+
+
+def _newest(digests: np.ndarray, link: np.ndarray) -> np.ndarray:
+    """Per row: whether it is in the newest link that has its key."""
+    if not len(digests):
+        return np.zeros(0, bool)
+    order = np.lexsort((link, digests))
+    ordered = digests[order]
+    last = np.flatnonzero(np.append(ordered[1:] != ordered[:-1], True))  # each key's last row
+    group = np.cumsum(np.concatenate(([0], (ordered[1:] != ordered[:-1]).astype(np.int64))))
+    newest = link[order][last][group]
+    out = np.empty(len(digests), bool)
+    out[order] = link[order] == newest
+    return out
 
 
 def read_snapshot(

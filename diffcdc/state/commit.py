@@ -1,8 +1,10 @@
 """The commit record: what one committed version of a table holds, as a typed object.
 
 A record is written once (compare-and-swap, see :mod:`diffcdc.state.store`) and never edited.
-Format 2 (this one) keeps the table-level facts (snapshot, keys, schema, fingerprint, counts,
-state location, re-creation) and one entry per sink with that sink's manifest. Format 1, written
+Format 2 keeps the table-level facts (snapshot, keys, schema, fingerprint, counts, state
+location, re-creation) and one entry per sink with that sink's manifest; format 3 (this one) adds
+where a version's state builds on (``state_parent``: a delta on an earlier version's state; a
+format-2 record's state is a whole one, read as a base). Format 1, written
 by diffcdc before sinks existed, had the Open Mirroring landing fields at the top level; it is
 read as a record with one ``open_mirroring`` sink (:func:`upgrade_format1`), so state written by
 an earlier diffcdc keeps working without being rewritten.
@@ -15,9 +17,11 @@ from typing import Any
 
 from diffcdc.state.integrity import StateManifest
 
-STATE_FORMAT = 2
-#: Formats this diffcdc reads (older ones are upgraded in memory when read).
-READABLE_FORMATS = (1, 2)
+STATE_FORMAT = 3
+#: Formats this diffcdc reads (older ones are upgraded in memory when read). Format 3 added
+#: ``state_parent`` (a version's state may be a delta, :mod:`diffcdc.state.chain`): a diffcdc
+#: that reads only 1 and 2 refuses it instead of taking a delta for a whole state.
+READABLE_FORMATS = (1, 2, 3)
 #: The sink id a format-1 record's landing zone is read as (and a table without ``sinks``).
 LEGACY_SINK_ID = "open_mirroring"
 #: The folder of a format-1 version that holds its staged landing files (format 2: ``sinks/``).
@@ -111,6 +115,9 @@ class CommitRecord:
     snapshot_identity: tuple[FileIdentity, ...] | None = None
     #: Every state file with size, rows and checksum (None: a version from before manifests).
     state_manifest: StateManifest | None = None
+    #: The version whose state this version's state folder is a delta on (None: a base, a
+    #: whole state; every version of formats 1 and 2). See :mod:`diffcdc.state.chain`.
+    state_parent: int | None = None
     committed_at: str | None = None
     format: int = STATE_FORMAT
     #: Everything a later diffcdc may add; kept when read, written back unchanged.
@@ -152,6 +159,8 @@ class CommitRecord:
             else None,
             state_manifest=StateManifest.from_dict(data["state_manifest"])
             if data.get("state_manifest")
+            else None,
+            state_parent=int(data["state_parent"]) if data.get("state_parent") is not None
             else None,
             committed_at=data.get("committed_at"),
             format=int(data.get("format", STATE_FORMAT)),

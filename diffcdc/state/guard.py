@@ -1,7 +1,8 @@
 """The head state is checked before a run diffs against it; a damaged one is refused.
 
 The check is the cheap one (sizes, footers, no stray files: see
-:mod:`diffcdc.state.integrity`); the message names the file, the version and both ways out:
+:mod:`diffcdc.state.integrity`), made on every link of the state's chain (its base and deltas,
+:mod:`diffcdc.state.chain`); the message names the file, the version and both ways out:
 rebuild the version's state (``diffcdc repair``, exact, no sink touched) or re-create the
 table (``diffcdc reload``, every sink gets a full image).
 """
@@ -10,10 +11,13 @@ from __future__ import annotations
 
 import os
 import shlex
+from collections.abc import Sequence
 
 from diffcdc.errors import StateError
+from diffcdc.state.chain import StateLink, chain_damage, state_chain
 from diffcdc.state.commit import CommitRecord
-from diffcdc.state.integrity import Damage, find_damage
+from diffcdc.state.integrity import Damage
+from diffcdc.state.records import Commit
 from diffcdc.state.store import TableState
 from diffcdc.storage import paths
 
@@ -57,15 +61,27 @@ def _source_folder(state: TableState, record: CommitRecord) -> str | None:
     return folder if folder and os.path.isdir(folder) else None  # not "a Spark DataFrame"
 
 
-def state_damage(state: TableState, record: CommitRecord, *, checksums: bool) -> Damage | None:
-    """What is wrong with ``record``'s state files, or None."""
-    return find_damage(state.abspath(record.state_path), record.state_manifest, checksums=checksums)
+def state_damage(
+    state: TableState, commits: Sequence[Commit], version: int | None = None, *, checksums: bool
+) -> tuple[CommitRecord, Damage] | None:
+    """What is wrong with the state of ``version`` (default: the head) — the first damaged link
+    of its chain (base first) as that link's commit record and the damage — or None."""
+    found = chain_damage(state.dir, state_chain(commits, version), checksums=checksums)
+    if found is None:
+        return None
+    link, damage = found
+    return next(c.record for c in commits if c.version == link.version), damage
 
 
-def check_head_state(state: TableState, record: CommitRecord) -> None:
-    """Refuse to diff against a damaged state version (sizes and footers; no full read)."""
-    damage = state_damage(state, record, checksums=False)
-    if damage is not None:
+def check_head_state(
+    state: TableState, commits: Sequence[Commit], chain: Sequence[StateLink]
+) -> None:
+    """Refuse to diff against a damaged state (every link of its chain: sizes and footers, no
+    full read)."""
+    found = chain_damage(state.dir, chain, checksums=False)
+    if found is not None:
+        link, damage = found
+        record = next(c.record for c in commits if c.version == link.version)
         raise StateError(
             f"state version {record.version} is damaged: {damage.reason}",
             table=record.table,

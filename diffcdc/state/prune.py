@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from diffcdc.state.chain import state_chain
 from diffcdc.state.commit import FORMAT1_STAGING
 from diffcdc.state.records import sink_chain
 from diffcdc.state.store import TableState
@@ -12,13 +13,19 @@ def prune_versions(state: TableState, keep_versions: int) -> list[str]:
     """Remove abandoned version folders and state versions beyond the retention.
 
     Only called while holding the lock, so an uncommitted folder is never one being
-    written. A version a sink still has to publish is kept whatever its age. What published
-    versions staged for their sinks is removed too (it lives in the sinks' targets now).
+    written. A version a sink still has to publish is kept whatever its age, and so is every
+    folder the state of a kept version builds on (its base and deltas, see
+    :mod:`diffcdc.state.chain`). What published versions staged for their sinks is removed too
+    (it lives in the sinks' targets now).
     """
     removed = []
     commits = state.commits()
     committed = {c.record.version_dir: c for c in commits}
-    keep = {c.record.version_dir for c in commits[-max(1, keep_versions):]}
+    kept = commits[-max(1, keep_versions):]
+    keep = {c.record.version_dir for c in kept}
+    folders = {c.version: c.record.version_dir for c in commits}
+    for commit in kept:  # the state of a kept version is its chain
+        keep.update(folders[link.version] for link in state_chain(commits, commit.version))
     # A sink that failed catches up later, in order: what it has yet to publish stays.
     for sink_id in {s for c in commits for s in c.unpublished}:
         keep.update(c.record.version_dir for c in sink_chain(commits, sink_id)

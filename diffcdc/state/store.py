@@ -151,7 +151,8 @@ class TableState:
             if f"{match.group(1)}.state.json" in listed:
                 repaired = self._repaired_state(match.group(1))
                 if repaired is not None:
-                    parsed = replace(parsed, state_path=repaired[0], state_manifest=repaired[1])
+                    parsed = replace(parsed, state_path=repaired[0], state_manifest=repaired[1],
+                                     state_parent=None)  # a rebuilt state is whole
             commits.append(Commit(parsed, frozenset(marks.get(match.group(1), ()))))
         return commits
 

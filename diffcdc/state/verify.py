@@ -4,10 +4,12 @@
 / ``skipped``, one line of detail, data for ``--json``); a new check is one more function
 returning a :class:`Check`, appended in :func:`verify_head`:
 
-1. ``files`` — every state file against the commit's manifest (sizes, footer row counts,
+1. ``files`` — every state file of the head's chain (its base and deltas, see
+   :mod:`diffcdc.state.chain`) against its commit's manifest (sizes, footer row counts,
    XXH3-128 checksums; see :mod:`diffcdc.state.integrity`). A damaged state stops here.
-2. ``rows`` — the state is read: its live rows and tombstones equal the commit's counts (and
-   together the manifest's total), live keys are unique, every live row has
+2. ``rows`` — the chain is read and resolved: the live rows and the head folder's tombstones
+   equal the commit's counts (the head folder's rows its manifest's), live keys are unique,
+   every live row has
    ``__diffcdc_n`` = 1 and a fingerprint.
 3. ``fingerprints`` — when the head's snapshot is still there, unchanged: every snapshot row's
    fingerprint computed by the pure-Python reference (:mod:`diffcdc.core.fingerprint_ref`)
@@ -26,11 +28,12 @@ import pyarrow as pa
 from diffcdc.core.classify import DUP
 from diffcdc.errors import DiffcdcError, StateError
 from diffcdc.sources.files import identify
+from diffcdc.state.chain import state_chain
 from diffcdc.state.check import StateCheckResult, check_state, compare_with_snapshot, duplicate_keys
 from diffcdc.state.check_read import StateSide, read_state
 from diffcdc.state.commit import CommitRecord
 from diffcdc.state.guard import state_damage
-from diffcdc.state.store import TableState
+from diffcdc.state.store import Commit, TableState
 
 Status = Literal["ok", "failed", "skipped"]
 
@@ -72,12 +75,12 @@ def verify_head(state: TableState, *, csv_encoding: str = "utf-8") -> HeadReport
     head = state.head()
     if head is None:
         return HeadReport(state.table, None, (Check("head", "skipped", "no committed version yet"),))
-    record = head.record
-    checks = [check_files(state, record)]
+    record, commits = head.record, state.commits()
+    checks = [check_files(state, commits, record)]
     if checks[-1].ok:
-        path = state.abspath(record.state_path)
+        chain = [state.abspath(link.path) for link in state_chain(commits, record.version)]
         try:
-            side = read_state(path, record.keys, record.fingerprint.bits)
+            side = read_state(chain, record.keys, record.fingerprint.bits)
         except (DiffcdcError, OSError, pa.ArrowException) as exc:
             checks.append(Check("rows", "failed", f"the state cannot be read: {_line(exc)}"))
         else:
@@ -86,18 +89,26 @@ def verify_head(state: TableState, *, csv_encoding: str = "utf-8") -> HeadReport
     return HeadReport(state.table, record.version, tuple(checks))
 
 
-def check_files(state: TableState, record: CommitRecord) -> Check:
-    """The state files against the commit's manifest (checksums included)."""
-    damage = state_damage(state, record, checksums=True)
+def check_files(state: TableState, commits: list[Commit], record: CommitRecord) -> Check:
+    """The state files of every link of the version's chain against their commits' manifests
+    (checksums included)."""
+    found = state_damage(state, commits, record.version, checksums=True)
     where = f"version {record.version}: "
-    if damage is not None:
+    if found is not None:
+        link, damage = found
+        if link.version != record.version:
+            where += f"its state builds on version {link.version}, whose "
         return Check("files", "failed", where + f"{damage.reason}: {damage.path}",
-                     {"path": damage.path, "reason": damage.reason})
-    if record.state_manifest is None:
-        return Check("files", "ok", where + "readable (committed before manifests: no "
+                     {"path": damage.path, "reason": damage.reason, "version": link.version})
+    chain = state_chain(commits, record.version)
+    listed = [link.manifest for link in chain if link.manifest is not None]
+    parts = f" in {len(chain)} state folders (a base and {len(chain) - 1} deltas)" if len(chain) > 1 else ""
+    if len(listed) < len(chain):
+        return Check("files", "ok", where + f"readable{parts} (committed before manifests: no "
                      "checksums to compare)")
-    return Check("files", "ok", where + f"{len(record.state_manifest.files)} file(s) match the "
-                 "commit's sizes, row counts and checksums")
+    files = sum(len(m.files) for m in listed)
+    return Check("files", "ok", where + f"{files} file(s){parts} match the commits' sizes, row "
+                 "counts and checksums")
 
 
 def check_rows(record: CommitRecord, state: StateSide) -> Check:
@@ -107,9 +118,9 @@ def check_rows(record: CommitRecord, state: StateSide) -> Check:
     expected = {"live rows": counts.rows, "tombstones": counts.deleted}
     problems = [f"{found[k]:,} {k} where the commit recorded {expected[k]:,}"
                 for k in found if found[k] != expected[k]]
-    total = state.side.rows + state.tombstones
-    if record.state_manifest is not None and total != record.state_manifest.rows:
-        problems.append(f"{total:,} rows where the manifest lists {record.state_manifest.rows:,}")
+    if record.state_manifest is not None and state.own_rows != record.state_manifest.rows:
+        problems.append(f"{state.own_rows:,} rows in version {record.version}'s state folder "
+                        f"where the manifest lists {record.state_manifest.rows:,}")
     if counts.inserted + counts.updated + counts.unchanged != counts.rows:
         problems.append(f"the commit's counts disagree with each other ({counts})")
     duplicates, samples = duplicate_keys(state)
@@ -185,8 +196,9 @@ def check_head(
     snapshot = snapshot_path or record.snapshot_path
     if snapshot is None:
         raise StateError("the head version records no snapshot path", table=state.table)
+    chain = [state.abspath(link.path) for link in state_chain(state.commits(), record.version)]
     return check_state(
-        state.abspath(record.state_path), snapshot, keys=record.keys, exclude=record.exclude,
+        chain, snapshot, keys=record.keys, exclude=record.exclude,
         bits=record.fingerprint.bits, encoding=csv_encoding,
         snapshot_kind="csv" if snapshot.lower().endswith(".csv") else "parquet",
     )
