@@ -19,7 +19,13 @@ between figures taken on the same machine minutes apart:
 and, with ``--profile``, the Spark jobs of one extra steady run with their wall time and task
 CPU time from Spark's event log.
 
+``--cold SNAPSHOT`` does something else: the floor of a *fresh* process, which is what a whole
+``diffcdc run`` process is compared with (``benchmarks.state_growth steady``). This process
+builds diffcdc's session (its default settings, as ``diffcdc run`` builds it) and runs the
+``spark_scan_hash_shuffle`` job once, cold, on SNAPSHOT; it prints the seconds of each as JSON.
+
     python -m benchmarks.floor --rows 5000000 [--repeat 3] [--profile] [--no-exceptall] [--out FILE]
+    python -m benchmarks.floor --cold benchmarks/data/n5000000-s42/steady/snap-002
 """
 
 from __future__ import annotations
@@ -76,6 +82,25 @@ def _spark_probes(spark: Any, cur: str) -> dict[str, Callable[[], Any]]:
             spark.read.parquet(cur).write.format("noop").mode("overwrite").save()
         ),
     }
+
+
+def cold_floor(snapshot: str) -> dict[str, float]:
+    """In this (fresh) process: diffcdc's session start, then one cold floor job on ``snapshot``
+    (read, fingerprint every row, shuffle ``(key, fingerprint)`` by key); seconds of each."""
+    os.environ.setdefault("DIFFCDC_SPARK_LOG_LEVEL", "ERROR")
+    from diffcdc.spark import build_spark
+
+    started = time.perf_counter()
+    spark = build_spark(app_name="diffcdc-floor")  # as `diffcdc run`: no extra settings
+    session = time.perf_counter() - started
+    job = _spark_probes(spark, snapshot)["spark_scan_hash_shuffle"]
+    started = time.perf_counter()
+    job()
+    done = time.perf_counter() - started
+    started = time.perf_counter()
+    spark.stop()
+    return {"session_seconds": round(session, 3), "job_seconds": round(done, 3),
+            "stop_seconds": round(time.perf_counter() - started, 3)}
 
 
 PROFILE_GROUP = "diffcdc-profile"
@@ -144,7 +169,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--no-exceptall", action="store_true", help="skip the exceptAll baseline")
     parser.add_argument("--data", default=os.path.join(HERE, "data"))
     parser.add_argument("--out", default=None)
+    parser.add_argument("--cold", metavar="SNAPSHOT",
+                        help="only: session start + one cold floor job on SNAPSHOT, as JSON")
     args = parser.parse_args(argv)
+    if args.cold:
+        print(json.dumps(cold_floor(args.cold)))
+        return
 
     from diffcdc.spark import build_spark
 
