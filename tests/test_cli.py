@@ -10,6 +10,7 @@ import pytest
 
 from diffcdc.cli.main import main
 from diffcdc.state.requests import reload_wanted
+from diffcdc.state.store import TableState
 from tests.support.cli_runs import rows, run_args, write
 
 
@@ -34,6 +35,10 @@ def test_run_status_verify(spark, base, capsys):
     assert main(["status", "--state", str(base / "state"), "--json"]) == 0
     status = json.loads(capsys.readouterr().out)["tables"][0]
     assert (status["table"], status["last_snapshot"], status["next_sequence"], status["rows"]) == ("T", "2.parquet", 3, 5)
+    state = TableState(str(base / "state"), "T")
+    delta = sum(f.bytes for f in state.head().record.state_manifest.files)
+    base_bytes = sum(f.bytes for f in state.commits()[0].record.state_manifest.files)
+    assert status["state"] == {"base": 1, "deltas": 1, "bytes": base_bytes + delta}  # 2 changed keys
     assert main(["status", "--state", str(base / "state")]) == 0
     assert "2.parquet" in capsys.readouterr().out
 
