@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from diffcdc.cli.main import main as cli
+from diffcdc.config import StateCompaction
 from diffcdc.engine.repair import head_damage, repair_table
 from diffcdc.engine.unexpected import unexpected_error
 from diffcdc.errors import DiffcdcError, InputRefused, LandingZoneMismatch, StateError, StorageError
@@ -23,6 +24,7 @@ from diffcdc.state.chain import state_chain
 from diffcdc.state.prune import prune_versions
 from diffcdc.state.reports import TableReports
 from diffcdc.state.store import TableState
+from diffcdc.state.verify import verify_head
 from diffcdc.storage.paths import data_files
 from tests.support.workspace import Workspace
 
@@ -136,6 +138,26 @@ def test_a_flipped_byte_is_found_by_the_full_check(spark, ws):
         handle.write(bytes([byte[0] ^ 0xFF]))
     found = head_damage(ws.table, ws.state)
     assert found.damaged and "checksum" in found.reason
+
+
+def test_compaction_writes_a_base_and_pruning_keeps_what_kept_versions_build_on(spark, tmp_path):
+    """max_deltas = 2: versions 1 (base), 2, 3 (deltas), 4 (a base again), 5 (a delta); with
+    keep_versions = 2 the folders of every kept version's chain stay, the rest go."""
+    ws = Workspace(str(tmp_path), table="T",
+                   state_compaction=StateCompaction(max_deltas=2, max_delta_ratio=100.0))
+    state = TableState(ws.state, "T")
+    chains, folders = [], []
+    for i in range(1, 6):
+        ws.write(f"{i:04d}.parquet", rows(range(i, 30 + i), str(i % 2)), SCHEMA)
+        ws.run(spark, keep_versions=2)
+        commits = state.commits()
+        chains.append([link.version for link in state_chain(commits)])
+        names = {c.record.version_dir.split("/")[-1]: c.version for c in commits}
+        folders.append(sorted(names[n] for n in os.listdir(state.versions_dir)))
+        ws.assert_mirror_equals(spark, f"{i:04d}.parquet")
+    assert chains == [[1], [1, 2], [1, 2, 3], [4], [4, 5]]
+    assert folders == [[1], [1, 2], [1, 2, 3], [1, 2, 3, 4], [4, 5]]
+    assert verify_head(TableState(ws.state, "T")).ok
 
 
 def test_negative_retention_never_prunes_the_head(spark, ws):
