@@ -12,7 +12,8 @@ of two kinds (the commit record's ``state_parent``):
 The state of version V is its chain: walking back through ``state_parent`` to a base, read base
 first. Per key the newest link wins; a key whose newest link is a tombstone is not in the state.
 A delta costs what changed; compaction (:func:`compaction_due`) writes a base again once the
-deltas have grown past a threshold (``[tables.X] state_compaction``), so a chain stays short. Nothing here needs Spark.
+deltas have grown past a threshold (``[tables.X] state_compaction``), so a chain stays short.
+Nothing here needs Spark.
 """
 
 from __future__ import annotations

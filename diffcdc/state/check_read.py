@@ -1,8 +1,9 @@
 """The two sides of a state check, read in batches with pyarrow (no Spark).
 
 A side is reduced to numpy arrays, one entry per row in stream order: a 64-bit digest of the
-key and the fingerprint column(s). Only those arrays are kept (8 bytes per row per array);
-rows are read and hashed one batch at a time. Batches come out in the same order on every
+key and the fingerprint column(s). Only those arrays are kept (8 bytes per row per array; a
+state chain's rows also keep their link number and three flags while the chain is resolved,
+7 bytes more); rows are read and hashed one batch at a time. Batches come out in the same order on every
 read (single-threaded scans), so a row is found again by its position (:func:`key_rows`).
 """
 
@@ -203,10 +204,6 @@ class StateSide:
     #: Each live row's position among every row of the chain's folders (tombstones included).
     positions: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
     own_rows: int = 0  #: rows in the state's own folder, tombstones included
-
-
-def _count(mask: pa.Array) -> int:
-    return int(pc.sum(mask.cast(pa.int64())).as_py() or 0)
 
 
 def read_state(
