@@ -427,3 +427,24 @@ def test_rollback_refuses_a_replaced_snapshot(spark, ws, capsys):
                 ws.landing, "--state", ws.state, "--to-version", "1", "--yes"]) == 3
     assert "not the file version 1 was made from" in capsys.readouterr().err
     assert ws.snapshot_state() == before
+
+
+def test_the_state_schema_is_known_without_reading_a_footer(spark, tmp_path):
+    """Runs read the previous state with the schema its commit implies (no Spark job to infer
+    it): it is exactly what was written, for typed composite keys spelled in any case."""
+    import datetime as dt
+    from decimal import Decimal
+
+    from diffcdc.engine.snapshot import state_schema
+
+    ws = Workspace(str(tmp_path), table="T", keys=("k", "AT", "amount"), fingerprint_bits=128)
+    schema = pa.schema([("K", pa.string()), ("at", pa.timestamp("us", tz="UTC")),
+                        ("Amount", pa.decimal128(12, 2)), ("v", pa.string())])
+    when = dt.datetime(2026, 11, 1, tzinfo=dt.timezone.utc)
+    ws.write("0001.parquet", [{"K": "a", "at": when, "Amount": Decimal("1.50"), "v": "x"}], schema)
+    ws.run(spark)
+    state = TableState(ws.state, "T")
+    record = state.head().record
+    written = spark.read.parquet(state.abspath(record.state_path)).schema
+    assert [(f.name, f.dataType) for f in state_schema(record)] == [
+        (f.name, f.dataType) for f in written]

@@ -20,7 +20,7 @@ from pyspark.sql import SparkSession
 
 from diffcdc.config import TableConfig
 from diffcdc.core.fingerprint import FINGERPRINT_VERSION
-from diffcdc.engine.snapshot import write_state
+from diffcdc.engine.snapshot import state_schema, write_state
 from diffcdc.errors import StateError
 from diffcdc.sources.files import discover, identify, read_snapshot
 from diffcdc.state.chain import chain_damage, state_chain
@@ -113,7 +113,7 @@ def _rebuild(
         df = read_snapshot(spark, entry, table.name, table.csv_infer_schema, table.csv_encoding)
         values = write_state(spark, df, [state.abspath(link.path) for link in chain],
                              record.keys, record.exclude, record.fingerprint.bits, target,
-                             table.name).counts
+                             table.name, schema=state_schema(base.record) if base else None).counts
         got = {k: int(values[k] or 0) for k in _COUNTS}
         want = {k: getattr(record.counts, k) for k in _COUNTS}
         if got != want:

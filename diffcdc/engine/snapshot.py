@@ -16,10 +16,18 @@ from typing import Any
 
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.types import StructType
+from pyspark.sql.types import IntegerType, LongType, StructField, StructType
 
 from diffcdc.core.changeset import change_frame, initial_frame
-from diffcdc.core.classify import classify, delta_counts, delta_rows, state_counts, state_metrics
+from diffcdc.core.classify import (
+    CHANGE,
+    DUP,
+    classify,
+    delta_counts,
+    delta_rows,
+    state_counts,
+    state_metrics,
+)
 from diffcdc.core.fingerprint import (
     FINGERPRINT_VERSION,
     fingerprint_columns,
@@ -222,7 +230,7 @@ def _stage_state(
     return write_state(
         ctx.spark, df, [ctx.state.abspath(link.path) for link in chain], keys, exclude,
         ctx.table.fingerprint_bits, paths.join(vdir, "state"), ctx.table.name,
-        previous_keys=previous_keys,
+        previous_keys=previous_keys, schema=state_schema(head.record) if head else None,
     )
 
 
@@ -253,16 +261,19 @@ def write_state(
     table: str,
     *,
     previous_keys: int | None = None,
+    schema: StructType | None = None,
 ) -> WrittenState:
     """Classify ``df`` against the state whose chain is at ``previous`` (base first; empty:
     nothing), write it to ``target`` and return its counts (also ``diffcdc repair``'s way to
     rebuild a state). With ``previous_keys`` (the keys of that state) only the changes are
-    written, a delta; without, every key, a base."""
+    written, a delta; without, every key, a base. ``schema`` is the previous state's
+    (:func:`state_schema`; None: read from its base's footer)."""
     narrow = df.select(*[quote(k) for k in keys], *fingerprint_exprs(df.schema, keys, exclude, bits))
-    old = []
-    for path in previous:  # deltas are read with the base's schema: no footers to infer from
-        reader = spark.read.schema(old[0].schema) if old else spark.read
-        old.append(reader.parquet(literal_path(spark_path(spark, path))))
+    old: list[DataFrame] = []
+    for path in previous:  # read with the state's schema: no job to infer it from a footer
+        if schema is None:
+            schema = spark.read.parquet(literal_path(spark_path(spark, path))).schema
+        old.append(read_written(spark, path, schema))
     classified = classify(narrow, old, keys, fingerprint_columns(bits))
     if previous_keys is not None:
         classified = delta_rows(classified, keys)
@@ -271,11 +282,11 @@ def write_state(
     # The counts come from the state just written (a narrow scan with generated code): an
     # ``observe`` on the write evaluated them row by row and cost ~0.7 s at 5M rows. A small
     # state on this machine's disk is counted right here: a Spark job would cost more.
-    schema = classified.schema
+    written = classified.schema
     files = StagedFolder(spark, target, table=table).data_files()
-    counts = _counts_in_process(spark, files, schema.names[: len(keys)])
+    counts = _counts_in_process(spark, files, written.names[: len(keys)])
     if counts is None:
-        (values,) = read_written(spark, target, schema).agg(*state_metrics(keys)).collect()
+        (values,) = read_written(spark, target, written).agg(*state_metrics(keys)).collect()
         counts = {k: int(v or 0) for k, v in values.asDict().items()}
     if previous_keys is not None:
         try:
@@ -283,7 +294,19 @@ def write_state(
         except ValueError as exc:
             raise StateError(f"the state does not add up: {exc}", table=table, path=target,
                              hint="check it with 'diffcdc verify --state'") from None
-    return WrittenState(counts, schema, files, previous_keys is not None)
+    return WrittenState(counts, written, files, previous_keys is not None)
+
+
+def state_schema(record: CommitRecord) -> StructType:
+    """The columns of the state ``record``'s version wrote: its keys as its snapshot typed them,
+    the fingerprint(s), the change kind and the row count (as :func:`classify` makes them)."""
+    fields = {f.name.lower(): f for f in StructType.fromJson(record.schema).fields}
+    return StructType([
+        *[StructField(k, fields[k.lower()].dataType) for k in record.keys],
+        *[StructField(c, LongType()) for c in fingerprint_columns(record.fingerprint.bits)],
+        StructField(CHANGE, IntegerType()),
+        StructField(DUP, LongType()),
+    ])
 
 
 def _counts_in_process(
