@@ -26,6 +26,7 @@ from diffcdc.core.classify import CHANGE, DELETE
 from diffcdc.core.fingerprint import FP, FP_HI, fingerprint_exprs
 from diffcdc.engine.verify import verify_table
 from diffcdc.spark_version import parse
+from diffcdc.state.chain import state_chain
 from diffcdc.state.store import TableState
 from tests.support.config_text import toml_value
 from tests.support.fingerprint_golden import GOLDEN_FINGERPRINTS, golden_fingerprints
@@ -87,11 +88,15 @@ def _run(python: str, config: str) -> None:
 
 
 def _state_fingerprints(state: TableState) -> dict[tuple[Any, ...], tuple[int, int]]:
+    """The head's state: its chain's folders, base first, the newest row of a key winning (a
+    tombstone: the key is gone)."""
     head = state.head()
     assert head is not None and head.record.fingerprint.bits == 128
-    table = pq.read_table(state.abspath(head.record.state_path))
-    return {(r["k1"], r["k2"]): (r[FP], r[FP_HI]) for r in table.to_pylist()
-            if r.get(CHANGE) != DELETE}
+    newest: dict[tuple[Any, ...], Any] = {}
+    for link in state_chain(state.commits()):
+        for r in pq.read_table(state.abspath(link.path)).to_pylist():
+            newest[(r["k1"], r["k2"])] = None if r.get(CHANGE) == DELETE else (r[FP], r[FP_HI])
+    return {k: v for k, v in newest.items() if v is not None}
 
 
 def _snapshot_fingerprints(spark, path: str) -> dict[tuple[Any, ...], tuple[int, int]]:
