@@ -23,7 +23,7 @@ from diffcdc.core.fingerprint import FINGERPRINT_VERSION
 from diffcdc.engine.snapshot import state_schema, write_state
 from diffcdc.errors import StateError
 from diffcdc.sources.files import discover, identify, read_snapshot
-from diffcdc.state.chain import chain_damage, state_chain
+from diffcdc.state.chain import state_chain
 from diffcdc.state.commit import CommitRecord
 from diffcdc.state.guard import state_damage
 from diffcdc.state.integrity import describe_state
@@ -101,11 +101,10 @@ def _rebuild(
     earlier = [c for c in commits if c.version < record.version]
     base = earlier[-1] if record.recreate is None and earlier else None
     chain = state_chain(commits, base.version) if base is not None else ()
-    if base is not None:
-        base_damage = chain_damage(state.dir, chain, checksums=True)
-        if base_damage is not None:
-            raise refuse(f"the state of version {base.version} it was diffed against is "
-                         f"damaged or pruned too ({base_damage[1].reason})")
+    if base is not None and (found := state_damage(state, commits, base.version,
+                                                   checksums=True)) is not None:
+        raise refuse(f"the state of version {base.version} it was diffed against is "
+                     f"damaged or pruned too ({found[1].reason})")
     vdir = state.abspath(record.version_dir)
     paths.makedirs(vdir, exist_ok=True)
     target = paths.join(vdir, f"state-repair-{new_run_id()}")

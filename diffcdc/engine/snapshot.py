@@ -111,8 +111,8 @@ def process_snapshot(
         histories = {s: SinkHistory() if s in fresh_sinks else h for s, h in histories.items()}
         _check_sinks(ctx, histories, fresh_sinks)
     chain = state_chain(commits, base.version) if base is not None else ()
-    if chain:
-        check_head_state(state, commits, chain)
+    if base is not None:
+        check_head_state(state, commits, base.version)
     crash_point("after_read")
 
     version = head.version + 1 if head else 1

@@ -14,7 +14,7 @@ import shlex
 from collections.abc import Sequence
 
 from diffcdc.errors import StateError
-from diffcdc.state.chain import StateLink, chain_damage, state_chain
+from diffcdc.state.chain import chain_damage, state_chain
 from diffcdc.state.commit import CommitRecord
 from diffcdc.state.integrity import Damage
 from diffcdc.state.records import Commit
@@ -73,15 +73,12 @@ def state_damage(
     return next(c.record for c in commits if c.version == link.version), damage
 
 
-def check_head_state(
-    state: TableState, commits: Sequence[Commit], chain: Sequence[StateLink]
-) -> None:
-    """Refuse to diff against a damaged state (every link of its chain: sizes and footers, no
-    full read)."""
-    found = chain_damage(state.dir, chain, checksums=False)
+def check_head_state(state: TableState, commits: Sequence[Commit], version: int) -> None:
+    """Refuse to diff against a damaged state (every link of version ``version``'s chain: sizes
+    and footers, no full read)."""
+    found = state_damage(state, commits, version, checksums=False)
     if found is not None:
-        link, damage = found
-        record = next(c.record for c in commits if c.version == link.version)
+        record, damage = found
         raise StateError(
             f"state version {record.version} is damaged: {damage.reason}",
             table=record.table,
