@@ -15,6 +15,7 @@ under the table's state (``keep_snapshots`` keeps the last N copies for ``diffcd
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -37,6 +38,7 @@ def run_dataframe(
     state_data: str | None = None,
     state_options: Mapping[str, Any] | None = None,
     snapshot_id: str | None = None,
+    snapshot_time: dt.datetime | None = None,
     exclude: Sequence[str] = (),
     quality: Mapping[str, Any] | QualityConfig | None = None,
     keep_snapshots: int = 0,
@@ -50,7 +52,9 @@ def run_dataframe(
     ``sinks`` are the entries of ``[[tables.NAME.sinks]]`` as dicts (``type`` first);
     ``landing`` alone is the one ``open_mirroring`` sink of a table without ``sinks``.
     ``snapshot_id`` orders snapshots lexically (default: now in UTC, ``20261123T073500.123456Z``);
-    an id already committed does nothing, an older one is refused. ``quality`` holds the gate
+    an id already committed does nothing, an older one is refused. ``snapshot_time`` is the
+    moment the source showed these rows (a history sink's validity; without a zone: UTC;
+    default: now). ``quality`` holds the gate
     settings (``[quality]``); ``table_options`` any other table field (``schema_name``,
     ``codec``, ``schema_policy`` ...). ``state`` may be an ``abfss://``/``https://`` URL, with
     ``state_data`` and ``state_options`` as in ``[diffcdc]`` (docs/state.md). Returns the run
@@ -104,7 +108,8 @@ def run_dataframe(
         if is_connect(df.sparkSession):  # a Connect session's server must be Spark 4
             require_server(df.sparkSession.version, "of this session")
         with borrowed_session(df.sparkSession) as caller:
-            source = DataFrameSource(df, config.name, snapshot_id, zone=caller.time_zone)
+            source = DataFrameSource(df, config.name, snapshot_id, zone=caller.time_zone,
+                                     time=snapshot_time)
             return run_table(df.sparkSession, config, root, options, source=source)
     finally:
         root.close()  # a URL root's HTTP client: a notebook calls this again and again

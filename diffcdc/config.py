@@ -26,6 +26,7 @@ from diffcdc.sinks.registry import SINKS, TABLE_LEVEL, TABLE_SINK, plugin_of
 from diffcdc.sinks.table import SinkTable
 from diffcdc.sinks.targets import OwnedTarget, own, target_clash
 from diffcdc.sources.registry import SOURCES, source_kind, source_plugin
+from diffcdc.sources.snapshot_time import SnapshotTimeRule
 from diffcdc.state.chain import MAX_DELTA_RATIO, MAX_DELTAS
 from diffcdc.state.root import StateRoot
 
@@ -83,6 +84,12 @@ class TableConfig(BaseModel):
     csv_encoding: str = Field(
         default="utf-8",
         description="Encoding of CSV snapshots; a byte that is not valid in it refuses the file.",
+    )
+    snapshot_time: str | None = Field(
+        default=None,
+        description="A folder snapshot's as-of time: `\"mtime\"` (default: its files' newest "
+        "modification time) or `\"id:<strptime format>\"` parsed from the snapshot id, e.g. "
+        "`\"id:%Y-%m-%d\"`. Set, a snapshot older than the last one is refused.",
     )
     quality: QualityConfig | None = Field(
         default=None, description="Quality gate settings that replace the global [quality] ones."
@@ -142,6 +149,13 @@ class TableConfig(BaseModel):
     def _safe_name(cls, value: str) -> str:
         return check_folder_name(value)
 
+    @field_validator("snapshot_time")
+    @classmethod
+    def _time_rule(cls, value: str | None) -> str | None:
+        if value is not None:
+            SnapshotTimeRule.parse(value)
+        return value
+
     @field_validator("csv_encoding")
     @classmethod
     def _known_encoding(cls, value: str) -> str:
@@ -166,6 +180,10 @@ class TableConfig(BaseModel):
 
     @model_validator(mode="after")
     def _exclude_not_key(self) -> TableConfig:
+        if self.snapshot_time is not None and not isinstance(self.source, str):
+            raise ValueError(
+                "snapshot_time is a rule for folder snapshots: a JDBC read's time is its start, "
+                "a DataFrame's is run_dataframe(snapshot_time=...)")
         clash = {c.lower() for c in self.exclude} & {k.lower() for k in self.keys}
         if clash:
             raise ValueError(f"key columns cannot be excluded from the fingerprint: {sorted(clash)}")

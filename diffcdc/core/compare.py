@@ -23,6 +23,11 @@ class Replayed:
     normalize: Callable[[dict[str, Any]], dict[str, Any]] | None = None
 
 
+#: Enough digits to normalize any decimal(38, s) exactly (the default context rounds at 28:
+#: 10^37 + 1 and 10^37 + 2 would compare equal).
+_EXACT = decimal.Context(prec=80)
+
+
 def norm_value(value: Any) -> Any:
     """A comparable, hashable form of a value (NaN equals NaN; -0.0 equals 0.0; a map's
     entries in any order are the same map, as for the fingerprint)."""
@@ -31,7 +36,7 @@ def norm_value(value: Any) -> Any:
             return ("NaN",)
         return 0.0 if value == 0 else value
     if isinstance(value, decimal.Decimal):
-        return value.normalize() if not value.is_nan() else ("NaN",)
+        return value.normalize(_EXACT) if not value.is_nan() else ("NaN",)
     if isinstance(value, list):
         items = tuple(norm_value(v) for v in value)
         if value and all(isinstance(v, tuple) for v in value):  # a map: Arrow's (key, value) pairs

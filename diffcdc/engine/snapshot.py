@@ -8,6 +8,7 @@ swap, freezes the batch for every sink at once; from then on it is only ever pub
 
 from __future__ import annotations
 
+import datetime as dt
 import posixpath
 import time
 from collections.abc import Sequence
@@ -44,7 +45,8 @@ from diffcdc.errors import DiffcdcError, InputRefused, StateError
 from diffcdc.faults import crash_point
 from diffcdc.sinks.base import ChangeSet, SinkHistory, SinkTable
 from diffcdc.sinks.registry import sink_result
-from diffcdc.sources.base import PendingSnapshot
+from diffcdc.sources.base import PendingSnapshot, Snapshot
+from diffcdc.sources.snapshot_time import format_time, read_time
 from diffcdc.spark import literal_path, read_written, spark_path
 from diffcdc.staged_files import StagedFile, StagedFolder, in_process
 from diffcdc.state.chain import StateLink, compaction_due, state_chain
@@ -110,6 +112,7 @@ def process_snapshot(
             ctx.say(f"{sid}: a full image for {', '.join(sorted(fresh_sinks))} (reload requested)")
         histories = {s: SinkHistory() if s in fresh_sinks else h for s, h in histories.items()}
         _check_sinks(ctx, histories, fresh_sinks)
+    as_of = _as_of_time(ctx, snapshot, head, rollback_to)
     chain = state_chain(commits, base.version) if base is not None else ()
     if base is not None:
         check_head_state(state, commits, base.version)
@@ -137,7 +140,7 @@ def process_snapshot(
             restart = dict.fromkeys(ctx.sinks, recreate.reason)
         elif reload is not None:
             restart = dict.fromkeys(fresh_sinks, reload.reason)
-        sinks = _stage_sinks(ctx, df, ident, written, _Draft(version, sid, vdir, base),
+        sinks = _stage_sinks(ctx, df, ident, written, _Draft(version, sid, vdir, base, as_of),
                              restart, histories)
         if sink_reload and reload is not None:  # the commit carries the request out
             sinks = {s: SinkEntry(e.type, {**e.manifest, "reload": reload.id})
@@ -173,6 +176,7 @@ def process_snapshot(
             counts=Counts(**{k: metrics[k] for k in _COUNTS}),
             sinks=sinks,
             recreate=recreate,
+            snapshot_time=format_time(as_of) if as_of is not None else None,
             extra={"rollback_to": rollback_to} if rollback_to is not None else {},
         )
         ctx.stage(sid, f"commit version {version}")
@@ -190,6 +194,35 @@ def process_snapshot(
     publish_backlog(ctx)
     crash_point("after_published")
     return _result(ctx, record, gates, gate_seconds, started)
+
+
+def _as_of_time(
+    ctx: RunContext, snapshot: Snapshot, head: Commit | None, rollback_to: int | None
+) -> dt.datetime | None:
+    """The time the version shows the table as of (:mod:`diffcdc.sources.snapshot_time`).
+
+    A snapshot older than the last committed one is refused when the table keeps history or
+    names its time rule; a rollback shows the kept version's rows from the head's time on.
+    """
+    time = snapshot.time
+    last = read_time(head.record.snapshot_time) if head and head.record.snapshot_time else None
+    if time is None or last is None or time >= last:
+        return time
+    if rollback_to is not None:
+        return last
+    if ctx.table.snapshot_time is None and not any(
+            s.needs_snapshot_time for s in ctx.sinks.values()):
+        return time
+    assert head is not None
+    raise InputRefused(
+        f"the snapshot's time {format_time(time)} is before {format_time(last)}, the time of "
+        f"the last committed snapshot {head.snapshot_id}",
+        table=ctx.table.name,
+        snapshot=snapshot.snapshot_id,
+        path=snapshot.path,
+        hint="history cannot go back in time: move the older snapshot out of the source, or "
+        "fix the snapshot_time rule",
+    )
 
 
 def _check_sinks(
@@ -328,6 +361,7 @@ class _Draft:
     snapshot_id: str
     folder: str
     base: Commit | None
+    time: dt.datetime | None  #: the snapshot's as-of time
 
 
 def _stage_sinks(
@@ -366,11 +400,12 @@ def _stage_sinks(
             changes = ChangeSet(
                 ident, version, sid, df.schema, diff, False,
                 metrics["inserted"], metrics["updated"], metrics["deleted"],
+                snapshot_time=draft.time,
             )
         else:
             changes = ChangeSet(
                 ident, version, sid, df.schema, initial_frame(df, columns), True,
-                metrics["rows"], 0, 0, restart.get(sink_id),
+                metrics["rows"], 0, 0, restart.get(sink_id), snapshot_time=draft.time,
             )
         sink.accept(changes)
         change_sets[sink_id] = changes

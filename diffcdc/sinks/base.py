@@ -35,6 +35,7 @@ commits was added later: the engine hands it a full image (``changes.initial``).
 
 from __future__ import annotations
 
+import datetime as dt
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -70,6 +71,8 @@ class ChangeSet:
     #: Why the table is re-created with this version (sinks drop/overwrite their old output
     #: first); None when the table continues.
     recreate: str | None = None
+    #: The snapshot's as-of time, UTC (None: its source gave none).
+    snapshot_time: dt.datetime | None = None
 
     @property
     def rows(self) -> int:
@@ -96,7 +99,10 @@ class Sink(ABC):
 
     type: ClassVar[str]
     #: Column names this sink adds to what it publishes; a snapshot may not use them.
-    reserved_columns: ClassVar[tuple[str, ...]] = ()
+    reserved_columns: tuple[str, ...] = ()
+    #: True when the sink publishes each version's as-of time (a history): a snapshot older
+    #: than the last committed one is then refused.
+    needs_snapshot_time: bool = False
 
     def __init__(self, sink_id: str, table: SinkTable) -> None:
         self.id = sink_id

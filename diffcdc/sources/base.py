@@ -10,6 +10,7 @@ copy (:mod:`diffcdc.sources.copies`).
 
 from __future__ import annotations
 
+import datetime as dt
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -45,6 +46,8 @@ class Snapshot:
     changed: Callable[[], bool] = field(default=lambda: False)
     #: The files' identity when read (recorded in the commit; None: not a file snapshot).
     identity: tuple[FileIdentity, ...] | None = None
+    #: The snapshot's as-of time, UTC (see :mod:`diffcdc.sources.snapshot_time`).
+    time: dt.datetime | None = None
 
 
 class Source(ABC):

@@ -7,12 +7,15 @@ the table's state and the diff runs on the copy.
 
 from __future__ import annotations
 
+import datetime as dt
+
 from pyspark.sql import DataFrame, SparkSession
 
 from diffcdc.errors import DiffcdcError, InputRefused, SourceError
 from diffcdc.sources.base import PendingSnapshot, Snapshot, Source, check_order
 from diffcdc.sources.copies import SnapshotCopies
 from diffcdc.sources.jdbc import snapshot_id_now
+from diffcdc.sources.snapshot_time import as_utc
 from diffcdc.spark import in_time_zone, spark_path
 from diffcdc.spark_compat import calendar_interval_column, error_text
 from diffcdc.state.store import Commit
@@ -34,15 +37,19 @@ def evaluation_error(exc: BaseException) -> str:
 
 
 class DataFrameSource(Source):
-    """One DataFrame, one snapshot; its id is given or the time it is handed over (UTC)."""
+    """One DataFrame, one snapshot; its id and as-of time are given or the time it is handed
+    over (UTC)."""
 
     materialized = True
 
     def __init__(self, df: DataFrame, table: str, snapshot_id: str | None = None,
-                 description: str = "a Spark DataFrame", zone: str | None = None) -> None:
+                 description: str = "a Spark DataFrame", zone: str | None = None,
+                 time: dt.datetime | None = None) -> None:
         self.df = df
         self.table = table
         self.snapshot_id = snapshot_id
+        #: The snapshot's as-of time (default: the moment it is handed over).
+        self.time = as_utc(time) if time is not None else dt.datetime.now(dt.timezone.utc)
         self.description = description
         #: The caller's session time zone, which the DataFrame is evaluated in (None: the
         #: session's own, as diffcdc set it).
@@ -52,7 +59,7 @@ class DataFrameSource(Source):
         return self.description
 
     def pending(self, commits: list[Commit]) -> list[PendingSnapshot]:
-        sid = self.snapshot_id or snapshot_id_now()
+        sid = self.snapshot_id or snapshot_id_now(self.time)
         last = commits[-1].snapshot_id if commits else None
         if not check_order(sid, last, self.table, self.description):
             return []  # this snapshot id is already committed: nothing to do
@@ -98,4 +105,5 @@ class DataFrameSource(Source):
                 snapshot=sid,
                 hint="check the DataFrame's query (df.collect() shows the full error)",
             ) from exc
-        return Snapshot(sid, self.description, spark.read.parquet(spark_path(spark, copy)))
+        return Snapshot(sid, self.description, spark.read.parquet(spark_path(spark, copy)),
+                        time=self.time)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from diffcdc.errors import InputRefused, LateSnapshotError, UsageError
 from diffcdc.sources.base import PendingSnapshot, Snapshot, Source
 from diffcdc.sources.copies import SnapshotCopies
+from diffcdc.sources.snapshot_time import SnapshotTimeRule
 from diffcdc.spark import literal_path, spark_path
 from diffcdc.state.commit import FileIdentity
 from diffcdc.state.store import Commit
@@ -257,12 +258,14 @@ class FolderSource(Source):
     """Snapshots as entries of a folder, read in place, in lexical order of their names."""
 
     def __init__(
-        self, folder: str, table: str, infer_csv: bool = False, encoding: str = "utf-8"
+        self, folder: str, table: str, infer_csv: bool = False, encoding: str = "utf-8",
+        time_rule: SnapshotTimeRule | None = None,
     ) -> None:
         self.folder = folder
         self.table = table
         self.infer_csv = infer_csv
         self.encoding = encoding
+        self.time_rule = time_rule or SnapshotTimeRule()
         self._entries: dict[str, SnapshotEntry] = {}
 
     def pending(self, commits: list[Commit]) -> list[PendingSnapshot]:
@@ -281,11 +284,13 @@ class FolderSource(Source):
         assert pending.snapshot_id is not None
         entry = self._entries[pending.snapshot_id]
         before = identify(entry.path, self.table, entry.snapshot_id)
+        time = self.time_rule.time_of(entry.snapshot_id, before, table=self.table,
+                                      path=entry.path)
         df = read_snapshot(spark, entry, self.table, self.infer_csv, self.encoding)
         return Snapshot(
             entry.snapshot_id, os.path.abspath(entry.path), df,
             changed=lambda: identify(entry.path, self.table, entry.snapshot_id) != before,
-            identity=before,
+            identity=before, time=time,
         )
 
     def describe(self) -> str:

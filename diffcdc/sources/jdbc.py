@@ -63,9 +63,9 @@ def session_init(snapshot: str) -> str:
     )
 
 
-def snapshot_id_now() -> str:
+def snapshot_id_now(now: dt.datetime | None = None) -> str:
     """The read's start time in UTC, ordered lexically: ``20261123T073500.123456Z``."""
-    return dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+    return (now or dt.datetime.now(dt.timezone.utc)).strftime("%Y%m%dT%H%M%S.%fZ")
 
 
 class JdbcSource(Source):
@@ -88,7 +88,7 @@ class JdbcSource(Source):
         after: str | None,
     ) -> Snapshot | None:
         password = self.cfg.password(self.table)
-        started = snapshot_id_now()
+        started = dt.datetime.now(dt.timezone.utc)  # the snapshot's as-of time
         try:
             session = open_session(spark, self.cfg, password)
         except DiffcdcError:
@@ -98,7 +98,7 @@ class JdbcSource(Source):
         try:
             try:
                 snapshot = session.export_snapshot() if session.postgres else None
-                sid = self._snapshot_id(session) or started
+                sid = self._snapshot_id(session) or snapshot_id_now(started)
                 if not check_order(sid, after, self.table, self.describe()):
                     return None
                 plan = self._plan(session)
@@ -120,7 +120,8 @@ class JdbcSource(Source):
                 raise jdbc_error(exc, self.cfg, password) from None
         finally:
             session.close()
-        return Snapshot(sid, self.describe(), spark.read.parquet(spark_path(spark, copy)))
+        return Snapshot(sid, self.describe(), spark.read.parquet(spark_path(spark, copy)),
+                        time=started)
 
     def _plan(self, session: Session) -> ReadPlan:
         """How each column is read (from the relation's metadata: no row read yet)."""

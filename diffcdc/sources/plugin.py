@@ -19,6 +19,7 @@ class SourceTable(Protocol):
     source: Any
     csv_infer_schema: bool
     csv_encoding: str
+    snapshot_time: str | None
 
 
 def _no_jars(config: Any) -> tuple[str, ...]:

@@ -15,8 +15,11 @@ if TYPE_CHECKING:
 
 def _folder(table: SourceTable) -> Source:
     from diffcdc.sources.files import FolderSource
+    from diffcdc.sources.snapshot_time import SnapshotTimeRule
 
-    return FolderSource(table.source, table.name, table.csv_infer_schema, table.csv_encoding)
+    rule = SnapshotTimeRule.parse(table.snapshot_time) if table.snapshot_time else None
+    return FolderSource(table.source, table.name, table.csv_infer_schema, table.csv_encoding,
+                        rule)
 
 
 def _jdbc(table: SourceTable) -> Source:

@@ -119,6 +119,8 @@ class CommitRecord:
     #: whole state; every version of formats 1 and 2). See :mod:`diffcdc.state.chain`.
     state_parent: int | None = None
     committed_at: str | None = None
+    #: The snapshot's as-of time, ISO 8601 UTC (None: a version from before as-of times).
+    snapshot_time: str | None = None
     format: int = STATE_FORMAT
     #: Everything a later diffcdc may add; kept when read, written back unchanged.
     extra: dict[str, Any] = field(default_factory=dict)
@@ -163,6 +165,7 @@ class CommitRecord:
             state_parent=int(data["state_parent"]) if data.get("state_parent") is not None
             else None,
             committed_at=data.get("committed_at"),
+            snapshot_time=data.get("snapshot_time"),
             format=int(data.get("format", STATE_FORMAT)),
             extra={k: v for k, v in data.items() if k not in known},
         )

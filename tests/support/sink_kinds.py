@@ -127,11 +127,41 @@ def _delta_once(state: TableState, sink_id: str, servers: dict[str, Any]) -> Non
     assert rows(replay_change_feed(manifest["target"], keys)) == rows(live)
     # the changelog holds each commit's feed exactly once: the same rows as the whole feed
     log = plain_types(DeltaTable(manifest["changelog"]).to_pyarrow_table())
-    log = log.drop_columns(["_diffcdc_version", "_diffcdc_incarnation"])
+    log = log.drop_columns(["_diffcdc_version", "_diffcdc_incarnation", "__CHANGED_COLUMNS"])
     feed = feed_of_range(table, 0, table.version())
     assert sorted(log.column("_commit_version").to_pylist()) == sorted(
         feed.column("_commit_version").to_pylist())
     assert rows(log.to_pylist()) == rows(feed.to_pylist())
+
+
+def _history_entry(root: str, servers: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "delta", "name": "history", "path": os.path.join(root, "lake", "history"),
+            "mode": "scd2"}
+
+
+def _history_once(state: TableState, sink_id: str, servers: dict[str, Any]) -> None:
+    """One Delta commit per diffcdc version with changes; the history's rules hold, and as of
+    every version since the sink's last full image it is exactly that version's snapshot."""
+    import pyarrow.parquet as pq
+    from deltalake import DeltaTable
+
+    from tests.support.history import as_of, canonical, check_history, history_rows
+
+    commits = state.commits()
+    manifest = commits[-1].record.sinks[sink_id].manifest
+    tagged = [h.get("diffcdc.version") for h in DeltaTable(manifest["target"]).history()
+              if "diffcdc.version" in h]
+    start = max(c.version for c in commits
+                if sink_id in c.record.sinks and c.record.sinks[sink_id].manifest.get("initial"))
+    with_rows = [str(c.version) for c in commits if c.version >= start
+                 and c.record.sinks[sink_id].manifest.get("rows")]
+    assert sorted(tagged, key=int)[-len(with_rows):] == with_rows, (tagged, with_rows)
+    rows = history_rows(manifest["target"])
+    check_history(rows, commits[-1].record.keys)
+    for commit in commits:
+        if commit.version >= start:
+            snapshot = pq.read_table(commit.record.snapshot_path).to_pylist()
+            assert canonical(as_of(rows, commit.version)) == canonical(snapshot), commit.version
 
 
 def _kafka_entry(root: str, servers: dict[str, Any]) -> dict[str, Any]:
@@ -234,6 +264,8 @@ KINDS = [
     SinkKind("landing_dfs", "open_mirroring", _dfs_entry, _dfs_once, ("publish@landing_dfs:1",), server="dfs",
              tamper=_dfs_tamper),
     SinkKind("delta", "delta", _delta_entry, _delta_once, ("delta_committed@delta",),
+             tamper=_delta_tamper),
+    SinkKind("history", "delta", _history_entry, _history_once, ("delta_committed@history",),
              tamper=_delta_tamper),
     SinkKind("kafka", "kafka", _kafka_entry, _kafka_once,
              ("publish@kafka:1", "kafka_before_commit@kafka", "kafka_after_commit@kafka"),

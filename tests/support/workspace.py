@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 import os
-from decimal import Decimal
+from decimal import Context, Decimal
 from typing import Any
 
 import pyarrow as pa
@@ -102,7 +102,7 @@ def norm(value: Any) -> Any:
     if isinstance(value, float) and value == 0:
         return 0.0
     if isinstance(value, Decimal):
-        return value.normalize()
+        return value.normalize(Context(prec=80))  # the default context rounds at 28 digits
     if isinstance(value, dict):
         return tuple(sorted((k, norm(v)) for k, v in value.items()))
     if isinstance(value, list):

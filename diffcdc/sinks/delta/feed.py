@@ -2,16 +2,23 @@
 
 A change feed lives only as long as the table's history (spec §2); the optional changelog table
 keeps every change row forever, with ``_change_type``, ``_commit_version`` and
-``_commit_timestamp`` as ordinary columns, appended from the feed of each commit itself.
+``_commit_timestamp`` as ordinary columns, appended from the feed of each commit itself, and
+``__CHANGED_COLUMNS`` on each ``update_postimage`` row (the columns the update changed).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+
+from diffcdc.core.column_changes import CHANGED_COLUMNS, changed_columns, partners
+
+#: The change feed's own columns (spec §2).
+CHANGE_COLUMNS = ("_change_type", "_commit_version", "_commit_timestamp")
 
 
 def plain_types(table: pa.Table) -> pa.Table:
@@ -42,7 +49,8 @@ def feed_of(table: DeltaTable, delta_version: int) -> pa.Table:
 
 def append_changelog(
     table: DeltaTable, version: int, path: str, app_id: str, storage_options: dict[str, str],
-    incarnation: str = "", image: pa.Table | None = None,
+    incarnation: str = "", image: pa.Table | None = None, *, keys: Sequence[str] = (),
+    exclude: Sequence[str] = (),
 ) -> None:
     """Append the feed of diffcdc ``version``'s commit to the changelog table (exactly once),
     each row also carrying ``_diffcdc_version`` and ``_diffcdc_incarnation`` (a Delta table
@@ -57,6 +65,7 @@ def append_changelog(
         return  # no commit for this version (it had no changes)
     rows = feed_of(table, delta_version) if image is None else _image_rows(
         table, delta_version, image)
+    rows = with_changed_columns(rows, keys, exclude)
     rows = rows.append_column("_diffcdc_version", pa.array([version] * rows.num_rows, pa.int64()))
     rows = rows.append_column("_diffcdc_incarnation",
                               pa.array([incarnation] * rows.num_rows, pa.string()))
@@ -66,6 +75,27 @@ def append_changelog(
     )
     write_deltalake(path, rows, mode="append", schema_mode="merge",
                     storage_options=storage_options, commit_properties=props)
+
+
+def with_changed_columns(rows: pa.Table, keys: Sequence[str], exclude: Sequence[str]
+                         ) -> pa.Table:
+    """The feed rows of one commit with ``__CHANGED_COLUMNS``: on each ``update_postimage``
+    row the non-key, non-excluded columns that differ from its preimage; NULL elsewhere."""
+    kinds = rows.column("_change_type")
+    post = pc.indices_nonzero(pc.equal(kinds, "update_postimage")).to_pylist()
+    column: list[list[str] | None] = [None] * rows.num_rows
+    if post:
+        after = rows.take(post)
+        before = rows.filter(pc.equal(kinds, "update_preimage"))
+        found = partners(after, before, keys)
+        if any(i is None for i in found):
+            raise ValueError("an update_postimage row has no update_preimage of its key")
+        skip = {c.lower() for c in (*keys, *exclude, *CHANGE_COLUMNS)}
+        compared = [c for c in rows.column_names if c.lower() not in skip]
+        changes = changed_columns(before.take(found), after, compared)
+        for i, changed in zip(post, changes):
+            column[i] = changed
+    return rows.append_column(CHANGED_COLUMNS, pa.array(column, pa.list_(pa.string())))
 
 
 def _image_rows(table: DeltaTable, delta_version: int, image: pa.Table) -> pa.Table:

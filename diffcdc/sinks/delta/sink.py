@@ -22,24 +22,34 @@ import uuid
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as ds
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from deltalake.exceptions import DeltaError, TableNotFoundError
 from pyspark.sql import SparkSession
 
 from diffcdc.core.changeset import OP, OP_DELETE, OP_INSERT, OP_UPDATE
+from diffcdc.core.column_changes import CHANGED_COLUMNS, partners
 from diffcdc.core.compare import Replayed
 from diffcdc.core.sql import quote
-from diffcdc.errors import StorageError, TargetMismatch
+from diffcdc.errors import (
+    ConfigError,
+    DiffcdcError,
+    InputRefused,
+    StorageError,
+    TargetMismatch,
+)
 from diffcdc.faults import crash_point
 from diffcdc.sinks.base import ChangeSet, Sink, SinkHistory, SinkTable
+from diffcdc.sinks.delta import history
 from diffcdc.sinks.delta.config import DeltaSinkConfig
-from diffcdc.sinks.delta.feed import append_changelog, plain_types
+from diffcdc.sinks.delta.feed import CHANGE_COLUMNS, append_changelog, plain_types
+from diffcdc.sinks.delta.history import HISTORY_COLUMNS, is_history
+from diffcdc.sources.snapshot_time import format_time, read_time
 from diffcdc.spark import spark_path
 from diffcdc.storage import paths
 
 CDF = {"delta.enableChangeDataFeed": "true"}
-CHANGE_COLUMNS = ("_change_type", "_commit_version", "_commit_timestamp")
 #: Columns of the changelog table that tell diffcdc's versions and the table's incarnations
 #: apart (a re-created Delta table restarts ``_commit_version`` at 0).
 CHANGELOG_COLUMNS = ("_diffcdc_version", "_diffcdc_incarnation")
@@ -56,6 +66,12 @@ class DeltaSink(Sink):
     def __init__(self, sink_id: str, table: SinkTable, config: DeltaSinkConfig) -> None:
         super().__init__(sink_id, table)
         self.config = config
+        self.history = config.mode == "scd2"
+        self.needs_snapshot_time = self.history
+        if self.history:
+            self.reserved_columns = (*HISTORY_COLUMNS, *CHANGE_COLUMNS, *CHANGELOG_COLUMNS)
+        elif config.changelog_path:
+            self.reserved_columns = (*CHANGE_COLUMNS, *CHANGELOG_COLUMNS, CHANGED_COLUMNS)
         self.base_app_id = (
             f"diffcdc:{table.schema_name + '.' if table.schema_name else ''}{table.name}"
         )
@@ -68,7 +84,47 @@ class DeltaSink(Sink):
 
     def describe(self) -> dict[str, Any]:
         return {"type": self.type, "target": self.config.path,
-                "changelog": self.config.changelog_path}
+                "changelog": self.config.changelog_path, "mode": self.config.mode}
+
+    def _mode_problem(self, table: DeltaTable) -> ConfigError | None:
+        """A table of the other mode at the path (a history where a current image is
+        configured, or the reverse)."""
+        if is_history(table) == self.history:
+            return None
+        what = ("not a history table (no __START_AT/__END_AT/__VALID_FROM/__VALID_TO)"
+                if self.history else "a history table (mode = \"scd2\")")
+        want = "scd2" if self.history else "current"
+        return ConfigError(
+            f"sink {self.id} has mode = \"{want}\" but the Delta table at the path is {what}",
+            table=self.table.name, path=self.config.path,
+            hint="point the sink at its own path, or set the mode the table was made with",
+        )
+
+    def accept(self, changes: ChangeSet) -> None:
+        if not self.history:
+            return
+        if changes.snapshot_time is None:
+            raise InputRefused("the snapshot has no as-of time for the history sink",
+                               table=self.table.name, snapshot=changes.snapshot_id,
+                               hint="give run_dataframe a snapshot_time")
+        columns = {c.lower() for c in changes.columns}
+        named = [*(self.config.track_history_columns or ()),
+                 *(self.config.track_history_except_columns or ())]
+        missing = [c for c in named if c.lower() not in columns]
+        keys = [c for c in named if c.lower() in {k.lower() for k in self.table.keys}]
+        if missing or keys:
+            raise ConfigError(
+                f"sink {self.id}: tracked history columns "
+                + (f"{missing} are not columns of the snapshot" if missing
+                   else f"{keys} are key columns"),
+                table=self.table.name, snapshot=changes.snapshot_id,
+                hint="name non-key columns of the table in track_history_columns / "
+                     "track_history_except_columns",
+            )
+        table = self._open()
+        problem = self._mode_problem(table) if table is not None else None
+        if problem is not None:
+            raise problem
 
     def _open(self, path: str | None = None) -> DeltaTable | None:
         try:
@@ -95,6 +151,9 @@ class DeltaSink(Sink):
         """Refuse a table that is not where this sink left it after ``published`` (its
         versions before the one at hand, all published); return the table (None: none yet)."""
         table = self._open()
+        problem = self._mode_problem(table) if table is not None else None
+        if problem is not None:
+            raise problem
         with_rows = [(v, m) for v, m in published if m.get("rows")]
         if not with_rows:
             if table is not None:
@@ -111,7 +170,8 @@ class DeltaSink(Sink):
                 f"publish a full image to it again: '{self.reload_command()}'",
             )
         config = table.metadata().configuration
-        if str(config.get("delta.enableChangeDataFeed", "")).lower() != "true":
+        if not self.history and str(
+                config.get("delta.enableChangeDataFeed", "")).lower() != "true":
             raise self._mismatch(
                 "the Delta table's change data feed was turned off "
                 "(delta.enableChangeDataFeed is not true)",
@@ -171,19 +231,36 @@ class DeltaSink(Sink):
             incarnation = uuid.uuid4().hex[:16]
         else:
             incarnation = history.last[1].get("incarnation")
-        return {"target": self.config.path, "changelog": self.config.changelog_path,
-                "recreate": changes.recreate is not None, "keys": list(changes.table.keys),
-                "incarnation": incarnation}
+        manifest = {"target": self.config.path, "changelog": self.config.changelog_path,
+                    "recreate": changes.recreate is not None, "keys": list(changes.table.keys),
+                    "incarnation": incarnation}
+        if self.history:
+            assert changes.snapshot_time is not None  # accept() refused a version without
+            manifest.update(mode="scd2", valid_from=format_time(changes.snapshot_time),
+                            track=self.config.track_history_columns,
+                            track_except=self.config.track_history_except_columns or [])
+        return manifest
 
     def publish(
         self, version: int, manifest: dict[str, Any], staging_dir: str, history: SinkHistory
     ) -> None:
         if not manifest.get("rows"):
             return  # a version without changes makes no Delta commit
+        if (manifest.get("mode") == "scd2") != self.history:
+            raise ConfigError(
+                f"sink {self.id}: version {version} was staged for mode = "
+                f"\"{manifest.get('mode', 'current')}\" but the sink now has mode = "
+                f"\"{self.config.mode}\"",
+                table=self.table.name, path=self.config.path,
+                hint="set the mode back until the version is published, or give the new mode "
+                     "its own sink and path",
+            )
         table = self._open()
         if table is None or (table.transaction_version(self.app_id(manifest)) or 0) < version:
             if not manifest.get("initial"):
                 table = self._verify([(v, m) for v, m in history.manifests if v < version])
+            elif table is not None and (problem := self._mode_problem(table)) is not None:
+                raise problem
             self._commit(table, version, manifest, os.path.join(staging_dir, "changes"))
             crash_point("delta_committed", scope=self.id)
         if self.config.changelog_path:
@@ -202,6 +279,9 @@ class DeltaSink(Sink):
         )
         data = self._staged(staged)
         try:
+            if self.history:
+                self._commit_history(table, version, manifest, data, props)
+                return
             if manifest.get("initial") or table is None:
                 write_deltalake(
                     self.config.path, data.drop_columns([OP]),
@@ -212,10 +292,57 @@ class DeltaSink(Sink):
                 )
                 return
             self._merge(table, data, manifest["keys"], props)
+        except DiffcdcError:
+            raise
         except Exception as exc:  # noqa: BLE001 - delta-rs raises bare Exception too (C Data)
             # delta-rs reports a data file missing under the table as a bare Exception from
             # Arrow's C Data interface: every failure of the commit is this sink's, in one line.
             raise self._error(f"Delta commit of version {version} failed: {exc}") from None
+    def _commit_history(self, table: DeltaTable | None, version: int, manifest: dict[str, Any],
+                        data: pa.Table, props: CommitProperties) -> None:
+        """Version ``version`` into the history table (see :mod:`diffcdc.sinks.delta.history`)."""
+        at = history.Version(version, read_time(str(manifest["valid_from"])))
+        keys = list(manifest["keys"])
+        if table is None:  # the first load: every row opened
+            write_deltalake(self.config.path, history.image_rows(data.drop_columns([OP]), at),
+                            mode="error", storage_options=self.config.storage_options,
+                            commit_properties=props)
+            return
+        target = [f.name for f in table.schema().fields]
+        skip = {c.lower() for c in (*keys, *self.table.exclude, *history.HISTORY_COLUMNS, OP)}
+        compared = [c for c in dict.fromkeys([*data.column_names, *target])
+                    if c.lower() not in skip]
+        tracking = history.Tracking(
+            tuple(manifest["track"]) if manifest.get("track") is not None else None,
+            tuple(manifest.get("track_except") or ()))
+        if manifest.get("initial"):  # a full image onto the history: what differs from it
+            image = data.drop_columns([OP])
+            current = plain_types(history.open_rows(table, keys, None))
+            gone = [i for i, j in enumerate(partners(current, image, keys)) if j is None]
+            source = history.merge_source(image, current.take(history.row_indices(gone)).select(keys),
+                                          current, keys,
+                                          compared, tracking, at, unchanged_possible=True)
+        else:
+            op = data.column(OP)
+            updates = data.filter(pc.equal(op, OP_UPDATE))
+            current = plain_types(history.open_rows(table, keys, updates))
+            if any(j is None for j in partners(updates, current, keys)):
+                raise self._mismatch(
+                    f"the history has no open row for a key version {version} updates",
+                    f"replace the table's current rows with a full image: "
+                    f"'{self.reload_command()}'",
+                )
+            source = history.merge_source(
+                data.filter(pc.not_equal(op, OP_DELETE)).drop_columns([OP]),
+                data.filter(pc.equal(op, OP_DELETE)).select(keys), current, keys, compared,
+                tracking, at, unchanged_possible=False)
+        if source.num_rows:
+            history.merge(table, source, keys, at, props)
+        else:  # nothing differs: the version is still recorded, by an empty commit
+            write_deltalake(self.config.path, pa.schema(table.schema().to_arrow()).empty_table(),
+                            mode="append", storage_options=self.config.storage_options,
+                            commit_properties=props)
+
     @staticmethod
     def _staged(staged: str) -> pa.Table:
         """The change set a version staged for this sink."""
@@ -255,7 +382,8 @@ class DeltaSink(Sink):
             image = self._staged(staged).drop_columns([OP]) if manifest.get("initial") else None
             append_changelog(table, version, self.config.changelog_path or "", app,
                              self.config.storage_options,
-                             incarnation=str(manifest.get("incarnation") or ""), image=image)
+                             incarnation=str(manifest.get("incarnation") or ""), image=image,
+                             keys=list(manifest["keys"]), exclude=self.table.exclude)
         except Exception as exc:  # noqa: BLE001 - delta-rs raises bare Exception too
             raise self._error(f"changelog append of version {version} failed: {exc}",
                               self.config.changelog_path) from None
@@ -268,8 +396,14 @@ class DeltaSink(Sink):
             table.transaction_version(self.app_id(manifest)) or 0) >= version
 
     def replay(self, spark: SparkSession) -> Replayed:
+        """The table's rows (a history: its open rows, without the validity columns)."""
         table = self._open()
-        rows = plain_types(table.to_pyarrow_table()).to_pylist() if table is not None else []
-        columns = [f.name for f in table.schema().fields] if table is not None else []
+        rows, columns = [], []
+        if table is not None:
+            data = plain_types(table.to_pyarrow_table())
+            if self.history:
+                data = data.filter(pc.is_null(data.column(history.END_AT)))
+                data = data.drop_columns(list(history.HISTORY_COLUMNS))
+            rows, columns = data.to_pylist(), data.column_names
         return Replayed(list(self.table.keys), columns, rows,
                         units=(table.version() + 1) if table is not None else 0)
