@@ -28,6 +28,7 @@ from diffcdc.engine.run import RunOptions, run_table
 from diffcdc.engine.verify import verify_table
 from diffcdc.errors import ConfigError, DiffcdcError, InputRefused, SourceError, SourceUnavailable
 from diffcdc.sources.jdbc_session import JdbcSession
+from diffcdc.sources.snapshot_time import read_time
 from diffcdc.state.store import TableState
 from tests.support.postgres_server import JDBC_JAR, finish
 from tests.support.postgres_tables import KINDS, TYPED, WIDE
@@ -184,7 +185,11 @@ def test_snapshot_id_query_orders_and_skips_same_batch(spark, postgres, ws):
         "DROP TABLE IF EXISTS batch; CREATE TABLE batch (n text); INSERT INTO batch VALUES ('00000007')"
     )
     table = _table(ws, postgres, ["id"], table="b", snapshot_id_query="SELECT max(n) FROM batch")
+    before = dt.datetime.now(dt.timezone.utc)
     assert [s.snapshot_id for s in _run(spark, ws, table).snapshots] == ["00000007"]
+    # the as-of time of a database read is the read's start, whatever its snapshot id
+    (commit,) = TableState(str(ws / "state"), "T").commits()
+    assert before <= read_time(commit.record.snapshot_time) <= dt.datetime.now(dt.timezone.utc)
     again = _run(spark, ws, table)
     assert again.outcome == "nothing to do" and not again.snapshots
     postgres.sql("INSERT INTO b VALUES (3); UPDATE batch SET n = '00000008'")
