@@ -132,9 +132,10 @@ def test_sinks_benchmark_runs_every_variant(spark, tmp_path):
 
     generate(str(tmp_path / "d"), rows=2000, seed=3, rates=Rates(), chunk_rows=1000)
     result = sinks.measure(spark, str(tmp_path / "d"), str(tmp_path / "w"), repeat=1)
-    assert set(result["median_seconds"]) == {"landing zone", "delta", "both"}
+    assert set(result["median_seconds"]) == {"landing zone", "delta", "both", "history"}
+    assert result["history_vs_delta"] > 0 and result["both_vs_two_separate_runs"] > 0
     changes = list(result["changes"].values())
-    assert changes[0] == changes[1] == changes[2] and changes[0]["updated"] > 0
+    assert all(c == changes[0] for c in changes) and changes[0]["updated"] > 0
 
 
 def test_text_benchmark_runs(tmp_path):
