@@ -13,6 +13,9 @@ Before each version the sink checks that the table is where it left it: the newe
 that changes data is its own last one (a foreign write, delete, ``RESTORE`` or schema change
 is refused), the table still exists once it published rows, and its change data feed is on.
 A refused target is recovered with ``diffcdc reload --table T --sink NAME``.
+
+With ``mode = "scd2"`` the table is a history instead (:mod:`diffcdc.sinks.delta.history`):
+the same change set, exactly once the same way, merged as closed and opened rows.
 """
 
 from __future__ import annotations
@@ -41,10 +44,9 @@ from diffcdc.errors import (
 )
 from diffcdc.faults import crash_point
 from diffcdc.sinks.base import ChangeSet, Sink, SinkHistory, SinkTable
-from diffcdc.sinks.delta import history
+from diffcdc.sinks.delta import history as scd2
 from diffcdc.sinks.delta.config import DeltaSinkConfig
 from diffcdc.sinks.delta.feed import CHANGE_COLUMNS, append_changelog, plain_types
-from diffcdc.sinks.delta.history import HISTORY_COLUMNS, is_history
 from diffcdc.sources.snapshot_time import format_time, read_time
 from diffcdc.spark import spark_path
 from diffcdc.storage import paths
@@ -69,7 +71,7 @@ class DeltaSink(Sink):
         self.history = config.mode == "scd2"
         self.needs_snapshot_time = self.history
         if self.history:
-            self.reserved_columns = (*HISTORY_COLUMNS, *CHANGE_COLUMNS, *CHANGELOG_COLUMNS)
+            self.reserved_columns = (*scd2.HISTORY_COLUMNS, *CHANGE_COLUMNS, *CHANGELOG_COLUMNS)
         elif config.changelog_path:
             self.reserved_columns = (*CHANGE_COLUMNS, *CHANGELOG_COLUMNS, CHANGED_COLUMNS)
         self.base_app_id = (
@@ -89,7 +91,7 @@ class DeltaSink(Sink):
     def _mode_problem(self, table: DeltaTable) -> ConfigError | None:
         """A table of the other mode at the path (a history where a current image is
         configured, or the reverse)."""
-        if is_history(table) == self.history:
+        if scd2.is_history(table) == self.history:
             return None
         what = ("not a history table (no __START_AT/__END_AT/__VALID_FROM/__VALID_TO)"
                 if self.history else "a history table (mode = \"scd2\")")
@@ -137,12 +139,17 @@ class DeltaSink(Sink):
     def _error(self, message: str, path: str | None = None) -> StorageError:
         text = " ".join(message.split())
         damaged = any(w in text for w in ("not found", "No such file", "missing file"))
-        return StorageError(
-            text[:1000], table=self.table.name, path=path or self.config.path,
-            hint=(f"the table lost files diffcdc wrote: replace it with a full image with "
-                  f"'{self.reload_command()}'" if damaged
-                  else "check the path and its storage options, then run again"),
-        )
+        if damaged and self.history:  # a full image would only add to a damaged history
+            hint = ("the history lost files diffcdc wrote: restore them (e.g. RESTORE the Delta "
+                    "table to a version that has them), or move the table away and start a "
+                    f"new history with '{self.reload_command()}'")
+        elif damaged:
+            hint = (f"the table lost files diffcdc wrote: replace it with a full image with "
+                    f"'{self.reload_command()}'")
+        else:
+            hint = "check the path and its storage options, then run again"
+        return StorageError(text[:1000], table=self.table.name, path=path or self.config.path,
+                            hint=hint)
 
     def check(self, history: SinkHistory) -> None:
         self._verify(list(history.manifests))
@@ -298,46 +305,47 @@ class DeltaSink(Sink):
             # delta-rs reports a data file missing under the table as a bare Exception from
             # Arrow's C Data interface: every failure of the commit is this sink's, in one line.
             raise self._error(f"Delta commit of version {version} failed: {exc}") from None
+
     def _commit_history(self, table: DeltaTable | None, version: int, manifest: dict[str, Any],
                         data: pa.Table, props: CommitProperties) -> None:
         """Version ``version`` into the history table (see :mod:`diffcdc.sinks.delta.history`)."""
-        at = history.Version(version, read_time(str(manifest["valid_from"])))
+        at = scd2.Version(version, read_time(str(manifest["valid_from"])))
         keys = list(manifest["keys"])
         if table is None:  # the first load: every row opened
-            write_deltalake(self.config.path, history.image_rows(data.drop_columns([OP]), at),
+            write_deltalake(self.config.path, scd2.image_rows(data.drop_columns([OP]), at),
                             mode="error", storage_options=self.config.storage_options,
                             commit_properties=props)
             return
         target = [f.name for f in table.schema().fields]
-        skip = {c.lower() for c in (*keys, *self.table.exclude, *history.HISTORY_COLUMNS, OP)}
+        skip = {c.lower() for c in (*keys, *self.table.exclude, *scd2.HISTORY_COLUMNS, OP)}
         compared = [c for c in dict.fromkeys([*data.column_names, *target])
                     if c.lower() not in skip]
-        tracking = history.Tracking(
+        tracking = scd2.Tracking(
             tuple(manifest["track"]) if manifest.get("track") is not None else None,
             tuple(manifest.get("track_except") or ()))
         if manifest.get("initial"):  # a full image onto the history: what differs from it
             image = data.drop_columns([OP])
-            current = plain_types(history.open_rows(table, keys, None))
-            gone = [i for i, j in enumerate(partners(current, image, keys)) if j is None]
-            source = history.merge_source(image, current.take(history.row_indices(gone)).select(keys),
-                                          current, keys,
-                                          compared, tracking, at, unchanged_possible=True)
+            current = plain_types(scd2.open_rows(table, keys, None))
+            gone_rows = [i for i, j in enumerate(partners(current, image, keys)) if j is None]
+            gone = current.take(scd2.row_indices(gone_rows)).select(keys)
+            source = scd2.merge_source(image, gone, current, keys, compared, tracking, at,
+                                       unchanged_possible=True)
         else:
             op = data.column(OP)
             updates = data.filter(pc.equal(op, OP_UPDATE))
-            current = plain_types(history.open_rows(table, keys, updates))
+            current = plain_types(scd2.open_rows(table, keys, updates))
             if any(j is None for j in partners(updates, current, keys)):
                 raise self._mismatch(
                     f"the history has no open row for a key version {version} updates",
                     f"replace the table's current rows with a full image: "
                     f"'{self.reload_command()}'",
                 )
-            source = history.merge_source(
+            source = scd2.merge_source(
                 data.filter(pc.not_equal(op, OP_DELETE)).drop_columns([OP]),
                 data.filter(pc.equal(op, OP_DELETE)).select(keys), current, keys, compared,
                 tracking, at, unchanged_possible=False)
         if source.num_rows:
-            history.merge(table, source, keys, at, props)
+            scd2.merge(table, source, keys, at, props)
         else:  # nothing differs: the version is still recorded, by an empty commit
             write_deltalake(self.config.path, pa.schema(table.schema().to_arrow()).empty_table(),
                             mode="append", storage_options=self.config.storage_options,
@@ -402,8 +410,8 @@ class DeltaSink(Sink):
         if table is not None:
             data = plain_types(table.to_pyarrow_table())
             if self.history:
-                data = data.filter(pc.is_null(data.column(history.END_AT)))
-                data = data.drop_columns(list(history.HISTORY_COLUMNS))
+                data = data.filter(pc.is_null(data.column(scd2.END_AT)))
+                data = data.drop_columns(list(scd2.HISTORY_COLUMNS))
             rows, columns = data.to_pylist(), data.column_names
         return Replayed(list(self.table.keys), columns, rows,
                         units=(table.version() + 1) if table is not None else 0)
