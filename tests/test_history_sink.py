@@ -211,3 +211,18 @@ def test_a_dataframe_snapshot_records_the_time_it_is_given(spark, tmp_path):
     assert row["__VALID_FROM"] == dt.datetime(2026, 3, 1, 10, 30, tzinfo=UTC)
     assert TableState(str(tmp_path / "state"), "T").head().record.snapshot_time == (
         "2026-03-01T10:30:00.000000Z")
+
+
+def test_a_history_that_lost_a_data_file_is_refused_with_how_to_restore_it(spark, tmp_path):
+    from diffcdc.errors import TargetMismatch
+
+    ws = _ws(tmp_path)
+    ws.write("2026-01-01.parquet", [_row(1, "a"), _row(2, "b")], SCHEMA)
+    ws.run(spark)
+    (lost,) = DeltaTable(_path(ws)).file_uris()
+    os.remove(lost)
+    ws.write("2026-01-02.parquet", [_row(1, "a2"), _row(2, "b")], SCHEMA)
+    with pytest.raises(TargetMismatch, match="lost 1 data file") as refused:
+        ws.run(spark)
+    assert "restore them" in str(refused.value) and "\n" not in str(refused.value)
+    assert TableState(ws.state, "T").head().version == 1

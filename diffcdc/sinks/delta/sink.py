@@ -139,17 +139,18 @@ class DeltaSink(Sink):
     def _error(self, message: str, path: str | None = None) -> StorageError:
         text = " ".join(message.split())
         damaged = any(w in text for w in ("not found", "No such file", "missing file"))
-        if damaged and self.history:  # a full image would only add to a damaged history
-            hint = ("the history lost files diffcdc wrote: restore them (e.g. RESTORE the Delta "
-                    "table to a version that has them), or move the table away and start a "
-                    f"new history with '{self.reload_command()}'")
-        elif damaged:
-            hint = (f"the table lost files diffcdc wrote: replace it with a full image with "
-                    f"'{self.reload_command()}'")
-        else:
-            hint = "check the path and its storage options, then run again"
+        hint = ("the table lost files diffcdc wrote: " + self._damaged_hint() if damaged
+                else "check the path and its storage options, then run again")
         return StorageError(text[:1000], table=self.table.name, path=path or self.config.path,
                             hint=hint)
+
+    def _damaged_hint(self) -> str:
+        """What to do about a table that lost data files."""
+        if self.history:  # a full image would only be added to a damaged history
+            return ("restore them (RESTORE the Delta table to a version that has them, or the "
+                    "files from a backup), or move the table away and start a new history "
+                    f"with '{self.reload_command()}'")
+        return f"replace the table with a full image: '{self.reload_command()}'"
 
     def check(self, history: SinkHistory) -> None:
         self._verify(list(history.manifests))
@@ -202,7 +203,7 @@ class DeltaSink(Sink):
         if lost:
             raise self._mismatch(
                 f"the Delta table lost {len(lost)} data file(s) its log names (e.g. {lost[0]})",
-                f"replace the table with a full image: '{self.reload_command()}'",
+                self._damaged_hint(),
             )
         return table
 
