@@ -190,3 +190,26 @@ def test_rollback_and_repair_across_the_migration(spark, old2):
     six = os.path.join(old2, "src", "A", "2026-11-06.parquet")
     (result,) = verify_table(spark, table, state_root, six).values()
     assert result.identical, result.to_dict()
+
+
+def test_a_history_sink_added_to_state_from_before_as_of_times(spark, old2):
+    """Records written before as-of times have none: a history sink added later starts with
+    a full image at the first new version and goes on from there."""
+    from tests.support.history import as_of, canonical, check_history, history_rows
+
+    state_root = os.path.join(old2, "state")
+    assert all(c.record.snapshot_time is None for c in TableState(state_root, "A").commits())
+    table = _table2(old2)
+    history = os.path.join(old2, "lake", "history")
+    table = TableConfig.model_validate({**table.model_dump(), "sinks": [
+        *[s.model_dump() for s in table.sinks], {"type": "delta", "name": "history",
+                                                 "path": history, "mode": "scd2"}]})
+    first = _snapshot(old2, "2026-11-04.parquet", range(2, 40), "")
+    second = _snapshot(old2, "2026-11-05.parquet", [*range(2, 30), 50], "v5")
+    report = run_table(spark, table, state_root, RunOptions(quality=PERMISSIVE))
+    assert [s.version for s in report.snapshots] == [4, 5] and report.outcome == "ok"
+    rows = history_rows(history)
+    check_history(rows, ["id"])
+    for version, path in ((4, first), (5, second)):
+        assert canonical(as_of(rows, version)) == canonical(pq.read_table(path).to_pylist())
+    assert all(c.record.snapshot_time for c in TableState(state_root, "A").commits()[3:])
