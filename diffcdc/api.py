@@ -54,10 +54,10 @@ def run_dataframe(
     ``snapshot_id`` orders snapshots lexically (default: now in UTC, ``20261123T073500.123456Z``);
     an id already committed does nothing, an older one is refused. ``snapshot_time`` is the
     moment the source showed these rows (a history sink's validity; without a zone: UTC;
-    default: now). ``quality`` holds the gate
-    settings (``[quality]``); ``table_options`` any other table field (``schema_name``,
-    ``codec``, ``schema_policy`` ...). ``state`` may be an ``abfss://``/``https://`` URL, with
-    ``state_data`` and ``state_options`` as in ``[diffcdc]`` (docs/state.md). Returns the run
+    default: now). ``quality`` holds the gate settings (``[quality]``); ``table_options`` any
+    other table field (``schema_name``, ``codec``, ``schema_policy`` ...). ``state`` may be an
+    ``abfss://``/``https://`` URL, with ``state_data`` and ``state_options`` as in
+    ``[diffcdc]`` (docs/state.md). Returns the run
     report; raises a :class:`diffcdc.errors.DiffcdcError` (with ``exit_code``) when the run
     fails, with state and every sink unchanged.
     """
