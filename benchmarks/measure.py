@@ -2,6 +2,12 @@
 
 psutil is not a dependency: the RSS of this process and all its descendants is read from
 ``/proc`` by a sampling thread (every 50 ms), which sees the JVM that PySpark starts as a child.
+
+RSS counts a page once per process that maps it: PySpark's Python workers are forks of one
+daemon and share most of its pages, so a moment with several workers alive adds the daemon's
+~0.3 GiB once per worker although little new memory is used. The samplers therefore also
+record the tree's peak PSS (proportional set size: a shared page counts 1/n in each of the n
+processes mapping it), which sums to the memory the tree really holds.
 """
 
 from __future__ import annotations
@@ -55,31 +61,53 @@ def tree_rss(root: int | None = None) -> int:
     return total
 
 
+def tree_pss(root: int | None = None) -> int:
+    """Proportional set size of a process tree (shared pages split among their mappers);
+    0 where /proc has no ``smaps_rollup``."""
+    total = 0
+    for pid in tree_pids(root or os.getpid()):
+        try:
+            with open(f"/proc/{pid}/smaps_rollup", "rb") as handle:
+                for line in handle:
+                    if line.startswith(b"Pss:"):
+                        total += int(line.split()[1]) * 1024
+                        break
+        except (OSError, IndexError, ValueError):
+            continue
+    return total
+
+
 class PeakSampler:
-    """Samples ``tree_rss(root)`` in a daemon thread; ``peak`` is the maximum seen."""
+    """Samples ``tree_rss(root)`` and ``tree_pss(root)`` in a daemon thread; ``peak`` and
+    ``peak_pss`` are the maxima seen."""
 
     def __init__(self, root: int | None = None, interval: float = 0.05) -> None:
         self.root = root or os.getpid()
         self.interval = interval
         self.peak = 0
+        self.peak_pss = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
+    def _sample(self) -> None:
+        self.peak = max(self.peak, tree_rss(self.root))
+        self.peak_pss = max(self.peak_pss, tree_pss(self.root))
+
     def _loop(self) -> None:
         while True:
-            self.peak = max(self.peak, tree_rss(self.root))
+            self._sample()
             if self._stop.wait(self.interval):
                 return
 
     def __enter__(self) -> PeakSampler:  # noqa: PYI034 - py310 has no typing.Self
-        self.peak = tree_rss(self.root)
+        self._sample()
         self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
-        self.peak = max(self.peak, tree_rss(self.root))
+        self._sample()
 
 
 @dataclass
@@ -89,6 +117,7 @@ class Measurement:
     seconds: float = 0.0
     peak_rss_bytes: int = 0
     rss_before_bytes: int = 0
+    peak_pss_bytes: int = 0
 
 
 @contextmanager
@@ -102,6 +131,7 @@ def measure() -> Iterator[Measurement]:
         finally:
             result.seconds = time.perf_counter() - started
     result.peak_rss_bytes = sampler.peak
+    result.peak_pss_bytes = sampler.peak_pss
 
 
 def du(path: str | None) -> int:

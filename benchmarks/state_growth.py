@@ -113,6 +113,7 @@ def process(args: list[str], log: str, timeout: float) -> dict[str, Any]:
     with open(log + ".out", encoding="utf-8", errors="replace") as handle:
         text = handle.read()
     record: dict[str, Any] = {"seconds": round(seconds, 3), "peak_rss_bytes": sampler.peak,
+                              "peak_pss_bytes": sampler.peak_pss,
                               "exit_code": code, "load_average_1m": round(load, 2)}
     for candidate in (text, text.strip().rsplit("\n", 1)[-1]):  # a JSON document, or line
         try:
