@@ -47,6 +47,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from .measure import cpu_seconds
 from .report import print_and_save
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -72,6 +73,14 @@ def _operators(plan: str) -> dict[str, Any]:
         "Sort": len(re.findall(r"(?<![A-Za-z])Sort \[", plan)),
         "state_bucketed_scan": "Bucketed: true" in plan,
     }
+
+
+def snapshot_fingerprints(spark: Any, path: str) -> Any:
+    """The benchmark snapshot at ``path`` as (key, 64-bit fingerprint), as a run diffs it."""
+    from diffcdc.core.fingerprint import fingerprint_exprs
+
+    df = spark.read.parquet(path)
+    return df.select(KEY, *fingerprint_exprs(df.schema, [KEY], [], 64))
 
 
 def final_plan(df: Any) -> str:
@@ -107,7 +116,7 @@ def main(argv: list[str] | None = None) -> None:
         classify,
         delta_rows,
     )
-    from diffcdc.core.fingerprint import FP, fingerprint_columns, fingerprint_exprs
+    from diffcdc.core.fingerprint import FP, fingerprint_columns
     from diffcdc.spark import build_spark, read_written
 
     from .floor import _spark_probes
@@ -123,8 +132,7 @@ def main(argv: list[str] | None = None) -> None:
     fp_cols = fingerprint_columns(64)
 
     def narrow(path: str) -> Any:
-        df = spark.read.parquet(path)
-        return df.select(KEY, *fingerprint_exprs(df.schema, [KEY], [], 64))
+        return snapshot_fingerprints(spark, path)
 
     # --- untimed: the state of snap-001, normal and bucketed -------------------------------
     plain = os.path.join(args.work, "state-plain")
@@ -229,11 +237,11 @@ def main(argv: list[str] | None = None) -> None:
         def once() -> None:
             sink(build() if build else None, path)
 
-        cpu_before = _cpu_seconds(jvm_pid)
+        cpu_before = cpu_seconds(jvm_pid)
         started = time.perf_counter()
         with_conf(settings, once)
         elapsed = time.perf_counter() - started
-        cpu.setdefault(name, []).append(_cpu_seconds(jvm_pid) - cpu_before)
+        cpu.setdefault(name, []).append(cpu_seconds(jvm_pid) - cpu_before)
         shutil.rmtree(path, ignore_errors=True)
         return elapsed
 
@@ -341,13 +349,6 @@ def main(argv: list[str] | None = None) -> None:
 def _bytes(path: str) -> int:
     return sum(os.path.getsize(os.path.join(path, f)) for f in os.listdir(path)
                if f.endswith(".parquet"))
-
-
-def _cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of process ``pid`` so far (all its threads), from /proc."""
-    with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
-        fields = fh.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 if __name__ == "__main__":

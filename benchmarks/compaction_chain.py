@@ -30,10 +30,11 @@ import sys
 import time
 from typing import Any
 
+from .bucketed_state import KEY, snapshot_fingerprints
+from .measure import cpu_seconds
 from .report import print_and_save
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-KEY = "id"
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -51,7 +52,7 @@ def main(argv: list[str] | None = None) -> None:
 
     os.environ.setdefault("DIFFCDC_SPARK_LOG_LEVEL", "ERROR")
     from diffcdc.core.classify import CHANGE, DELETE, DUP, INSERT, UPDATE, classify, delta_rows
-    from diffcdc.core.fingerprint import FP, fingerprint_columns, fingerprint_exprs
+    from diffcdc.core.fingerprint import FP, fingerprint_columns
     from diffcdc.spark import build_spark, read_written
 
     folder = os.path.join(args.data, f"n{args.rows}-s{args.seed}", "steady")
@@ -63,8 +64,7 @@ def main(argv: list[str] | None = None) -> None:
     chains = [int(c) for c in args.chains.split(",")]
 
     def narrow(path: str) -> Any:
-        df = spark.read.parquet(path)
-        return df.select(KEY, *fingerprint_exprs(df.schema, [KEY], [], 64))
+        return snapshot_fingerprints(spark, path)
 
     # --- untimed: base, one real delta (for its file count), synthetic deltas ---------------
     base = os.path.join(args.work, "base")
@@ -114,13 +114,13 @@ def main(argv: list[str] | None = None) -> None:
 
     def run(length: int) -> float:
         target = os.path.join(args.work, "out", f"{next(counter):05d}")
-        cpu_before = _cpu_seconds(jvm_pid)
+        cpu_before = cpu_seconds(jvm_pid)
         started = time.perf_counter()
         links = [read_written(spark, p, schema) for p in [base, *deltas[:length]]]
         classify(narrow(cur), links, [KEY], fp_cols).write.mode("error").option(
             "compression", "zstd").parquet(target)
         elapsed = time.perf_counter() - started
-        cpu[length].append(_cpu_seconds(jvm_pid) - cpu_before)
+        cpu[length].append(cpu_seconds(jvm_pid) - cpu_before)
         shutil.rmtree(target, ignore_errors=True)
         return elapsed
 
@@ -174,13 +174,6 @@ def main(argv: list[str] | None = None) -> None:
     print_and_save(document, args.out)
     spark.stop()
     shutil.rmtree(args.work, ignore_errors=True)
-
-
-def _cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of process ``pid`` so far (all its threads), from /proc."""
-    with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
-        fields = fh.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 if __name__ == "__main__":

@@ -61,6 +61,13 @@ def tree_rss(root: int | None = None) -> int:
     return total
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (all its threads), from /proc."""
+    with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
+        fields = fh.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def tree_pss(root: int | None = None) -> int:
     """Proportional set size of a process tree (shared pages split among their mappers);
     0 where /proc has no ``smaps_rollup``."""
