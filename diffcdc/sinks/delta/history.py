@@ -163,7 +163,8 @@ def merge_source(
     parts = []
     if gone.num_rows or closed_keys:
         close = pa.concat_tables([gone.select(list(keys)),
-                                  new_rows.select(list(keys)).take(row_indices(closed_keys))])
+                                  new_rows.select(list(keys)).take(row_indices(closed_keys))],
+                                 promote_options="permissive")  # the image's and the table's
         parts.append(_actions(close, keys, CLOSE, version, keyed=True))
     if opened:
         rows = _with_history(new_rows.take(row_indices(opened)), version,
