@@ -226,3 +226,21 @@ def test_a_history_that_lost_a_data_file_is_refused_with_how_to_restore_it(spark
         ws.run(spark)
     assert "restore them" in str(refused.value) and "\n" not in str(refused.value)
     assert TableState(ws.state, "T").head().version == 1
+
+
+def test_an_added_column_evolves_the_history(spark, tmp_path):
+    ws = _ws(tmp_path)
+    ws.write("2026-01-01.parquet", [{"id": 1, "name": "a"}, {"id": 2, "name": "b"}])
+    ws.run(spark)
+    # a column added: NULL for 1 (no change: an all-NULL value contributes nothing), set for 2
+    second = [{"id": 1, "name": "a", "extra": None}, {"id": 2, "name": "b", "extra": 7}]
+    ws.write("2026-01-02.parquet", second,
+             pa.schema([("id", pa.int64()), ("name", pa.string()), ("extra", pa.int64())]))
+    ws.run(spark)
+    rows = history_rows(_path(ws))
+    check_history(rows, ["id"])
+    assert canonical(as_of(rows, 1), ["id", "name"]) == canonical(
+        [{"id": 1, "name": "a"}, {"id": 2, "name": "b"}], ["id", "name"])
+    assert canonical(as_of(rows, 2)) == canonical(second)
+    (opened,) = [r for r in rows if r["__START_AT"] == 2]
+    assert opened["id"] == 2 and opened["__CHANGED_COLUMNS"] == ["extra"]
