@@ -128,6 +128,13 @@ def test_reload_and_rollback_append_to_the_history(spark, tmp_path):
     back = {r["id"]: r for r in rows if r["__START_AT"] == head.version}
     assert back[2]["__CHANGED_COLUMNS"] is None and back[1]["__CHANGED_COLUMNS"] == ["name"]
     assert back[1]["__VALID_FROM"] == dt.datetime(2026, 1, 2, tzinfo=UTC)
+    # a reload after the rollback reads version 1's snapshot again: still from the head's time
+    ws.run(spark, reload=True)
+    head = TableState(ws.state, "T").head()
+    assert head.record.snapshot_time == "2026-01-02T00:00:00.000000Z"
+    rows = history_rows(_path(ws))
+    check_history(rows, ["id"])
+    assert canonical(as_of(rows, head.version)) == canonical(first)
 
 
 def test_a_table_of_the_other_mode_is_refused_before_anything_is_published(spark, tmp_path):

@@ -112,7 +112,7 @@ def process_snapshot(
             ctx.say(f"{sid}: a full image for {', '.join(sorted(fresh_sinks))} (reload requested)")
         histories = {s: SinkHistory() if s in fresh_sinks else h for s, h in histories.items()}
         _check_sinks(ctx, histories, fresh_sinks)
-    as_of = _as_of_time(ctx, snapshot, head, rollback_to)
+    as_of = _as_of_time(ctx, snapshot, head, again=rollback_to is not None or reload is not None)
     chain = state_chain(commits, base.version) if base is not None else ()
     if base is not None:
         check_head_state(state, commits, base.version)
@@ -197,18 +197,19 @@ def process_snapshot(
 
 
 def _as_of_time(
-    ctx: RunContext, snapshot: Snapshot, head: Commit | None, rollback_to: int | None
+    ctx: RunContext, snapshot: Snapshot, head: Commit | None, *, again: bool
 ) -> dt.datetime | None:
     """The time the version shows the table as of (:mod:`diffcdc.sources.snapshot_time`).
 
     A snapshot older than the last committed one is refused when the table keeps history or
-    names its time rule; a rollback shows the kept version's rows from the head's time on.
+    names its time rule. A rollback or a reload (``again``: a committed snapshot read once
+    more) shows its rows from the head's time on: a new version is never before the head.
     """
     time = snapshot.time
     last = read_time(head.record.snapshot_time) if head and head.record.snapshot_time else None
     if time is None or last is None or time >= last:
         return time
-    if rollback_to is not None:
+    if again:
         return last
     if ctx.table.snapshot_time is None and not any(
             s.needs_snapshot_time for s in ctx.sinks.values()):
