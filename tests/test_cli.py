@@ -39,6 +39,8 @@ def test_run_status_verify(spark, base, capsys):
     delta = sum(f.bytes for f in state.head().record.state_manifest.files)
     base_bytes = sum(f.bytes for f in state.commits()[0].record.state_manifest.files)
     assert status["state"] == {"base": 1, "deltas": 1, "bytes": base_bytes + delta}  # 2 changed keys
+    assert status["snapshot_time"] == state.head().record.snapshot_time  # the files' mtime
+    assert status["snapshot_time"].endswith("Z")
     assert main(["status", "--state", str(base / "state")]) == 0
     assert "2.parquet" in capsys.readouterr().out
 

@@ -43,6 +43,7 @@ def _table_entry(state: TableState, configured: bool) -> dict[str, Any]:
         "last_snapshot": head.snapshot_id if head else None,
         "version": head.version if head else None,
         "committed_at": head.record.committed_at if head else None,
+        "snapshot_time": head.record.snapshot_time if head else None,  # its as-of time
         "next_sequence": landing.next_sequence if landing else None if head else 1,
         "rows": head.record.counts.rows if head else None,
         "state": _state_summary(state) if head else None,
