@@ -38,6 +38,7 @@ change kind, ``exceptAll`` both ways on the whole state).
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import re
 import shutil
@@ -83,6 +84,26 @@ def snapshot_fingerprints(spark: Any, path: str) -> Any:
     return df.select(KEY, *fingerprint_exprs(df.schema, [KEY], [], 64))
 
 
+def steady_pair(args: Any) -> tuple[str, str]:
+    """The steady data set's two snapshots (``--data``, ``--rows``, ``--seed``), with an empty
+    ``--work`` folder made for the experiment."""
+    folder = os.path.join(args.data, f"n{args.rows}-s{args.seed}", "steady")
+    shutil.rmtree(args.work, ignore_errors=True)
+    os.makedirs(args.work)
+    return os.path.join(folder, "snap-001"), os.path.join(folder, "snap-002")
+
+
+def write_first_state(spark: Any, snapshot: str, path: str) -> Any:
+    """The state of a first load of ``snapshot`` (every key, a base) written to ``path``, as
+    a run writes it; returns its schema."""
+    from diffcdc.core.classify import classify
+    from diffcdc.core.fingerprint import fingerprint_columns
+
+    first = classify(snapshot_fingerprints(spark, snapshot), [], [KEY], fingerprint_columns(64))
+    first.write.option("compression", "zstd").parquet(path)
+    return first.schema
+
+
 def final_plan(df: Any) -> str:
     """The plan ``df`` runs with: executed once (rows counted in the JVM), then the adaptive
     plan's final form."""
@@ -121,24 +142,18 @@ def main(argv: list[str] | None = None) -> None:
 
     from .floor import _spark_probes
 
-    folder = os.path.join(args.data, f"n{args.rows}-s{args.seed}", "steady")
-    prev, cur = os.path.join(folder, "snap-001"), os.path.join(folder, "snap-002")
-    shutil.rmtree(args.work, ignore_errors=True)
-    os.makedirs(args.work)
+    prev, cur = steady_pair(args)
     started = time.perf_counter()
     spark = build_spark(master=args.master, app_name="diffcdc-bucketed-state")
     session_s = time.perf_counter() - started
     n = int(spark.conf.get("spark.sql.shuffle.partitions"))
     fp_cols = fingerprint_columns(64)
 
-    def narrow(path: str) -> Any:
-        return snapshot_fingerprints(spark, path)
+    narrow = functools.partial(snapshot_fingerprints, spark)
 
     # --- untimed: the state of snap-001, normal and bucketed -------------------------------
     plain = os.path.join(args.work, "state-plain")
-    first = classify(narrow(prev), [], [KEY], fp_cols)
-    first.write.option("compression", "zstd").parquet(plain)
-    state_schema = first.schema
+    state_schema = write_first_state(spark, prev, plain)
     ddl_cols = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in state_schema.fields)
     buckets = {"unsorted": os.path.join(args.work, "state-bucketed"),
                "sorted": os.path.join(args.work, "state-bucketed-sorted")}

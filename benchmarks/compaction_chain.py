@@ -23,14 +23,14 @@ bounds the chain. This measures what a longer chain costs, in one warm session b
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import shutil
 import statistics
 import sys
 import time
-from typing import Any
 
-from .bucketed_state import KEY, snapshot_fingerprints
+from .bucketed_state import KEY, snapshot_fingerprints, steady_pair, write_first_state
 from .measure import cpu_seconds
 from .report import print_and_save
 
@@ -55,22 +55,16 @@ def main(argv: list[str] | None = None) -> None:
     from diffcdc.core.fingerprint import FP, fingerprint_columns
     from diffcdc.spark import build_spark, read_written
 
-    folder = os.path.join(args.data, f"n{args.rows}-s{args.seed}", "steady")
-    prev, cur = os.path.join(folder, "snap-001"), os.path.join(folder, "snap-002")
-    shutil.rmtree(args.work, ignore_errors=True)
-    os.makedirs(args.work)
+    prev, cur = steady_pair(args)
     spark = build_spark(master=args.master, app_name="diffcdc-compaction-chain")
     fp_cols = fingerprint_columns(64)
     chains = [int(c) for c in args.chains.split(",")]
 
-    def narrow(path: str) -> Any:
-        return snapshot_fingerprints(spark, path)
+    narrow = functools.partial(snapshot_fingerprints, spark)
 
     # --- untimed: base, one real delta (for its file count), synthetic deltas ---------------
     base = os.path.join(args.work, "base")
-    first = classify(narrow(prev), [], [KEY], fp_cols)
-    first.write.option("compression", "zstd").parquet(base)
-    schema = first.schema
+    schema = write_first_state(spark, prev, base)
     real = os.path.join(args.work, "real-delta")
     delta_rows(classify(narrow(cur), [read_written(spark, base, schema)], [KEY], fp_cols),
                [KEY]).write.option("compression", "zstd").parquet(real)
