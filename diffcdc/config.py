@@ -91,6 +91,11 @@ class TableConfig(BaseModel):
         "modification time) or `\"id:<strptime format>\"` parsed from the snapshot id, e.g. "
         "`\"id:%Y-%m-%d\"`. Set, a snapshot older than the last one is refused.",
     )
+    snapshot_time_ahead: int = Field(
+        default=3600, ge=0,
+        description="Seconds a snapshot's as-of time may lie past the run's clock (clock skew); "
+        "a snapshot further in the future is refused (exit 3).",
+    )
     quality: QualityConfig | None = Field(
         default=None, description="Quality gate settings that replace the global [quality] ones."
     )

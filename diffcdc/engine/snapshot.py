@@ -201,12 +201,31 @@ def _as_of_time(
 ) -> dt.datetime | None:
     """The time the version shows the table as of (:mod:`diffcdc.sources.snapshot_time`).
 
-    A snapshot older than the last committed one is refused when the table keeps history or
-    names its time rule. A rollback or a reload (``again``: a committed snapshot read once
-    more) shows its rows from the head's time on: a new version is never before the head.
+    A time further past the run's clock than the table's ``snapshot_time_ahead`` is refused
+    (a file touched into the future would hold every later snapshot back). A snapshot older
+    than the last committed one is refused when the table keeps history or names its time
+    rule. A rollback or a reload (``again``: a committed snapshot read once more) shows its
+    rows from the head's time on: a new version is never before the head. A head committed
+    with a future time (before such times were refused) does not count as the head's time:
+    the newest committed time that is not in the future does.
     """
     time = snapshot.time
+    latest = dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=ctx.table.snapshot_time_ahead)
+    if time is not None and time > latest:
+        raise InputRefused(
+            f"the snapshot's time {format_time(time)} is more than "
+            f"{ctx.table.snapshot_time_ahead} s past the run's clock "
+            f"({format_time(dt.datetime.now(dt.timezone.utc))})",
+            table=ctx.table.name,
+            snapshot=snapshot.snapshot_id,
+            path=snapshot.path,
+            hint="correct the snapshot's time (its files' modification time, its id, or "
+            "run_dataframe's snapshot_time) and run again; a clock ahead of this one: raise the "
+            "table's snapshot_time_ahead",
+        )
     last = read_time(head.record.snapshot_time) if head and head.record.snapshot_time else None
+    if last is not None and last > latest:
+        last = _newest_past_time(ctx, latest)
     if time is None or last is None or time >= last:
         return time
     if again:
@@ -224,6 +243,13 @@ def _as_of_time(
         hint="history cannot go back in time: move the older snapshot out of the source, or "
         "fix the snapshot_time rule",
     )
+
+
+def _newest_past_time(ctx: RunContext, latest: dt.datetime) -> dt.datetime | None:
+    """The newest committed as-of time that is not past ``latest`` (None: there is none)."""
+    times = [read_time(c.record.snapshot_time) for c in ctx.state.commits()
+             if c.record.snapshot_time]
+    return max((t for t in times if t <= latest), default=None)
 
 
 def _check_sinks(

@@ -100,6 +100,21 @@ def _with_history(data: pa.Table, version: Version, changed: pa.Array) -> pa.Tab
     return data
 
 
+def newest_valid_from(table: DeltaTable) -> dt.datetime | None:
+    """The latest ``__VALID_FROM`` of the history (None: no rows): from the files' statistics,
+    or read from the column where a file has none."""
+    actions = pa.table(table.get_add_actions(flatten=True))
+    stat = f"max.{VALID_FROM}"
+    if not actions.num_rows:
+        return None
+    if stat in actions.column_names and not actions.column(stat).null_count:
+        values = actions.column(stat).cast(TIME)
+    else:
+        values = table.to_pyarrow_dataset().to_table(columns=[VALID_FROM]).column(VALID_FROM)
+    newest = pc.max(values).as_py()
+    return newest.astimezone(dt.timezone.utc) if newest is not None else None
+
+
 def open_rows(table: DeltaTable, keys: Sequence[str], of: pa.Table | None) -> pa.Table:
     """The open (current) rows of the history, of the keys in ``of`` (None: all of them).
 

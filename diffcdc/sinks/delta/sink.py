@@ -317,6 +317,15 @@ class DeltaSink(Sink):
                             mode="error", storage_options=self.config.storage_options,
                             commit_properties=props)
             return
+        newest = scd2.newest_valid_from(table)
+        if newest is not None and newest > at.valid_from:  # never a row valid before it opens
+            raise self._mismatch(
+                f"the history holds rows valid from {format_time(newest)}, after the as-of time "
+                f"{format_time(at.valid_from)} of version {version} (a snapshot time in the "
+                "future was committed)",
+                "RESTORE the Delta table to its version before those rows, or move it away, then "
+                f"'{self.reload_command()}'",
+            )
         target = [f.name for f in table.schema().fields]
         skip = {c.lower() for c in (*keys, *self.table.exclude, *scd2.HISTORY_COLUMNS, OP)}
         compared = [c for c in dict.fromkeys([*data.column_names, *target])

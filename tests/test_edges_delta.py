@@ -1,0 +1,138 @@
+"""Issue 38, the Delta sinks' part: a history given a copy of an open row, harmless foreign
+commits (table properties, compaction), snapshot times in the future, a column retyped under
+``schema_policy = "recreate"``, and the Delta sinks' messages."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import time
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable
+
+from diffcdc.config import TableConfig
+from diffcdc.errors import InputRefused, TargetMismatch
+from diffcdc.state.store import TableState
+from tests.support.history import as_of, canonical, check_history, history_rows
+from tests.support.workspace import Workspace
+
+pytestmark = pytest.mark.slow
+UTC = dt.timezone.utc
+SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string())])
+FUTURE = dt.datetime(2099, 1, 1, tzinfo=UTC).timestamp()
+
+
+def _rows(*pairs: tuple[int, str]) -> list[dict]:
+    return [{"id": i, "name": n} for i, n in pairs]
+
+
+def _history_ws(tmp_path, **table) -> Workspace:
+    ws = Workspace(str(tmp_path))
+    entry = {"type": "delta", "name": "history", "path": str(tmp_path / "lake" / "h"),
+             "mode": "scd2"}
+    ws.table = TableConfig(name="T", source=ws.source, keys=["id"], sinks=[entry], **table)
+    return ws
+
+
+def _path(ws: Workspace) -> str:
+    return ws.table.sinks[0].path  # type: ignore[union-attr]
+
+
+def _touch(path: str, when: float) -> None:
+    os.utime(path, (when, when))
+
+
+# -- case 3: snapshot times in the future -------------------------------------------------
+
+
+def test_a_snapshot_time_in_the_future_is_refused_and_the_table_goes_on_once_fixed(
+        spark, tmp_path):
+    ws = _history_ws(tmp_path)
+    ws.write("1.parquet", _rows((1, "a"), (2, "b")), SCHEMA)
+    ws.run(spark)
+    _touch(ws.write("2.parquet", _rows((1, "a2"), (2, "b")), SCHEMA), FUTURE)
+    before = history_rows(_path(ws))
+    for _ in range(2):
+        with pytest.raises(InputRefused, match="past the run's clock") as refused:
+            ws.run(spark)
+        message = str(refused.value)
+        assert refused.value.exit_code == 3 and "\n" not in message
+        assert "2.parquet" in message and "2099-01-01T00:00:00.000000Z" in message
+        assert "snapshot_time_ahead" in message
+    assert TableState(ws.state, "T").head().version == 1
+    assert canonical(history_rows(_path(ws))) == canonical(before)
+    _touch(os.path.join(ws.source, "2.parquet"), time.time())  # the file's time corrected
+    ws.run(spark)
+    rows = history_rows(_path(ws))
+    check_history(rows, ["id"])
+    assert canonical(as_of(rows, 2)) == canonical(_rows((1, "a2"), (2, "b")))
+    # a clock a little ahead (within snapshot_time_ahead) is taken as it is
+    ahead = time.time() + 600
+    _touch(ws.write("3.parquet", _rows((1, "a3"), (2, "b")), SCHEMA), ahead)
+    ws.run(spark)
+    assert TableState(ws.state, "T").head().version == 3
+
+
+def _stuck(spark, tmp_path, **table) -> Workspace:
+    """A table whose version 2 was committed with the time 2099 (as before such times were
+    refused): run with an unlimited snapshot_time_ahead, then the default one again."""
+    ws = _history_ws(tmp_path, snapshot_time_ahead=10**10, **table)
+    ws.write("1.parquet", _rows((1, "a"), (2, "b")), SCHEMA)
+    ws.run(spark)
+    _touch(ws.write("2.parquet", _rows((1, "a2"), (2, "b")), SCHEMA), FUTURE)
+    ws.run(spark)
+    assert TableState(ws.state, "T").head().record.snapshot_time.startswith("2099")
+    ws.table = ws.table.model_copy(update={"snapshot_time_ahead": 3600})
+    return ws
+
+
+def test_a_history_committed_with_a_future_time_is_refused_alone_and_restore_reload_mends_it(
+        spark, tmp_path):
+    ws = _stuck(spark, tmp_path)
+    ws.write("3.parquet", _rows((1, "a3"), (3, "c")), SCHEMA)
+    # the table goes on (the 2099 time is not the head's time any more), but the history holds
+    # rows valid from 2099: closing them at today's time would make them valid backwards
+    with pytest.raises(TargetMismatch, match="rows valid from 2099") as refused:
+        ws.run(spark)
+    message = str(refused.value)
+    assert "RESTORE" in message and "diffcdc reload --table T --sink history --yes" in message
+    assert "\n" not in message
+    head = TableState(ws.state, "T").head()
+    assert head.version == 3 and not head.record.snapshot_time.startswith("2099")
+    assert head.unpublished == ["history"]
+    # the way out: RESTORE the history to before the 2099 rows, then reload the sink
+    DeltaTable(_path(ws)).restore(0)
+    ws.run(spark, reload=True, reload_sinks=("history",))
+    rows = history_rows(_path(ws))
+    check_history(rows, ["id"])
+    head = TableState(ws.state, "T").head()
+    assert canonical(as_of(rows, head.version)) == canonical(_rows((1, "a3"), (3, "c")))
+    assert all(r["__VALID_FROM"].year < 2099 for r in rows)
+    ws.write("4.parquet", _rows((1, "a4"), (3, "c")), SCHEMA)
+    ws.run(spark)
+    rows = history_rows(_path(ws))
+    check_history(rows, ["id"])
+    assert canonical(as_of(rows, head.version + 1)) == canonical(_rows((1, "a4"), (3, "c")))
+
+
+def test_a_rollback_or_reload_after_a_future_head_takes_a_time_that_is_not_in_the_future(
+        spark, tmp_path):
+    ws = Workspace(str(tmp_path), snapshot_time_ahead=10**10)
+    ws.write("1.parquet", _rows((1, "a"), (2, "b")), SCHEMA)
+    ws.run(spark)
+    first = TableState(ws.state, "T").head().record.snapshot_time
+    _touch(ws.write("2.parquet", _rows((1, "a2")), SCHEMA), FUTURE)
+    ws.run(spark)
+    ws.table = ws.table.model_copy(update={"snapshot_time_ahead": 3600})
+    ws.run(spark, rollback_to=1)
+    head = TableState(ws.state, "T").head()
+    assert head.version == 3 and head.record.snapshot_time == first
+    ws.assert_mirror_equals(spark, "1.parquet")
+    ws.run(spark, reload=True)
+    assert TableState(ws.state, "T").head().record.snapshot_time == first
+    # a later snapshot is no longer "before" the 2099 time
+    ws.write("3.parquet", _rows((1, "a3")), SCHEMA)
+    ws.run(spark)
+    ws.assert_mirror_equals(spark, "3.parquet")
