@@ -10,7 +10,7 @@ import time
 
 import pyarrow as pa
 import pytest
-from deltalake import DeltaTable
+from deltalake import DeltaTable, write_deltalake
 
 from diffcdc.config import TableConfig
 from diffcdc.errors import InputRefused, TargetMismatch
@@ -136,3 +136,62 @@ def test_a_rollback_or_reload_after_a_future_head_takes_a_time_that_is_not_in_th
     ws.write("3.parquet", _rows((1, "a3")), SCHEMA)
     ws.run(spark)
     ws.assert_mirror_equals(spark, "3.parquet")
+
+
+# -- case 1: a history given a copy of an open row ----------------------------------------
+
+
+def _open_rows_of(path: str, ids: list[int]) -> pa.Table:
+    import pyarrow.compute as pc
+
+    data = DeltaTable(path).to_pyarrow_table()
+    data = data.filter(pc.is_null(data.column("__END_AT")))
+    return data.filter(pc.is_in(data.column("id"), pa.array(ids)))
+
+
+def test_a_reload_of_a_history_with_a_copied_open_row_removes_the_copies_and_ends_exact(
+        spark, tmp_path):
+    from diffcdc.engine.verify import verify_table
+
+    ws = _history_ws(tmp_path, snapshot_time="id:%Y-%m-%d")
+    snapshots = [_rows((1, "a"), (2, "b"), (3, "c")), _rows((1, "a2"), (2, "b"), (3, "c"))]
+    for day, rows in enumerate(snapshots, start=1):
+        ws.write(f"2026-01-0{day}.parquet", rows, SCHEMA)
+        ws.run(spark)
+    # another writer appends exact copies of two open rows
+    write_deltalake(_path(ws), _open_rows_of(_path(ws), [1, 3]), mode="append")
+    ws.write("2026-01-03.parquet", _rows((1, "a2"), (2, "b2")), SCHEMA)  # 3 deleted
+    for _ in range(2):
+        with pytest.raises(TargetMismatch, match="changed by another writer"):
+            ws.run(spark)
+    ws.run(spark, reload=True, reload_sinks=("history",))
+    rows = history_rows(_path(ws))
+    check_history(rows, ["id"])  # the copies are gone: every rule holds, the past included
+    head = TableState(ws.state, "T").head()
+    for version, snapshot in enumerate(snapshots, start=1):
+        assert canonical(as_of(rows, version)) == canonical(snapshot), version
+    assert canonical(as_of(rows, head.version)) == canonical(_rows((1, "a2"), (2, "b2")))
+    results = verify_table(spark, ws.table, ws.state,
+                           os.path.join(ws.source, "2026-01-03.parquet"))
+    assert results["history"].identical, results["history"].to_dict()
+    ws.write("2026-01-04.parquet", _rows((1, "a4"), (2, "b2"), (3, "c")), SCHEMA)
+    ws.run(spark)
+    rows = history_rows(_path(ws))
+    check_history(rows, ["id"])
+    assert canonical(as_of(rows, head.version + 1)) == canonical(
+        _rows((1, "a4"), (2, "b2"), (3, "c")))
+    # an open row that differs from the key's own: which one diffcdc wrote cannot be told
+    before = DeltaTable(_path(ws)).version()
+    changed = _open_rows_of(_path(ws), [2])
+    changed = changed.set_column(changed.schema.get_field_index("name"), "name",
+                                 pa.array(["x"], changed.schema.field("name").type))
+    write_deltalake(_path(ws), changed, mode="append")
+    with pytest.raises(TargetMismatch, match="several open rows that differ") as refused:
+        ws.run(spark, reload=True, reload_sinks=("history",))
+    assert "RESTORE" in str(refused.value) and "id=2" in str(refused.value)
+    DeltaTable(_path(ws)).restore(before)
+    ws.run(spark, reload=True, reload_sinks=("history",))
+    rows = history_rows(_path(ws))
+    check_history(rows, ["id"])
+    assert canonical(as_of(rows, TableState(ws.state, "T").head().version)) == canonical(
+        _rows((1, "a4"), (2, "b2"), (3, "c")))

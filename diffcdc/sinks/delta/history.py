@@ -25,6 +25,7 @@ open (never matches: a NULL merge key) or restate in place (matched).
 from __future__ import annotations
 
 import datetime as dt
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -33,7 +34,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 from deltalake import CommitProperties, DeltaTable
 
-from diffcdc.core.column_changes import CHANGED_COLUMNS, changed_columns, partners
+from diffcdc.core.column_changes import CHANGED_COLUMNS, changed_columns, key_rows, partners
 from diffcdc.core.sql import quote
 
 START_AT, END_AT = "__START_AT", "__END_AT"
@@ -137,6 +138,45 @@ def open_rows(table: DeltaTable, keys: Sequence[str], of: pa.Table | None) -> pa
             mask = found if mask is None else pc.and_(mask, found)
         kept.append(batch.filter(mask))
     return pa.Table.from_batches(kept, dataset.schema)
+
+
+def copied_open_rows(current: pa.Table, keys: Sequence[str]) -> tuple[pa.Table, list[tuple]]:
+    """Keys with several open rows in ``current`` (another writer's rows): one row of each key
+    whose open rows are exact copies of one another, and the keys whose open rows differ."""
+    found = key_rows(current, keys)
+    counts = Counter(found)
+    groups: dict[tuple, list[int]] = {}
+    for i, k in enumerate(found):
+        if counts[k] > 1:
+            groups.setdefault(k, []).append(i)
+    whole = key_rows(current, current.column_names)
+    copies = [rows[0] for rows in groups.values() if len({whole[i] for i in rows}) == 1]
+    differ = [k for k, rows in groups.items() if len({whole[i] for i in rows}) > 1]
+    return current.take(row_indices(copies)), differ
+
+
+def remove_copies(table: DeltaTable, rows: pa.Table, keys: Sequence[str],
+                  props: CommitProperties) -> None:
+    """One commit that deletes the open rows of ``rows``' keys and inserts ``rows`` (one of
+    each key's identical copies) back: the history as it was before the copies."""
+    n = rows.num_rows
+    drop = rows
+    keep = rows
+    for i, k in enumerate(keys):
+        drop = drop.append_column(merge_key(i), rows.column(k))
+        keep = keep.append_column(merge_key(i), pa.nulls(n, rows.schema.field(k).type))
+    drop = drop.append_column(_ACTION, pa.array([CLOSE] * n, pa.int8()))
+    keep = keep.append_column(_ACTION, pa.array([OPEN] * n, pa.int8()))
+    source = pa.concat_tables([drop, keep])
+    on = " AND ".join(f"t.{quote(k)} = s.{merge_key(i)}" for i, k in enumerate(keys))
+    (
+        table.merge(source, predicate=f"{on} AND t.{END_AT} IS NULL", source_alias="s",
+                    target_alias="t", commit_properties=props)
+        .when_matched_delete(predicate=f"s.{_ACTION} = {CLOSE}")
+        .when_not_matched_insert(updates={c: f"s.{quote(c)}" for c in rows.column_names},
+                                 predicate=f"s.{_ACTION} = {OPEN}")
+        .execute()
+    )
 
 
 def merge_source(

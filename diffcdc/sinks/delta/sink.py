@@ -336,6 +336,22 @@ class DeltaSink(Sink):
         if manifest.get("initial"):  # a full image onto the history: what differs from it
             image = data.drop_columns([OP])
             current = plain_types(scd2.open_rows(table, keys, None))
+            copies, differ = scd2.copied_open_rows(current, keys)
+            if differ:  # which of them diffcdc wrote cannot be told
+                raise self._mismatch(
+                    f"the history has {len(differ)} key(s) with several open rows that differ "
+                    f"(e.g. {', '.join(f'{k}={v!r}' for k, v in zip(keys, differ[0]))}): "
+                    "another writer's rows",
+                    "RESTORE the Delta table to its version before that writer's commit, or "
+                    f"move it away, then '{self.reload_command()}'",
+                )
+            if copies.num_rows:  # another writer's exact copies: removed in a commit first
+                scd2.remove_copies(table, copies, keys, CommitProperties(custom_metadata={
+                    "diffcdc.table": self.table.name,
+                    "diffcdc.repair": f"copies of open rows removed before version {version}"}))
+                table = self._open()
+                assert table is not None
+                current = plain_types(scd2.open_rows(table, keys, None))
             gone_rows = [i for i, j in enumerate(partners(current, image, keys)) if j is None]
             gone = current.take(scd2.row_indices(gone_rows)).select(keys)
             source = scd2.merge_source(image, gone, current, keys, compared, tracking, at,
