@@ -195,3 +195,65 @@ def test_a_reload_of_a_history_with_a_copied_open_row_removes_the_copies_and_end
     check_history(rows, ["id"])
     assert canonical(as_of(rows, TableState(ws.state, "T").head().version)) == canonical(
         _rows((1, "a4"), (2, "b2"), (3, "c")))
+
+
+# -- case 2: foreign commits that change neither data nor schema ---------------------------
+
+
+def _delta_ws(tmp_path, mode: str) -> Workspace:
+    ws = Workspace(str(tmp_path))
+    entry = {"type": "delta", "name": "delta", "path": str(tmp_path / "lake" / "t"),
+             "mode": mode}
+    ws.table = TableConfig(name="T", source=ws.source, keys=["id"], sinks=[entry])
+    return ws
+
+
+@pytest.mark.parametrize("mode", ["current", "scd2"])
+def test_table_properties_and_compaction_by_another_writer_are_harmless(spark, tmp_path, mode):
+    from deltalake import CommitProperties
+
+    from diffcdc.engine.verify import verify_table
+
+    ws = _delta_ws(tmp_path, mode)
+    path = _path(ws)
+    snapshots = [_rows((1, "a"), (2, "b")), _rows((1, "a"), (2, "b"), (3, "c")),  # an insert
+                 _rows((1, "a3"), (3, "c"), (4, "d")), _rows((1, "a4"), (4, "d"))]
+
+    def run(n: int) -> None:
+        ws.write(f"{n}.parquet", snapshots[n - 1], SCHEMA)
+        ws.run(spark)
+        results = verify_table(spark, ws.table, ws.state, os.path.join(ws.source, f"{n}.parquet"))
+        assert results["delta"].identical, results["delta"].to_dict()
+
+    run(1)
+    run(2)
+    table = DeltaTable(path)
+    table.alter.set_table_properties({"delta.logRetentionDuration": "interval 60 days",
+                                      "delta.checkpointInterval": "5"})
+    assert table.optimize.compact().get("numFilesRemoved")  # files rewritten, no data change
+    table.vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
+    run(3)  # exact, not refused
+    assert DeltaTable(path).metadata().configuration["delta.checkpointInterval"] == "5"
+    if mode == "scd2":
+        rows = history_rows(path)
+        check_history(rows, ["id"])
+        for version, snapshot in enumerate(snapshots[:3], start=1):
+            assert canonical(as_of(rows, version)) == canonical(snapshot), version
+    # a commit that only looks like diffcdc's (its commit info copied, no application
+    # transaction) with a data change is another writer's
+    ours = next(h for h in DeltaTable(path).history() if "diffcdc.version" in h)
+    info = {k: str(v) for k, v in ours.items() if k.startswith("diffcdc.")}
+    foreign = DeltaTable(path).to_pyarrow_table().slice(0, 1)
+    write_deltalake(path, foreign, mode="append",
+                    commit_properties=CommitProperties(custom_metadata=info))
+    ws.write("4.parquet", snapshots[3], SCHEMA)
+    with pytest.raises(TargetMismatch, match="changed by another writer") as refused:
+        ws.run(spark)
+    assert "WRITE" in str(refused.value)
+    ws.run(spark, reload=True, reload_sinks=("delta",))
+    # a schema change is not harmless, even without data
+    DeltaTable(path).alter.add_columns(
+        [__import__("deltalake").Field("extra", "string", nullable=True)])
+    ws.write("5.parquet", snapshots[0], SCHEMA)
+    with pytest.raises(TargetMismatch, match=r"changed by another writer.*ADD COLUMN"):
+        ws.run(spark)

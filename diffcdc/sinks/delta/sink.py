@@ -11,7 +11,8 @@ re-created from scratch (``diffcdc drop``, a new state) never inherits an old ve
 
 Before each version the sink checks that the table is where it left it: the newest commit
 that changes data is its own last one (a foreign write, delete, ``RESTORE`` or schema change
-is refused), the table still exists once it published rows, and its change data feed is on.
+is refused; table properties, a protocol upgrade, ``OPTIMIZE`` and ``VACUUM`` are harmless), the
+table still exists once it published rows, and its change data feed is on.
 A refused target is recovered with ``diffcdc reload --table T --sink NAME``.
 
 With ``mode = "scd2"`` the table is a history instead (:mod:`diffcdc.sinks.delta.history`):
@@ -20,6 +21,7 @@ the same change set, exactly once the same way, merged as closed and opened rows
 
 from __future__ import annotations
 
+import json
 import os
 import uuid
 from typing import Any
@@ -29,6 +31,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from deltalake.exceptions import DeltaError, TableNotFoundError
+from deltalake.fs import DeltaStorageHandler
 from pyspark.sql import SparkSession
 
 from diffcdc.core.changeset import OP, OP_DELETE, OP_INSERT, OP_UPDATE
@@ -55,8 +58,6 @@ CDF = {"delta.enableChangeDataFeed": "true"}
 #: Columns of the changelog table that tell diffcdc's versions and the table's incarnations
 #: apart (a re-created Delta table restarts ``_commit_version`` at 0).
 CHANGELOG_COLUMNS = ("_diffcdc_version", "_diffcdc_incarnation")
-#: Commits of table maintenance that change no data (another engine's OPTIMIZE or VACUUM).
-MAINTENANCE = frozenset({"OPTIMIZE", "VACUUM START", "VACUUM END"})
 
 
 class DeltaSink(Sink):
@@ -209,23 +210,84 @@ class DeltaSink(Sink):
 
     def _foreign_commit(self, table: DeltaTable, version: int, manifest: dict[str, Any]
                         ) -> str | None:
-        """The newest commit that changes data, described, when it is not this sink's commit
-        of ``version`` (maintenance such as OPTIMIZE or VACUUM is skipped); None when it is."""
+        """The newest commit after this sink's commit of ``version`` that may change what the
+        table holds, described; None when there is none. This sink's commit is the one whose
+        log entry holds its application transaction ``(app id, version)`` (its commit info
+        names the version and incarnation too); the commits after it are harmless when they
+        change neither data nor schema (:meth:`_harmless`)."""
         app = self.app_id(manifest)
+        later: list[dict[str, Any]] = []
         for entry in table.history(limit=100):
-            operation = str(entry.get("operation", ""))
-            if operation in MAINTENANCE:
-                continue
-            ours = (str(entry.get("diffcdc.version")) == str(version)
-                    and entry.get("diffcdc.incarnation") == manifest.get("incarnation")
-                    and entry.get("diffcdc.table") in (None, self.table.name))
-            if ours:
+            actions = self._log_entry(table, int(entry["version"]))
+            if self._ours(entry, actions, app, version, manifest):
+                for newer in reversed(later):  # the oldest foreign commit is named
+                    problem = self._harmless(table, newer, int(entry["version"]))
+                    if problem is not None:
+                        return problem
                 return None
-            return f"{entry.get('version')} ({operation or 'unknown operation'})"
-        # Only maintenance in the newest 100 commits: the application transaction decides.
-        if (table.transaction_version(app) or 0) == version:
+            later.append({**entry, "actions": actions})
+        # None of the newest 100 commits is this sink's: harmless ones all, and the
+        # application transaction shows its version
+        if (table.transaction_version(app) or 0) == version and all(
+                self._harmless(table, e, None) is None for e in later):
             return None
         return f"{table.version()} (not diffcdc's)"
+
+    def _ours(self, entry: dict[str, Any], actions: list[dict[str, Any]] | None, app: str,
+              version: int, manifest: dict[str, Any]) -> bool:
+        """Whether the commit ``entry`` is this sink's commit of ``version``."""
+        info = (str(entry.get("diffcdc.version")) == str(version)
+                and entry.get("diffcdc.incarnation") == manifest.get("incarnation")
+                and entry.get("diffcdc.table") in (None, self.table.name))
+        if not info or actions is None:
+            return info
+        return any(a.get("txn", {}).get("appId") == app
+                   and int(a["txn"].get("version", -1)) == version for a in actions)
+
+    def _log_entry(self, table: DeltaTable, delta_version: int) -> list[dict[str, Any]] | None:
+        """The actions of the table's commit ``delta_version`` (None: its log file is gone)."""
+        try:
+            handler = DeltaStorageHandler(table.table_uri, self.config.storage_options)
+            with handler.open_input_file(f"_delta_log/{delta_version:020d}.json") as log:
+                text = log.read().decode()
+        except (OSError, DeltaError):
+            return None
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+    def _harmless(self, table: DeltaTable, entry: dict[str, Any], ours: int | None
+                  ) -> str | None:
+        """None when the foreign commit ``entry`` changes no data and no schema: table
+        properties (``SET TBLPROPERTIES``), a protocol upgrade, compaction (``OPTIMIZE``: files
+        rewritten with ``dataChange = false``), ``VACUUM``; else the commit, described."""
+        described = f"{entry.get('version')} ({entry.get('operation') or 'unknown operation'})"
+        actions = entry.get("actions")
+        if actions is None:
+            return described
+        for action in actions:
+            if len(action) != 1:
+                return described
+            kind, body = next(iter(action.items()))
+            if kind in ("commitInfo", "protocol", "txn", "domainMetadata"):
+                continue
+            if kind in ("add", "remove") and body.get("dataChange") is False:
+                continue
+            if kind == "metaData" and ours is not None and self._same_layout(
+                    table, int(entry["version"]), ours):
+                continue
+            return described
+        return None
+
+    def _same_layout(self, table: DeltaTable, version: int, ours: int) -> bool:
+        """Whether the table's schema and partitioning at Delta ``version`` are those of
+        ``ours``."""
+        try:
+            at, before = (DeltaTable(table.table_uri, version=v,
+                                     storage_options=self.config.storage_options)
+                          for v in (version, ours))
+        except (DeltaError, OSError):
+            return False
+        return (at.schema().to_json() == before.schema().to_json()
+                and at.metadata().partition_columns == before.metadata().partition_columns)
 
     def _mismatch(self, message: str, hint: str) -> TargetMismatch:
         return TargetMismatch(message, table=self.table.name, path=self.config.path, hint=hint)
