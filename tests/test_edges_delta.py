@@ -257,3 +257,62 @@ def test_table_properties_and_compaction_by_another_writer_are_harmless(spark, t
     ws.write("5.parquet", snapshots[0], SCHEMA)
     with pytest.raises(TargetMismatch, match=r"changed by another writer.*ADD COLUMN"):
         ws.run(spark)
+
+
+# -- case 4: a column retyped under schema_policy = "recreate" -----------------------------
+
+SCORED = pa.schema([("id", pa.int64()), ("score", pa.float64())])
+RETYPED = pa.schema([("id", pa.int64()), ("score", pa.string())])
+
+
+@pytest.mark.parametrize("values", [["1.5", "2"], ["1.5", "abc"]], ids=["castable", "uncastable"])
+def test_a_retyped_column_is_refused_up_front_by_the_history_and_followed_by_the_image(
+        spark, tmp_path, values):
+    from diffcdc.engine.verify import verify_table
+    from diffcdc.errors import SchemaChangeError
+
+    ws = Workspace(str(tmp_path))
+    lake = tmp_path / "lake"
+    sinks = [{"type": "delta", "name": "history", "path": str(lake / "h"), "mode": "scd2"},
+             {"type": "delta", "name": "delta", "path": str(lake / "t")}]
+    ws.table = TableConfig(name="T", source=ws.source, keys=["id"], sinks=sinks,
+                           schema_policy="recreate")
+    ws.write("1.parquet", [{"id": 1, "score": 1.0}, {"id": 2, "score": 2.5}], SCORED)
+    ws.run(spark)
+    before = DeltaTable(str(lake / "h")).version(), DeltaTable(str(lake / "t")).version()
+    ws.write("2.parquet", [{"id": 1, "score": values[0]}, {"id": 2, "score": values[1]}],
+             RETYPED)
+    for _ in range(2):
+        with pytest.raises(SchemaChangeError, match="column score is double") as refused:
+            ws.run(spark)
+        message = str(refused.value)
+        assert refused.value.exit_code == 3 and "\n" not in message
+        assert "sink history" in message and "new table" in message and "2.parquet" in message
+    assert TableState(ws.state, "T").head().version == 1
+    assert (DeltaTable(str(lake / "h")).version(), DeltaTable(str(lake / "t")).version()) == before
+    # the way out: the history at a new path (the old one stays readable as it was)
+    ws.table = ws.table.model_copy(update={"sinks": [
+        ws.table.sinks[0].model_copy(update={"path": str(lake / "h2")}), ws.table.sinks[1]]})
+    ws.run(spark)
+    results = verify_table(spark, ws.table, ws.state, os.path.join(ws.source, "2.parquet"))
+    assert all(r.identical for r in results.values()), {k: r.to_dict() for k, r in results.items()}
+    for path in (lake / "h2", lake / "t"):  # the new type, never a cast to the old one
+        assert pa.schema(DeltaTable(str(path)).schema().to_arrow()).field("score").type == pa.string()
+    rows = history_rows(str(lake / "h2"))
+    assert sorted(r["score"] for r in rows) == sorted(values)
+
+
+def test_a_retyped_column_is_refused_up_front_by_the_changelog(spark, tmp_path):
+    from diffcdc.errors import SchemaChangeError
+
+    ws = Workspace(str(tmp_path))
+    lake = tmp_path / "lake"
+    ws.table = TableConfig(
+        name="T", source=ws.source, keys=["id"], schema_policy="recreate",
+        sinks=[{"type": "delta", "path": str(lake / "t"), "changelog_path": str(lake / "log")}])
+    ws.write("1.parquet", [{"id": 1, "score": 1.0}], SCORED)
+    ws.run(spark)
+    ws.write("2.parquet", [{"id": 1, "score": "x"}], RETYPED)
+    with pytest.raises(SchemaChangeError, match="changelog table's column score is double") as no:
+        ws.run(spark)
+    assert "changelog_path" in str(no.value) and TableState(ws.state, "T").head().version == 1

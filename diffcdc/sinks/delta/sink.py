@@ -33,7 +33,9 @@ from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from deltalake.exceptions import DeltaError, TableNotFoundError
 from deltalake.fs import DeltaStorageHandler
 from pyspark.sql import SparkSession
+from pyspark.sql.types import NullType
 
+from diffcdc.core.arrow_types import spark_type
 from diffcdc.core.changeset import OP, OP_DELETE, OP_INSERT, OP_UPDATE
 from diffcdc.core.column_changes import CHANGED_COLUMNS, partners
 from diffcdc.core.compare import Replayed
@@ -42,6 +44,7 @@ from diffcdc.errors import (
     ConfigError,
     DiffcdcError,
     InputRefused,
+    SchemaChangeError,
     StorageError,
     TargetMismatch,
 )
@@ -104,6 +107,9 @@ class DeltaSink(Sink):
         )
 
     def accept(self, changes: ChangeSet) -> None:
+        if self.config.changelog_path:
+            self._refuse_retyped(self._open(self.config.changelog_path), changes,
+                                 "changelog", self.config.changelog_path)
         if not self.history:
             return
         if changes.snapshot_time is None:
@@ -128,6 +134,36 @@ class DeltaSink(Sink):
         problem = self._mode_problem(table) if table is not None else None
         if problem is not None:
             raise problem
+        self._refuse_retyped(table, changes, "history", self.config.path)
+
+    def _refuse_retyped(self, table: DeltaTable | None, changes: ChangeSet, what: str,
+                        path: str) -> None:
+        """Refuse a snapshot whose column has another type than the same column of a table
+        that keeps its rows (the history, the changelog): the rows would be cast to the old
+        type silently, or fail after the version is committed. A current image is written
+        over on a re-creation and takes the new types."""
+        if table is None:
+            return
+        kept = {f.name.lower(): f for f in pa.schema(table.schema().to_arrow())}
+        for field in changes.schema.fields:
+            old = kept.get(field.name.lower())
+            if old is None or isinstance(field.dataType, NullType):
+                continue
+            try:
+                before = spark_type(old.type).simpleString()
+            except TypeError:  # a type Spark does not read from Parquet: nothing to compare
+                continue
+            after = field.dataType.simpleString()
+            if before != after:
+                raise SchemaChangeError(
+                    f"sink {self.id}: the {what} table's column {field.name} is {before}, the "
+                    f"snapshot's is {after}; the {what} keeps every row and cannot change a "
+                    "column's type",
+                    table=self.table.name, snapshot=changes.snapshot_id, path=path,
+                    hint=f"point the sink's {'changelog_path' if what == 'changelog' else 'path'}"
+                         " at a new table (the old one stays readable), or move the table at it "
+                         "away, then run again",
+                )
 
     def _open(self, path: str | None = None) -> DeltaTable | None:
         try:
