@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import uuid
 from typing import Any
 
@@ -56,8 +57,11 @@ from diffcdc.sinks.delta.feed import CHANGE_COLUMNS, append_changelog, plain_typ
 from diffcdc.sources.snapshot_time import format_time, read_time
 from diffcdc.spark import spark_path
 from diffcdc.storage import paths
+from diffcdc.storage.registry import is_url, local_path
 
 CDF = {"delta.enableChangeDataFeed": "true"}
+#: Terminal colour codes that delta-rs puts into some messages.
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 #: Columns of the changelog table that tell diffcdc's versions and the table's incarnations
 #: apart (a re-created Delta table restarts ``_commit_version`` at 0).
 CHANGELOG_COLUMNS = ("_diffcdc_version", "_diffcdc_incarnation")
@@ -107,7 +111,9 @@ class DeltaSink(Sink):
         )
 
     def accept(self, changes: ChangeSet) -> None:
+        self._refuse_file(self.config.path)
         if self.config.changelog_path:
+            self._refuse_file(self.config.changelog_path)
             self._refuse_retyped(self._open(self.config.changelog_path), changes,
                                  "changelog", self.config.changelog_path)
         if not self.history:
@@ -166,20 +172,66 @@ class DeltaSink(Sink):
                 )
 
     def _open(self, path: str | None = None) -> DeltaTable | None:
+        path = path or self.config.path
+        self._refuse_file(path)
         try:
-            return DeltaTable(path or self.config.path, storage_options=self.config.storage_options)
+            return DeltaTable(path, storage_options=self.config.storage_options)
         except TableNotFoundError:
             return None
         except (DeltaError, OSError) as exc:
             raise self._error(f"cannot open the Delta table: {exc}", path) from None
 
+    def _refuse_file(self, path: str) -> None:
+        """Refuse a local path that is a regular file, or lies under one (delta-rs says the
+        path "does not exist")."""
+        if is_url(path):
+            return
+        here = os.path.abspath(local_path(path))
+        while True:
+            if os.path.isfile(here):
+                what = "is a file" if here == os.path.abspath(local_path(path)) else (
+                    f"lies under the file {here}")
+                key = "changelog_path" if path == self.config.changelog_path else "path"
+                raise ConfigError(
+                    f"sink {self.id}: the Delta table's {key} {what}, not a Delta table folder",
+                    table=self.table.name, path=path,
+                    hint=f"point the sink's {key} at a folder (a Delta table, or none yet)",
+                )
+            parent = os.path.dirname(here)
+            if parent == here or os.path.isdir(here):
+                return
+            here = parent
+
     def _error(self, message: str, path: str | None = None) -> StorageError:
-        text = " ".join(message.split())
-        damaged = any(w in text for w in ("not found", "No such file", "missing file"))
-        hint = ("the table lost files diffcdc wrote: " + self._damaged_hint() if damaged
-                else "check the path and its storage options, then run again")
+        text = " ".join(ANSI.sub("", message).split())
         return StorageError(text[:1000], table=self.table.name, path=path or self.config.path,
-                            hint=hint)
+                            hint=self._hint(text))
+
+    def _hint(self, text: str) -> str:
+        """The way out of a delta-rs failure, by its cause."""
+        lower = text.lower()
+        if any(w in lower for w in ("permission denied", "permissiondenied", "access denied",
+                                    "authorizationfailure", "authorizationpermissionmismatch",
+                                    "read-only file system", "status code: 403")):
+            return ("give the run write access to the table's folder (on an object store: the "
+                    "credentials in storage_options), then run again")
+        if any(w in lower for w in ("no space left", "disk quota", "storage full")):
+            return "free space on the storage that holds the table, then run again"
+        if any(w in lower for w in ("conflict", "version already exists",
+                                    "concurrent", "commit failed")):
+            return ("another writer committed to the table at the same moment: stop it and run "
+                    "again (the version is published exactly once)")
+        if any(w in text for w in ("not found", "No such file", "missing file")):
+            return "the table lost files diffcdc wrote: " + self._damaged_hint()
+        if any(w in lower for w in ("schema", "cannot cast", "failed to cast",
+                                    "type mismatch", "incompatible type")):
+            return ("the table's columns do not take the version's rows (changed by another "
+                    "writer?): " + (
+                        "RESTORE the Delta table to its version before that change, or move it "
+                        f"away and start a new history with '{self.reload_command()}'"
+                        if self.history else
+                        f"replace it with a full image: '{self.reload_command()}'"))
+        return "check the path and its storage options, then run again"
 
     def _damaged_hint(self) -> str:
         """What to do about a table that lost data files."""
