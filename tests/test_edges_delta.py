@@ -234,6 +234,14 @@ def test_table_properties_and_compaction_by_another_writer_are_harmless(spark, t
     table.vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
     run(3)  # exact, not refused
     assert DeltaTable(path).metadata().configuration["delta.checkpointInterval"] == "5"
+    # a property that makes diffcdc's commits fail is refused before the version's commit
+    DeltaTable(path).alter.set_table_properties({"delta.appendOnly": "true"})
+    ws.write("4.parquet", snapshots[3], SCHEMA)
+    with pytest.raises(TargetMismatch, match="append-only") as refused:
+        ws.run(spark)
+    assert "set delta.appendOnly back to false" in str(refused.value)
+    assert TableState(ws.state, "T").head().version == 3
+    DeltaTable(path).alter.set_table_properties({"delta.appendOnly": "false"})
     if mode == "scd2":
         rows = history_rows(path)
         check_history(rows, ["id"])
@@ -246,7 +254,6 @@ def test_table_properties_and_compaction_by_another_writer_are_harmless(spark, t
     foreign = DeltaTable(path).to_pyarrow_table().slice(0, 1)
     write_deltalake(path, foreign, mode="append",
                     commit_properties=CommitProperties(custom_metadata=info))
-    ws.write("4.parquet", snapshots[3], SCHEMA)
     with pytest.raises(TargetMismatch, match="changed by another writer") as refused:
         ws.run(spark)
     assert "WRITE" in str(refused.value)

@@ -50,6 +50,10 @@ def test_delta_rs_colour_codes_are_left_out_of_the_one_line_error(tmp_path):
     ("Commit failed: a concurrent transaction deleted the same data", "at the same moment"),
     ("Schema error: Cannot cast column score from Float64 to Utf8", "do not take the version's"),
     ("Object at location part-0.parquet not found", "lost files diffcdc wrote"),
+    ("The transaction includes Remove action with data change but Delta table is append-only",
+     "set it back to false"),
+    ("External error: Invalid data found: 1 rows failed validation check.\nPreview",
+     "CHECK constraints"),
     ("something else", "check the path and its storage options"),
 ])
 def test_a_failed_delta_commit_hints_at_its_cause(tmp_path, cause, hint):

@@ -221,6 +221,12 @@ class DeltaSink(Sink):
                                     "concurrent", "commit failed")):
             return ("another writer committed to the table at the same moment: stop it and run "
                     "again (the version is published exactly once)")
+        if "append-only" in lower:
+            return ("the table was made append-only (delta.appendOnly) by another writer: set "
+                    "it back to false, then run again")
+        if "failed validation check" in lower:
+            return ("the table's CHECK constraints (added by another writer) refuse rows of the "
+                    "version: drop them, then run again")
         if any(w in text for w in ("not found", "No such file", "missing file")):
             return "the table lost files diffcdc wrote: " + self._damaged_hint()
         if any(w in lower for w in ("schema", "cannot cast", "failed to cast",
@@ -274,6 +280,12 @@ class DeltaSink(Sink):
                 "(delta.enableChangeDataFeed is not true)",
                 "turn it on again and publish a full image: "
                 f"'{self.reload_command()}'",
+            )
+        if str(config.get("delta.appendOnly", "")).lower() == "true":
+            raise self._mismatch(
+                "the Delta table was made append-only (delta.appendOnly = true) by another "
+                "writer: diffcdc's commits update and delete rows",
+                "set delta.appendOnly back to false, then run again",
             )
         foreign = self._foreign_commit(table, version, manifest)
         if foreign is not None:
