@@ -159,6 +159,23 @@ def test_a_second_state_on_the_same_topic_is_refused_and_the_first_goes_on(spark
 
 
 @pytest.mark.integration
+def test_another_states_messages_after_the_sinks_own_are_refused(spark, broker, tmp_path):
+    """Two states that both found the topic empty (their first checks raced): the next check
+    of the one whose messages are no longer last is refused, not continued as its own."""
+    sink = new_sink(broker)
+    v1 = change_set(spark, sink.table, 1, [(OP_INSERT, make_row(i)) for i in range(1, 6)], initial=True)
+    m1 = run_version(sink, v1, tmp_path)
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    headers = [("diffcdc-table", b"orders"), ("diffcdc-version", b"1"), ("diffcdc-part", b"1"),
+               ("diffcdc-writer", b"another-state")]
+    producer.produce(sink.config.topic, b"another state's full image", key=b"orders/1/1",
+                     headers=headers, partition=0)
+    assert producer.flush(10) == 0
+    with pytest.raises(TargetMismatch, match="diffcdc messages another state published after"):
+        new_sink(broker, topic=sink.config.topic).check(SinkHistory(((1, m1),)))
+
+
+@pytest.mark.integration
 def test_a_first_load_onto_a_topic_with_foreign_messages_is_refused_then_reload_takes_it(
         spark, broker, tmp_path):
     topic = f"foreign-{os.getpid()}"

@@ -159,6 +159,23 @@ class KafkaSink(Sink):
                 f"offset {floor}"
             )
         self._read_back(version, manifest, scan_from, low)
+        self._no_other_state([m for _, m in published] + ([current] if current is not None else []))
+
+    def _no_other_state(self, manifests: list[dict[str, Any]]) -> None:
+        """Refuse a topic whose last message another diffcdc state wrote after this sink's
+        (two states that both took an empty topic): each would go on as if it were its own."""
+        last = self.clients.last_message()
+        writer = header_map(last).get(H_WRITER) if last is not None else None
+        if last is None or not writer or writer in self._known_writers(manifests):
+            return
+        raise TargetMismatch(
+            f"Kafka sink {self.id} ({self.clients.target}): topic {self.config.topic} holds "
+            f"diffcdc messages another state published after this sink's (the last at offset "
+            f"{last.offset()}): another state or config uses the topic",
+            table=self.table.name,
+            hint="give each config's sink a topic of its own; only if this table owns the "
+            f"topic, publish a full image after what is there with '{self.reload_command()}'",
+        )
 
     def _read_back(self, version: int, manifest: dict[str, Any], scan_from: int, low: int) -> None:
         """The first message of ``version`` from ``scan_from`` on must be one of its parts as
