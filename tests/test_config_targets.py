@@ -102,11 +102,11 @@ def test_one_target_twice_is_refused_at_load_naming_both(base, capsys, text, fra
 
 def test_a_transactional_id_that_is_another_sinks_default_is_refused(base, capsys):
     text = (table("T", KAFKA % ("h:1", "t", ""), "schema_name = 'one'\n")
-            + table("U", KAFKA % ("h:1", "u", ", transactional_id = 'diffcdc.T.kafka'"),
+            + table("U", KAFKA % ("h:1", "u", ", transactional_id = 'diffcdc.one.T.kafka'"),
                     "schema_name = 'two'\n"))
     refused(base, capsys, text, "table 'T' (schema 'one') sink 'kafka' (transactional_id)",
             "table 'U' (schema 'two') sink 'kafka' (transactional_id)",
-            "'diffcdc.T.kafka' (the default: diffcdc.<table>.<sink>)")
+            "'diffcdc.one.T.kafka' (the default: diffcdc.<schema>.<table>.<sink>)")
 
 
 def test_configs_that_work_still_load(base):

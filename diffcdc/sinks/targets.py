@@ -9,13 +9,17 @@ cannot work is refused when it is loaded, not after a commit.
 
 Locations are compared normalised: a local path absolute, without trailing slashes, ``.``/``..``
 and symbolic links; a URL with its scheme and host in lower case and the ADLS Gen2 spellings
-(``abfss://fs@account.dfs...`` and ``https://account.dfs.../fs``) made one.
+(``abfss://fs@account.dfs...`` and ``https://account.dfs.../fs``) made one; Kafka brokers in lower
+case with their default port and the addresses their host names resolve to.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import posixpath
+import socket
+import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -76,9 +80,61 @@ def _inside(inner: str, outer: str) -> bool:
     return inner == outer or inner.startswith(outer.rstrip("/") + "/")
 
 
+#: The port a Kafka client uses when a bootstrap server gives none.
+KAFKA_DEFAULT_PORT = 9092
+
+
+#: How long comparing targets waits for a host name to resolve (a config loads without the
+#: network too: a name that does not resolve in time is compared as written).
+RESOLVE_SECONDS = 2.0
+
+
+@functools.lru_cache(maxsize=256)
+def _addresses(host: str) -> tuple[str, ...]:
+    """The addresses ``host`` resolves to (none when it does not resolve here in time)."""
+    found: list[str] = []
+
+    def look_up() -> None:
+        try:
+            infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
+        except (OSError, UnicodeError):
+            return
+        found.extend(str(info[4][0]).split("%", 1)[0] for info in infos)
+
+    worker = threading.Thread(target=look_up, daemon=True, name="diffcdc-resolve")
+    worker.start()
+    worker.join(RESOLVE_SECONDS)
+    return tuple(sorted(set(found))) if not worker.is_alive() else ()
+
+
+def _broker(server: str) -> tuple[str, int]:
+    """``(host, port)`` of one bootstrap server: ``[proto://]host[:port]``, ``[v6]:port``."""
+    text = server.strip().lower()
+    if "://" in text:
+        text = text.split("://", 1)[1]
+    text = text.rstrip("/")
+    if text.startswith("["):
+        host, _, rest = text[1:].partition("]")
+        port = rest[1:] if rest.startswith(":") else ""
+    elif text.count(":") == 1:
+        host, port = text.split(":")
+    else:  # a bare host, or a bare IPv6 address
+        host, port = text, ""
+    return host, int(port) if port.isdigit() else KAFKA_DEFAULT_PORT
+
+
 def kafka_servers(bootstrap_servers: str) -> frozenset[str]:
-    """The brokers of a ``host:port,...`` list, lower case (an overlap means one cluster)."""
-    return frozenset(s.strip().lower() for s in bootstrap_servers.split(",") if s.strip())
+    """The brokers of a ``host:port,...`` list, normalised: lower case, the default port where
+    none is given, and each host name also as the addresses it resolves to (IPv6 in brackets).
+    An overlap of two lists means one cluster: ``localhost:9092`` and ``127.0.0.1`` meet."""
+    out: set[str] = set()
+    for server in bootstrap_servers.split(","):
+        if not server.strip():
+            continue
+        host, port = _broker(server)
+        for name in (host, *_addresses(host)):
+            out.add(f"[{name}]:{port}" if ":" in name else f"{name}:{port}")
+    return frozenset(out)
 
 
 def _clash(a: SinkTarget, b: SinkTarget) -> tuple[str, str] | None:

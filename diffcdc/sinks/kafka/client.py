@@ -14,10 +14,18 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicCollection,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from diffcdc.errors import ConfigError, DiffcdcError
+from diffcdc.errors import ConfigError, DiffcdcError, TargetMismatch
 from diffcdc.sinks.kafka.config import CONNECTION_PREFIXES, KafkaSinkConfig
 from diffcdc.sinks.kafka.errors import KafkaPublishError, KafkaUnavailable
 
@@ -40,15 +48,38 @@ _UNAVAILABLE = {
 }
 
 
+#: Errors of a topic description that mean "no topic id here" (an older broker, no such topic).
+_NO_TOPIC_ID = {
+    KafkaError._UNSUPPORTED_FEATURE,
+    KafkaError.UNSUPPORTED_VERSION,
+    KafkaError.UNKNOWN_TOPIC_OR_PART,
+    KafkaError._UNKNOWN_TOPIC,
+    KafkaError._UNKNOWN_PARTITION,
+}
+
+
+#: Errors meaning the topic or its partition does not exist.
+_NO_TOPIC = {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC, KafkaError._UNKNOWN_PARTITION}
+
+
 class KafkaClients:
     """Builds the producer, consumer and admin client of one sink and translates their errors."""
 
-    def __init__(self, config: KafkaSinkConfig, table: str, sink_id: str) -> None:
+    def __init__(
+        self, config: KafkaSinkConfig, table: str, sink_id: str, table_schema: str | None = None
+    ) -> None:
         self.config = config
         self.table = table
         self.sink_id = sink_id
         self.timeout = float(config.timeout_seconds)
-        self.transactional_id = config.transactional_id_for(table)
+        #: The id new versions are published with (manifests record it: a version is always
+        #: published with the id it was staged with, see :mod:`diffcdc.sinks.kafka.publish`).
+        self.transactional_id = config.transactional_id_for(table, table_schema)
+        #: The id of versions staged before manifests recorded theirs.
+        self.legacy_transactional_id = config.legacy_transactional_id(table)
+        #: The way out named when the topic or partition is missing (the sink sets its reload
+        #: command here).
+        self.gone_hint = "check the sink's topic and partition"
 
     @property
     def target(self) -> str:
@@ -70,13 +101,14 @@ class KafkaClients:
         conf.update({k: v for k, v in c.producer.items() if k.startswith(CONNECTION_PREFIXES)})
         return conf
 
-    def producer(self) -> Producer:
-        """A transactional, idempotent producer with this table's stable transactional id."""
+    def producer(self, transactional_id: str | None = None) -> Producer:
+        """A transactional, idempotent producer with ``transactional_id`` (default: the sink's
+        stable transactional id)."""
         c = self.config
         ms = int(self.timeout * 1000)
         conf = {
             **self._common(),
-            "transactional.id": self.transactional_id,
+            "transactional.id": transactional_id or self.transactional_id,
             "enable.idempotence": True,
             "acks": "all",
             "message.max.bytes": max(1_000_000, c.max_message_bytes + 65_536),
@@ -116,6 +148,13 @@ class KafkaClients:
         err = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
         text = err.str() if err is not None else str(exc)
         where = f"Kafka sink {self.sink_id} ({self.target}): {doing} failed: {text}"
+        if err is not None and err.code() in _NO_TOPIC:
+            return TargetMismatch(
+                f"Kafka sink {self.sink_id} ({self.target}): {doing} failed: topic "
+                f"{self.config.topic} has no partition {self.config.partition} (the topic is gone)",
+                table=self.table,
+                hint=self.gone_hint,
+            )
         if err is None or err.code() in _UNAVAILABLE or err.retriable():
             return KafkaUnavailable(
                 where,
@@ -175,6 +214,49 @@ class KafkaClients:
                 hint="set partition below the topic's partition count, or add partitions to the topic",
             )
         return count
+
+    def topic_id(self) -> str | None:
+        """The topic's id: a UUID the broker gives a topic when it is created (Kafka 2.8 on), so
+        a topic deleted and created again under the same name has another. None when the
+        broker does not give one (an older broker, or the topic is missing)."""
+        admin = AdminClient(self._common())
+        topic = self.config.topic
+        try:
+            found = admin.describe_topics(TopicCollection([topic]), request_timeout=self.timeout)
+            described = found[topic].result(timeout=self.timeout)
+        except KafkaException as exc:
+            err = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+            if err is not None and err.code() in _NO_TOPIC_ID:
+                return None
+            raise self.error(exc, f"describing topic {topic}") from None
+        text = str(described.topic_id) if getattr(described, "topic_id", None) is not None else ""
+        return None if not text or text.strip("A=") == "" else text
+
+    def watermarks(self) -> tuple[int, int]:
+        """The partition's first offset and its end (``read_committed``)."""
+        consumer = self.consumer()
+        try:
+            tp = TopicPartition(self.config.topic, self.config.partition)
+            low, high = consumer.get_watermark_offsets(tp, timeout=self.timeout)
+            return int(low), int(high)
+        except KafkaException as exc:
+            raise self.error(exc, "reading the partition's offsets") from None
+        finally:
+            consumer.close()
+
+    def last_message(self) -> Message | None:
+        """The partition's last committed message (None: it holds none), reading only a tail
+        of it (widened until a message is found: the last offsets may be transaction markers)."""
+        low, high = self.watermarks()
+        window = 64
+        while True:
+            start = max(low, high - window)
+            last = None
+            for message in self.read_partition(start):
+                last = message
+            if last is not None or start <= low:
+                return last
+            window *= 8
 
     def end_offset(self) -> int:
         """The partition's end as a ``read_committed`` reader sees it (the last stable offset)."""

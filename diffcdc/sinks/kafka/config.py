@@ -76,7 +76,7 @@ class KafkaSinkConfig(BaseModel):
         default=None, description="Name of the environment variable holding the SASL password."
     )
     transactional_id: str | None = Field(
-        default=None, description="Producer transactional id (default `diffcdc.<table>.<sink id>`)."
+        default=None, description="Producer transactional id (default `diffcdc.<schema>.<table>.<sink id>`, without `<schema>.` for a table without a schema)."
     )
     timeout_seconds: float = Field(
         default=30.0, gt=0, description="Bound on every broker operation (connect, produce, commit, read)."
@@ -174,15 +174,27 @@ class KafkaSinkConfig(BaseModel):
         """The sink's id within its table."""
         return self.name or "kafka"
 
-    def transactional_id_for(self, table: str) -> str:
-        """The producer's transactional id: ``transactional_id``, else ``diffcdc.<table>.<sink>``."""
+    def transactional_id_for(self, table: str, table_schema: str | None = None) -> str:
+        """The producer's transactional id: ``transactional_id``, else
+        ``diffcdc.<schema>.<table>.<sink>`` (``diffcdc.<table>.<sink>`` for a table without a
+        schema): two schemas' tables of one name get ids of their own."""
+        if self.transactional_id:
+            return self.transactional_id
+        if table_schema:
+            return f"diffcdc.{table_schema}.{table}.{self.sink_id}"
+        return f"diffcdc.{table}.{self.sink_id}"
+
+    def legacy_transactional_id(self, table: str) -> str:
+        """The id versions staged before manifests recorded theirs were published with (the
+        default then left the table's schema out)."""
         return self.transactional_id or f"diffcdc.{table}.{self.sink_id}"
 
     def targets(self, table: str, schema_name: str | None = None) -> list[SinkTarget]:
         """The topic and the producer's transactional id, on the cluster of bootstrap_servers."""
         servers = kafka_servers(self.bootstrap_servers)
-        txn = self.transactional_id_for(table)
-        shown = repr(txn) if self.transactional_id else f"{txn!r} (the default: diffcdc.<table>.<sink>)"
+        txn = self.transactional_id_for(table, schema_name)
+        default = "diffcdc.<schema>.<table>.<sink>" if schema_name else "diffcdc.<table>.<sink>"
+        shown = repr(txn) if self.transactional_id else f"{txn!r} (the default: {default})"
         return [
             SinkTarget("topic", "topic", self.topic, repr(self.topic), servers),
             SinkTarget("txn", "transactional_id", txn, shown, servers),

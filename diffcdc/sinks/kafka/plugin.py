@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 def _build(config: KafkaSinkConfig, table: SinkTable, state: TableState) -> Sink:
     from diffcdc.sinks.kafka.sink import KafkaSink  # the Kafka client loads only when used
 
-    return KafkaSink(config.sink_id, table, config)
+    return KafkaSink(config.sink_id, table, config, state)
 
 
 def _check_secrets(config: KafkaSinkConfig, table: str) -> None:

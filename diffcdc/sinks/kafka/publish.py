@@ -3,8 +3,11 @@
 Every message of a version carries headers naming the table, the version and its part number
 (see :func:`message_headers`). Publishing a version:
 
-1. ``init_transactions`` with the table's stable transactional id: the broker fences any
-   earlier producer of the table (a killed run) and aborts its open transaction;
+1. ``init_transactions`` with the transactional id the version was staged with (its manifest
+   records it; the sink's stable id): the broker fences any earlier producer of the table (a
+   killed run) and aborts its open transaction. A version staged with another id than the
+   sink's last version that sent messages (the default id changed, or the config's) first
+   fences that earlier id the same way (``fences`` in its manifest);
 2. read the sink's partition ``read_committed`` from the offset recorded at stage time (the
    partition's end before this version was encoded, so nothing of it can lie before) and
    collect the parts of this version already there; a part there with other bytes than staged
@@ -42,6 +45,7 @@ H_SNAPSHOT = "diffcdc-snapshot"
 H_SHA256 = "diffcdc-sha256"
 H_INITIAL = "diffcdc-initial"
 H_RECREATE = "diffcdc-recreate"
+H_WRITER = "diffcdc-writer"
 
 
 def message_key(table: str, version: int, part: int) -> bytes:
@@ -66,6 +70,8 @@ def message_headers(
     }
     if manifest.get("recreate"):
         headers[H_RECREATE] = str(manifest["recreate"])
+    if manifest.get("writer"):
+        headers[H_WRITER] = str(manifest["writer"])
     return [(k, v.encode()) for k, v in headers.items()]
 
 
@@ -121,7 +127,11 @@ def publish_version(
     if not manifest["parts"]:
         return 0
     config, table, timeout = clients.config, clients.table, clients.timeout
-    producer = clients.producer()
+    txn = manifest.get("transactional_id") or clients.legacy_transactional_id
+    fences = manifest.get("fences")
+    if fences and fences != txn:
+        _fence(clients, fences)
+    producer = clients.producer(txn)
     try:
         producer.init_transactions(timeout)
     except KafkaException as exc:
@@ -167,6 +177,17 @@ def publish_version(
         raise
     crash_point("kafka_after_commit", scope=clients.sink_id)
     return len(missing)
+
+
+def _fence(clients: KafkaClients, transactional_id: str) -> None:
+    """Fence the producers of the id the sink's earlier versions were published with (the
+    default changed, or ``transactional_id`` was changed in the config): a killed run's open
+    transaction under that id is aborted, and a frozen run that wakes up cannot commit it."""
+    producer = clients.producer(transactional_id)
+    try:
+        producer.init_transactions(clients.timeout)
+    except KafkaException as exc:
+        raise clients.error(exc, f"fencing the earlier transactional id {transactional_id}") from None
 
 
 def _produce(producer: Producer, **kwargs: Any) -> None:

@@ -1,0 +1,107 @@
+"""The sink contract's class "foreign look-alike target" (issue 38): a target deleted and made
+again by someone else so that it looks like the sink's own where a cheap check looks — a Kafka
+topic re-created and refilled past every offset diffcdc published, a landing table folder
+re-created with files under the names diffcdc wrote (and its ``_metadata.json``). The sink is
+refused alone, again on the next run, the table's other sink goes on, and ``reload --sink``
+gives the target a full image that replays.
+
+Kinds without a look-alike here: the Delta kinds (a table re-created by another writer is the
+Delta part's own check, issue 38 item 3 there) and ``landing_dfs`` (the same check as
+``landing_local`` through another byte store).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from typing import Any
+
+import pytest
+
+from diffcdc.engine.run import RunOptions, RunRequest, run_table
+from diffcdc.engine.verify import verify_table
+from diffcdc.errors import PublishConflict, TargetMismatch
+from diffcdc.state.store import TableState
+from tests.support.sink_kinds import KINDS
+from tests.support.workspace import PERMISSIVE
+from tests.test_sink_contract import _assert_replays, _companion, _table_config, _write_rows
+
+pytestmark = pytest.mark.slow
+
+
+def _kafka_lookalike(state: TableState, sink_id: str, servers: dict[str, Any]) -> None:
+    """The topic deleted, created again and refilled (one batch per message) with ten foreign
+    messages more than it held: its end offset passes everything diffcdc published."""
+    from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    bootstrap = servers["kafka"].bootstrap
+    topic = state.head().record.sinks[sink_id].manifest["topic"]
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "lookalike",
+                         "enable.partition.eof": True})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    held = 0
+    while True:
+        message = consumer.poll(10)
+        assert message is not None, "no end of partition"
+        if message.error():
+            assert message.error().code() == KafkaError._PARTITION_EOF
+            break
+        held += 1
+    consumer.close()
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.delete_topics([topic], request_timeout=10)[topic].result(10)
+    admin.create_topics([NewTopic(topic, 1)], request_timeout=10)[topic].result(10)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    for i in range(held + 10):
+        producer.produce(topic, f"look-alike {i}".encode(), partition=0)
+        assert producer.flush(10) == 0
+
+
+def _landing_lookalike(state: TableState, sink_id: str, servers: dict[str, Any]) -> None:
+    """The table folder deleted and made again by someone else: files under the names diffcdc
+    published (other content) and the same ``_metadata.json``."""
+    manifest = state.head().record.sinks[sink_id].manifest
+    folder = os.path.join(manifest["landing"], manifest["landing_folder"])
+    names = sorted(os.listdir(folder))
+    with open(os.path.join(folder, "_metadata.json"), "rb") as handle:
+        metadata = handle.read()
+    shutil.rmtree(folder)
+    os.makedirs(folder)
+    for name in names:
+        with open(os.path.join(folder, name), "wb") as handle:
+            handle.write(metadata if name == "_metadata.json" else b"another publisher's " + name.encode())
+
+
+LOOKALIKES = {"kafka": _kafka_lookalike, "landing_local": _landing_lookalike}
+
+
+@pytest.mark.parametrize("kind", [k for k in KINDS if k.name in LOOKALIKES], ids=lambda k: k.name)
+def test_a_foreign_lookalike_target_is_refused_alone_and_reload_sink_replays_it(
+        spark, servers, kind, tmp_path):
+    root = str(tmp_path)
+    other = _companion(kind)
+    table = _table_config(root, [kind, other], servers)
+    sink_id, other_id = (s.sink_id for s in table.sinks)
+    state = os.path.join(root, "state")
+    for n, (rows, tag) in enumerate([(12, "a"), (14, "b")], start=1):
+        _write_rows(root, f"{n}.parquet", rows, tag)
+        run_table(spark, table, state, RunOptions(quality=PERMISSIVE))
+    LOOKALIKES[kind.name](TableState(state, "T"), sink_id, servers)
+    _write_rows(root, "3.parquet", 13, "c")
+    for _ in range(2):  # refused again by the next run: nothing resolves it silently
+        with pytest.raises((TargetMismatch, PublishConflict), match=f"sink {sink_id}") as refused:
+            run_table(spark, table, state, RunOptions(quality=PERMISSIVE))
+        assert "\n" not in str(refused.value)
+        assert f"diffcdc reload --table T --sink {sink_id} --yes" in str(refused.value)
+    assert TableState(state, "T").head().unpublished == [sink_id]
+    results = verify_table(spark, table, state, os.path.join(table.source, "3.parquet"),
+                           only=other_id)
+    assert results[other_id].identical, results[other_id].to_dict()
+    report = run_table(spark, table, state, RunOptions(
+        quality=PERMISSIVE, request=RunRequest(reload=True, reload_sinks=(sink_id,))))
+    assert report.outcome == "ok" and report.snapshots[0].sinks[other_id]["rows"] == 0
+    _assert_replays(spark, table, state, "3.parquet")
+    _write_rows(root, "4.parquet", 11, "d")
+    assert run_table(spark, table, state, RunOptions(quality=PERMISSIVE)).outcome == "ok"
+    _assert_replays(spark, table, state, "4.parquet")
