@@ -95,7 +95,7 @@ def test_plan_refuses_changed_keys_as_the_run_does(spark, base, capsys):
     assert main(["plan", "--config", path]) == 3
     out = capsys.readouterr().out
     assert "refused: table T, snapshot 2.parquet: key columns changed from ['id'] to ['id2']" in out
-    assert "diffcdc reload --table T --yes" in out
+    assert f"diffcdc reload --table T --config {path} --yes" in out  # runs as printed
     assert main(["plan", "--config", path, "--json"]) == 3
     (plan,) = json.loads(capsys.readouterr().out)["tables"]
     assert plan["error"]["error"] == "KeyViolation" and plan["error"]["exit_code"] == 3

@@ -101,3 +101,139 @@ def test_status_of_an_unknown_table_lists_the_tables_and_exits_2(spark, base, ca
                  str(base / "src")]) == 0
     out = capsys.readouterr().out
     assert "T: waiting: 1.parquet" in out and "T: no snapshot committed yet" in out
+
+
+# -- a state file whose bytes are damaged -----------------------------------------------------
+
+
+def test_a_state_file_that_fails_its_checksum_is_named_with_the_repair_that_works(
+    spark, base, capsys
+):
+    import glob
+    import re
+    import shlex
+
+    from tests.support.cli_runs import rows, run_args, write
+
+    write(str(base / "src" / "1.parquet"), rows(2000))
+    assert main(run_args(base, "--quiet")) == 0
+    (part,) = glob.glob(str(base / "state" / "T" / "versions" / "*" / "state" / "*.parquet"))
+    with open(part, "rb") as handle:
+        data = bytearray(handle.read())
+    for i in range(200, 600):  # same size, same footer: only the checksum can tell
+        data[i] ^= 0x5A
+    with open(part, "wb") as handle:
+        handle.write(bytes(data))
+    write(str(base / "src" / "2.parquet"), rows(2000, changed=5))
+    capsys.readouterr()
+    assert main(run_args(base, "--quiet")) == 1
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if x.startswith("T: "))
+    assert f"file {part}: state version 1 is damaged: one of its files cannot be read" in line
+    assert "cannot read snapshot" not in line and "2.parquet: " not in line.split(" — ")[0]
+    repair = re.search(r"'(diffcdc repair [^']+)'", line).group(1)
+    assert main(shlex.split(repair)[1:]) == 0
+    assert main(run_args(base, "--quiet")) == 0
+
+
+# -- a run that only publishes what an earlier run left unpublished -----------------------------
+
+
+def test_a_run_that_publishes_only_a_backlog_says_so(spark, base, capsys, monkeypatch):
+    import json
+
+    from diffcdc.errors import StorageError
+    from diffcdc.sinks.openmirroring.sink import OpenMirroringSink
+    from tests.support.cli_runs import rows, run_args, write
+
+    real = OpenMirroringSink.publish
+
+    def down(self, *args, **kwargs):
+        raise StorageError("injected outage")
+
+    for n, extra in ((1, ["--json"]), (2, [])):
+        write(str(base / "src" / f"{n}.parquet"), rows(3, changed=n - 1))
+        monkeypatch.setattr(OpenMirroringSink, "publish", down)
+        assert main(run_args(base, "--quiet")) == 1
+        monkeypatch.setattr(OpenMirroringSink, "publish", real)
+        capsys.readouterr()
+        assert main(run_args(base, "--quiet", *extra)) == 0
+        out = capsys.readouterr().out
+        if extra:
+            (table,) = json.loads(out)["tables"]
+            assert table["backlog_published"] == {"open_mirroring": [1]}
+            assert table["resumed_versions"] == [1] and table["snapshots"] == []
+        else:
+            assert ("T: published version 2 to sink open_mirroring (committed by an earlier run, "
+                    "left unpublished)") in out
+            assert "0 snapshot(s), +0 ~0 -0, 0 file(s), 1 version(s) of the backlog published" \
+                in out
+    assert main(run_args(base, "--quiet")) == 0
+    out = capsys.readouterr().out
+    assert "backlog" not in out and "nothing to do" in out
+
+
+# -- the commands a message suggests run as printed ---------------------------------------------
+
+
+def test_a_suggested_reload_carries_the_runs_options_and_runs_as_printed(spark, base, capsys):
+    import re
+    import shlex
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    def snap(n: int, v: str) -> None:
+        pq.write_table(pa.table({"id": [1, 2, 3], "id2": [10, 20, 30], "v": ["a", "b", v]}),
+                       str(base / "src" / f"{n}.parquet"))
+
+    src, landing, state = (str(base / n) for n in ("src", "landing", "state"))
+    options = ["--source", src, "--table", "T", "--landing", landing, "--state", state,
+               "--codec", "zstd", "--quiet"]
+    snap(1, "c")
+    assert main(["run", "--keys", "id", *options]) == 0
+    snap(2, "d")
+    capsys.readouterr()
+    assert main(["run", "--keys", "id2", *options]) == 3
+    out = capsys.readouterr().out
+    reload = re.search(r"'(diffcdc reload [^']+)'", out).group(1)
+    assert reload == (f"diffcdc reload --table T --keys id2 --source {src} --landing {landing} "
+                      f"--state {state} --codec zstd --yes"), reload
+    assert main(shlex.split(reload)[1:]) == 0
+    assert os.listdir(base / "landing" / "T") and main(["run", "--keys", "id2", *options]) == 0
+    assert "nothing to do" in capsys.readouterr().out
+
+    # from a config file: the suggestion names the file
+    path = base / "c.toml"
+    path.write_text("[diffcdc]\nstate = 'state'\nlanding = 'landing'\n[tables.T]\n"
+                    "source = 'src'\nkeys = ['id']\ncodec = 'zstd'\n")
+    snap(3, "e")
+    assert main(["plan", "--config", str(path)]) == 3
+    reload = re.search(r"'(diffcdc reload [^']+)'", capsys.readouterr().out).group(1)
+    assert reload == f"diffcdc reload --table T --config {path} --yes"
+
+
+def test_suggested_commands_take_only_the_options_they_accept():
+    from diffcdc.cli.hints import Invocation
+    from diffcdc.cli.parser import build_parser
+
+    run = Invocation(build_parser(), [
+        "run", "--source", "my src", "--keys", "id", "--table", "T", "--landing", "l",
+        "--state", "st", "--landing-option", "max_workers=8", "--json", "--override-check",
+        "delete_ratio"])
+    assert run.complete("finish it with 'diffcdc drop --table T --yes', then run again") == (
+        "finish it with 'diffcdc drop --table T --landing l --state st --landing-option "
+        "max_workers=8 --yes', then run again")
+    assert run.complete("(diffcdc reload --sink k --yes)", "T") == (
+        "(diffcdc reload --sink k --table T --source 'my src' --keys id --landing l --state st "
+        "--landing-option max_workers=8 --yes)")
+    already = "'diffcdc repair --table T --state /s --source /src' (exact)"
+    assert run.complete(already) == already  # repair takes no --keys, --landing ...
+    for prose in ("(diffcdc reload) re-creates it", "see 'diffcdc run --help'"):
+        assert run.complete(prose, "T") == prose
+    config = Invocation(build_parser(), ["verify", "--config", "c.toml", "--table", "T",
+                                         "--snapshot", "s.parquet"])
+    assert config.complete("'diffcdc reload --table T --sink k --yes'") == (
+        "'diffcdc reload --table T --sink k --config c.toml --yes'")
+    assert config.complete("'diffcdc repair --config <the config file> --table T'") == (
+        "'diffcdc repair --config c.toml --table T'")
