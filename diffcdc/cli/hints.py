@@ -21,10 +21,12 @@ _OWN = frozenset({"--json", "--debug", "--quiet", "--yes", "--only", "--override
                   "--parallelism"})
 #: Commands that act on one table: a suggestion without ``--table`` gets the error's table.
 _ONE_TABLE = frozenset({"reload", "rollback", "drop", "repair"})
-#: A suggested command inside a message: ``diffcdc <command> --option ...`` up to a quote,
-#: a bracket or the end of the clause.
+#: A suggested command inside a message: ``diffcdc <command> --option value ...`` up to a
+#: quote that closes it, a bracket or the end of the clause; a value may be shell-quoted
+#: (``--state 'my state'``: a quote after a space opens a value).
+_WORD = r"(?:'[^']*'|[^-\s'\"()`;,][^\s'\"()`;,]*)"
 _COMMAND = re.compile(r"diffcdc (run|plan|status|verify|reload|rollback|drop|repair)"
-                      r"((?: +--?[^\s'\"()`;,]+(?: +[^-\s'\"()`;,][^\s'\"()`;,]*)*)+)")
+                      rf"((?: +--?[^\s'\"()`;,]+(?: +{_WORD})*)+)")
 
 
 class Invocation:

@@ -71,13 +71,14 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--config", help="TOML file with many tables (see README)")
     run.add_argument("--source", help="folder with one entry per snapshot (lexical order)")
     run.add_argument("--keys", type=csv_list, help="key columns, comma-separated")
-    run.add_argument("--table", type=TABLE, help="landing table name")
+    # run's (and plan's, reload's, rollback's) names are checked by the config models, with
+    # every other problem of the command line at once
+    run.add_argument("--table", help="landing table name")
     run.add_argument("--landing", help="landing zone root: a folder, abfss://... or https://...")
     add_landing_option_arg(run)
     run.add_argument("--state", default=None, help="state root (default ./state)")
     run.add_argument("--exclude", type=csv_list, default=None, help="columns left out of the fingerprint")
-    run.add_argument("--schema", dest="schema_name", type=SCHEMA,
-                     help="schema folder name (<schema>.schema/)")
+    run.add_argument("--schema", dest="schema_name", help="schema folder name (<schema>.schema/)")
     run.add_argument("--codec", choices=["snappy", "zstd", "gzip", "none"],
                      help="landing file codec (default: snappy for Parquet, none for text)")
     run.add_argument("--max-rows-per-file", type=int, help="rows per landing file at most")
