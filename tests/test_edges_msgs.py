@@ -237,3 +237,54 @@ def test_suggested_commands_take_only_the_options_they_accept():
         "'diffcdc reload --table T --sink k --config c.toml --yes'")
     assert config.complete("'diffcdc repair --config <the config file> --table T'") == (
         "'diffcdc repair --config c.toml --table T'")
+
+
+# -- verify of dates and timestamps Python cannot hold -------------------------------------------
+
+
+def _far_dates(shift_days: int = 0):
+    import pyarrow as pa
+
+    return pa.table({
+        "id": pa.array([1, 2, 3], pa.int64()),
+        "d": pa.array([0, 3_000_000 + shift_days, -800_000], pa.date32()),
+        "ts": pa.array([0, 300_000_000_000_000_000, -70_000_000_000_000_000],
+                       pa.timestamp("us", tz="UTC")),
+        "ntz": pa.array([1, 300_000_000_000_000_000, None], pa.timestamp("us")),
+    })
+
+
+def test_verify_compares_dates_python_cannot_hold_exactly():
+    import datetime as dt
+
+    from diffcdc.core.compare import Replayed, arrow_rows, compare
+
+    rows = arrow_rows(_far_dates())
+    same = compare(Replayed(["id"], ["id", "d", "ts", "ntz"], arrow_rows(_far_dates())), rows,
+                   ["id", "d", "ts", "ntz"])
+    assert same.identical and same.mirror_rows == 3
+    one_day = compare(Replayed(["id"], ["id", "d"], arrow_rows(_far_dates(shift_days=1))), rows,
+                      ["id", "d"])
+    assert not one_day.identical and one_day.missing == [2] and one_day.unexpected == [2]
+    # a value Python holds compares with the same value read as an integer
+    python = [{"id": 1, "d": dt.date(1970, 1, 1),
+               "ts": dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc),
+               "ntz": dt.datetime(1970, 1, 1, 0, 0, 0, 1)}]
+    assert compare(Replayed(["id"], [], python), rows[:1], ["id", "d", "ts", "ntz"]).identical
+    naive = [{**python[0], "ts": dt.datetime(1970, 1, 1)}]  # wall-clock time is no instant
+    assert not compare(Replayed(["id"], [], naive), rows[:1], ["id", "ts"]).identical
+
+
+def test_verify_of_a_landing_zone_with_dates_beyond_year_9999(spark, base, capsys):
+    import pyarrow.parquet as pq
+
+    pq.write_table(_far_dates(), str(base / "src" / "1.parquet"))
+    options = ["--table", "T", "--landing", str(base / "landing"), "--state", str(base / "state")]
+    assert main(["run", "--source", str(base / "src"), "--keys", "id", "--quiet", *options]) == 0
+    capsys.readouterr()
+    assert main(["verify", *options, "--snapshot", str(base / "src" / "1.parquet")]) == 0
+    assert "T: identical" in capsys.readouterr().out
+    pq.write_table(_far_dates(shift_days=1), str(base / "other.parquet"))
+    assert main(["verify", *options, "--snapshot", str(base / "other.parquet")]) == 1
+    out = capsys.readouterr().out
+    assert "T: DIFFERENT" in out and "missing or different for keys [2]" in out, out
