@@ -103,7 +103,8 @@ def replay(storage: ByteStore, folder: str, upto: int | None = None) -> MirrorTa
             rows = read_text_file(_read(storage, path), meta)
         elif extension == "parquet":
             try:
-                rows = arrow_rows(pq.read_table(io.BytesIO(_read(storage, path))))
+                rows = arrow_rows(pq.read_table(io.BytesIO(_read(storage, path)),
+                                                page_checksum_verification=True))
             except pa.ArrowException as exc:  # a damaged or foreign file in the folder
                 raise LandingZoneMismatch(
                     f"landing file is not readable Parquet: {' '.join(str(exc).split())}",
