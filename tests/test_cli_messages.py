@@ -138,7 +138,7 @@ def test_the_repair_hint_works_as_printed(spark, base, capsys):
     assert main(argv) == 1
     (err,) = [line for line in capsys.readouterr().err.splitlines() if "is damaged" in line]
     assert "state version 2 is damaged" in err
-    (command,) = re.findall(r"'(diffcdc repair [^']*(?:'[^']*'[^']*)*?)' \(the snapshot", err)
+    (command,) = re.findall(r"'(diffcdc repair [^']*(?:'[^']*'[^']*)*?)' \(exact", err)
     words = shlex.split(command)
     assert words[:2] == ["diffcdc", "repair"] and str(state_root) in words
     assert str(base / "src") in words and ["--schema", "s"] == words[4:6]

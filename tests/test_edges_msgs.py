@@ -340,3 +340,46 @@ def test_a_changed_byte_in_a_page_with_a_checksum_is_refused(spark, base, capsys
     _flipped(base / "src" / "3.parquet", checksums=False)
     assert main(argv) == 0
     assert "+0 ~1 -0" in capsys.readouterr().out
+
+
+# -- a damaged middle link of the state chain whose snapshot was moved away ------------------------
+
+
+def test_a_damaged_middle_link_without_its_snapshot_is_repaired_from_the_heads(spark, base,
+                                                                                  capsys):
+    import re
+    import shlex
+
+    from diffcdc.state.store import TableState
+    from tests.support.cli_runs import rows, run_args, write
+
+    for n in (1, 2):  # a base, then two deltas (few changes each)
+        write(str(base / "src" / f"{n}.parquet"), rows(40, changed=n - 1))
+    write(str(base / "src" / "3.parquet"), rows(39, changed=2))  # version 3 deletes key 39
+    assert main(run_args(base, "--quiet")) == 0
+    state = TableState(str(base / "state"), "T")
+    commits = state.commits()
+    assert [c.record.state_parent for c in commits] == [None, 1, 2]
+    middle = state.abspath(commits[1].record.state_path)
+    for name in os.listdir(middle):
+        if name.endswith(".parquet"):
+            os.remove(os.path.join(middle, name))
+    os.rename(base / "src" / "2.parquet", base / "moved-2.parquet")  # the extract moved away
+    write(str(base / "src" / "4.parquet"), rows(39, changed=4))
+    capsys.readouterr()
+    assert main(run_args(base, "--quiet")) == 1
+    out = capsys.readouterr().out
+    assert "state version 2 is damaged" in out
+    assert "reads snapshot 2.parquet, or else the head's snapshot 3.parquet" in out, out
+    repair = re.search(r"'(diffcdc repair [^']+)'", out).group(1)
+    assert main(shlex.split(repair)[1:]) == 0  # exact, no sink touched
+    said = capsys.readouterr().out
+    assert "the head version 3's state was rebuilt whole from its snapshot" in said, said
+    head = state.commits()[-1].record
+    assert head.version == 3 and head.state_parent is None  # a base now: 2 is not needed
+    landing = sorted(os.listdir(base / "landing" / "T"))
+    assert main(run_args(base, "--quiet")) == 0
+    assert len(sorted(os.listdir(base / "landing" / "T"))) == len(landing) + 1  # a diff, no reload
+    assert main(["verify", "--landing", str(base / "landing"), "--state", str(base / "state"),
+                 "--table", "T", "--snapshot", str(base / "src" / "4.parquet")]) == 0
+    assert main(["verify", "--state", str(base / "state"), "--table", "T"]) == 0

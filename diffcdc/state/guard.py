@@ -38,8 +38,12 @@ def repair_hint(state: TableState, record: CommitRecord) -> str:
         return reload
     if not state.location.remote:
         where += f" --source {shlex.quote(source)}"
-    return (f"rebuild it from snapshot {record.snapshot_id} with 'diffcdc repair{where}' (the "
-            f"snapshot must still be in the source folder, unchanged), or {reload}")
+    head = state.head()
+    instead = (f", or else the head's snapshot {head.snapshot_id}" if head is not None
+               and head.version != record.version else "")
+    return (f"rebuild it with 'diffcdc repair{where}' (exact, no sink is touched; it reads "
+            f"snapshot {record.snapshot_id}{instead}, which must still be in the source folder, "
+            f"unchanged), or {reload}")
 
 
 def _schema_of(folder: str, table: str) -> str | None:
