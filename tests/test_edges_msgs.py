@@ -231,12 +231,16 @@ def test_suggested_commands_take_only_the_options_they_accept():
     assert run.complete(already) == already  # repair takes no --keys, --landing ...
     for prose in ("(diffcdc reload) re-creates it", "see 'diffcdc run --help'"):
         assert run.complete(prose, "T") == prose
-    config = Invocation(build_parser(), ["verify", "--config", "c.toml", "--table", "T",
-                                         "--snapshot", "s.parquet"])
+    config = Invocation(build_parser(), ["verify", "--conf", "c.toml", "--table", "T",
+                                         "--snapshot", "s.parquet"])  # a prefix, as argparse
     assert config.complete("'diffcdc reload --table T --sink k --yes'") == (
         "'diffcdc reload --table T --sink k --config c.toml --yes'")
     assert config.complete("'diffcdc repair --config <the config file> --table T'") == (
         "'diffcdc repair --config c.toml --table T'")
+    bare = Invocation(build_parser(), ["verify", "--landing", "l", "--state", "--table", "T",
+                                       "--snapshot", "s.parquet"])  # --state: the default root
+    assert bare.complete("'diffcdc reload --table T --sink k --yes'") == (
+        "'diffcdc reload --table T --sink k --landing l --yes'")
 
 
 # -- verify of dates and timestamps Python cannot hold -------------------------------------------

@@ -43,6 +43,9 @@ class Invocation:
         while rest:
             token = rest.pop(0)
             name, eq, value = token.partition("=")
+            if name not in takes and name.startswith("--"):  # argparse takes a unique prefix
+                whole = [o for o in takes if o.startswith(name)]
+                name = whole[0] if len(whole) == 1 else name
             if name not in takes:
                 continue
             if eq:
@@ -74,12 +77,14 @@ class Invocation:
         named = {t.partition("=")[0] for t in tokens if t.startswith("-")}
         if named & {"--help", "-h"}:
             return match.group(0)
-        accepted = {o for a in parser._actions for o in a.option_strings}
+        accepted = {o: a.nargs for a in parser._actions for o in a.option_strings}
         extra: list[str] = []
         if command in _ONE_TABLE and "--table" not in named and table:
             extra += ["--table", table]
         for option, values in self.options:
             if option in _OWN or option in named or option not in accepted:
+                continue
+            if not values and accepted[option] != 0:  # a bare ``verify --state``: its default
                 continue
             if option == "--config" and named & {"--source", "--keys", "--landing"}:
                 continue  # the suggestion names the table's options itself
