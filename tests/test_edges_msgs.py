@@ -387,3 +387,17 @@ def test_a_damaged_middle_link_without_its_snapshot_is_repaired_from_the_heads(s
     assert main(["verify", "--landing", str(base / "landing"), "--state", str(base / "state"),
                  "--table", "T", "--snapshot", str(base / "src" / "4.parquet")]) == 0
     assert main(["verify", "--state", str(base / "state"), "--table", "T"]) == 0
+
+
+def test_dates_read_as_integers_sort_and_compare_like_dates():
+    import datetime as dt
+
+    from diffcdc.core.compare import norm_value
+
+    days = [dt.date(2024, 1, 2), dt.date(1, 1, 1), dt.date(9999, 12, 31)]
+    assert sorted(norm_value(d) for d in days) == [norm_value(d) for d in sorted(days)]
+    moments = [dt.datetime(2024, 1, 1, 12, tzinfo=dt.timezone(dt.timedelta(hours=2))),
+               dt.datetime(2024, 1, 1, 10, 0, 0, 1, tzinfo=dt.timezone.utc)]
+    assert norm_value(moments[0]) < norm_value(moments[1])
+    assert norm_value(dt.datetime(2024, 1, 1, 10, tzinfo=dt.timezone.utc)) == norm_value(
+        moments[0])  # one instant in two zones

@@ -32,7 +32,7 @@ class Replayed:
 _EXACT = decimal.Context(prec=80)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, order=True)
 class Day:
     """A date as days since 1970-01-01: every date Spark or Arrow holds, also the years before
     1 and after 9999 that Python's ``datetime.date`` cannot."""
@@ -40,7 +40,7 @@ class Day:
     days: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, order=True)
 class Instant:
     """A timestamp as nanoseconds since 1970-01-01 (UTC when ``aware``, else wall-clock time):
     every timestamp Spark or Arrow holds, also those Python's ``datetime`` cannot."""
