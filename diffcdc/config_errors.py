@@ -17,8 +17,11 @@ from diffcdc.sinks.registry import SINKS, TABLE_LEVEL, TABLE_SINK
 _SINK_MODELS: dict[str, type[BaseModel]] = {p.type: p.config for p in SINKS}
 
 
-def _location(loc: tuple[Any, ...], tables: list[str], flat: set[str] = frozenset()) -> str:
-    """``table T, field F`` for a validation error's location.
+def _location(
+    loc: tuple[Any, ...], tables: list[str], flat: set[str] = frozenset(), sink: str = ""
+) -> str:
+    """``table T, field F`` for a validation error's location (``table T, sink S`` for an
+    error of a whole sink, ``sink`` being its name or position).
 
     ``flat`` names the tables configured without ``sinks``: their sink's fields are at table
     level, so an error in their one sink is reported under the field's own name.
@@ -35,6 +38,8 @@ def _location(loc: tuple[Any, ...], tables: list[str], flat: set[str] = frozense
         parts = parts[:2] + parts[5 if parts[4] == TABLE_SINK.type else 4:]
     if len(parts) >= 2 and parts[0] == "tables" and isinstance(parts[1], int):
         name = tables[parts[1]] if parts[1] < len(tables) else str(parts[1])
+        if len(parts) == 4 and parts[2] == "sinks" and isinstance(parts[3], int) and sink:
+            return f"table {name}, sink {sink}"  # the sink as a whole (its ``type``)
         rest = ".".join(str(p) for p in parts[2:])
         return f"table {name}" + (f", field {rest}" if rest else "")
     return "field " + ".".join(str(p) for p in parts) if parts else ""
@@ -53,6 +58,12 @@ def describe_error(error: Mapping[str, Any], fields: Collection[str] = ()) -> st
     """
     kind = error.get("type", "")
     value = error.get("input")
+    if kind in ("union_tag_not_found", "union_tag_invalid"):  # a sink's ``type``
+        valid = ", ".join(repr(t) for t in _SINK_MODELS)
+        if kind == "union_tag_invalid":
+            given = (error.get("ctx") or {}).get("tag")
+            return f"unknown sink type {given!r}; give type = one of {valid}"
+        return f"the sink has no `type`; give type = one of {valid}"
     if kind == "extra_forbidden":
         name = str(error["loc"][-1]) if error.get("loc") else ""
         close = difflib.get_close_matches(name, list(fields), n=1, cutoff=0.6)
@@ -91,6 +102,16 @@ def _field_names(loc: Sequence[Any]) -> list[str]:
     return sorted(names)
 
 
+def _sink_label(error: Mapping[str, Any]) -> str:
+    """How a whole sink an error is about is called: its ``name``, else its position (#1...)."""
+    loc = tuple(error.get("loc") or ())
+    if len(loc) != 4 or loc[2] != "sinks" or not isinstance(loc[3], int):
+        return ""
+    value = error.get("input")
+    name = value.get("name") if isinstance(value, dict) else None
+    return repr(name) if isinstance(name, str) and name else f"#{loc[3] + 1}"
+
+
 def error_from_validation(
     exc: ValidationError, path: str, tables: list[str], flat: set[str] = frozenset()
 ) -> ConfigError:
@@ -99,7 +120,7 @@ def error_from_validation(
     errors = sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")
     problems = []
     for error in errors:
-        where = _location(tuple(error["loc"]), tables, flat)
+        where = _location(tuple(error["loc"]), tables, flat, _sink_label(error))
         what = describe_error(error, _field_names(error["loc"]))
         problems.append(f"{where}: {what}" if where else what)
     return ConfigError("; ".join(dict.fromkeys(problems)), path=path,

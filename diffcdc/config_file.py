@@ -52,9 +52,21 @@ def load_config(path: str) -> RunConfig:
     """Read and validate a TOML config file; relative paths are relative to the file."""
     try:
         with open(path, "rb") as handle:
-            raw = tomllib.load(handle)
+            data = handle.read()
     except FileNotFoundError:
         raise ConfigError("config file not found", path=path) from None
+    except IsADirectoryError:
+        raise ConfigError("the config file is a folder", path=path,
+                          hint="give the TOML file itself (--config FILE)") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read the config file: {exc.strerror or exc}", path=path,
+                          hint="check the file's permissions") from None
+    try:
+        # A byte order mark (Windows editors write one) is no TOML error: it is left out.
+        raw = tomllib.loads(data.removeprefix(b"\xef\xbb\xbf").decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"not UTF-8 text (byte {exc.start}): TOML files are UTF-8",
+                          path=path, hint="save the file as UTF-8") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"not valid TOML: {exc}", path=path) from None
     base = os.path.dirname(os.path.abspath(path))

@@ -11,6 +11,13 @@ exits with ``err.exit_code``:
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+#: Completes the commands a message suggests with the options of the command line that runs
+#: (set by :mod:`diffcdc.cli.main`; None when diffcdc is called from Python): ``(text, table)``
+#: → text.
+hint_commands: Callable[[str, str | None], str] | None = None
+
 
 class DiffcdcError(Exception):
     """Root of all diffcdc errors. Nothing raised on purpose escapes this hierarchy."""
@@ -43,9 +50,9 @@ class DiffcdcError(Exception):
             where.append(f"snapshot {self.snapshot}")
         if self.path:
             where.append(f"file {self.path}")
-        text = (", ".join(where) + ": " if where else "") + self.message
+        text = (", ".join(where) + ": " if where else "") + (self._complete(self.message) or "")
         if self.hint:
-            text += f" — {self.hint}"
+            text += f" — {self._complete(self.hint)}"
         return " ".join(text.split())  # always one line
 
     def to_dict(self) -> dict[str, object]:
@@ -53,12 +60,18 @@ class DiffcdcError(Exception):
         return {
             "error": type(self).__name__,
             "exit_code": self.exit_code,
-            "message": self.message,
+            "message": self._complete(self.message),
             "table": self.table,
             "snapshot": self.snapshot,
             "path": self.path,
-            "hint": self.hint,
+            "hint": self._complete(self.hint),
         }
+
+    def _complete(self, text: str | None) -> str | None:
+        """``text``, the commands it suggests completed to run as printed (``hint_commands``)."""
+        if not text or hint_commands is None:
+            return text
+        return hint_commands(text, self.table)
 
 
 class UsageError(DiffcdcError):

@@ -95,7 +95,7 @@ def test_plan_refuses_changed_keys_as_the_run_does(spark, base, capsys):
     assert main(["plan", "--config", path]) == 3
     out = capsys.readouterr().out
     assert "refused: table T, snapshot 2.parquet: key columns changed from ['id'] to ['id2']" in out
-    assert "diffcdc reload --table T --yes" in out
+    assert f"diffcdc reload --table T --config {path} --yes" in out  # runs as printed
     assert main(["plan", "--config", path, "--json"]) == 3
     (plan,) = json.loads(capsys.readouterr().out)["tables"]
     assert plan["error"]["error"] == "KeyViolation" and plan["error"]["exit_code"] == 3
@@ -138,7 +138,7 @@ def test_the_repair_hint_works_as_printed(spark, base, capsys):
     assert main(argv) == 1
     (err,) = [line for line in capsys.readouterr().err.splitlines() if "is damaged" in line]
     assert "state version 2 is damaged" in err
-    (command,) = re.findall(r"'(diffcdc repair [^']*(?:'[^']*'[^']*)*?)' \(the snapshot", err)
+    (command,) = re.findall(r"'(diffcdc repair [^']*(?:'[^']*'[^']*)*?)' \(exact", err)
     words = shlex.split(command)
     assert words[:2] == ["diffcdc", "repair"] and str(state_root) in words
     assert str(base / "src") in words and ["--schema", "s"] == words[4:6]

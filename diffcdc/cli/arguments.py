@@ -24,6 +24,22 @@ class Parser(argparse.ArgumentParser):
         return parsed
 
 
+def folder_name(what: str) -> Any:
+    """An argument type for a name diffcdc makes a folder of (``--table``, ``--schema``,
+    ``--sink``): the config's name check, so a command line never reaches outside the state
+    root or a landing root (``--table ../../etc``)."""
+    from diffcdc.core.names import check_folder_name
+
+    def check(value: str) -> str:
+        try:
+            return check_folder_name(value, what)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    check.__name__ = what.replace(" ", "_")  # argparse names the type in some messages
+    return check
+
+
 def csv_list(value: str) -> list[str]:
     return [v.strip() for v in value.split(",") if v.strip()]
 

@@ -15,6 +15,8 @@ import sys
 import traceback
 from collections.abc import Sequence
 
+from diffcdc import errors
+from diffcdc.cli.hints import Invocation
 from diffcdc.cli.parser import build_parser
 from diffcdc.errors import DiffcdcError, UsageError
 
@@ -24,8 +26,11 @@ log = logging.getLogger("diffcdc")
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args_list
+    errors.hint_commands = None  # an earlier main() in this process (tests, notebooks)
     try:
-        args = build_parser().parse_args(args_list)
+        parser = build_parser()
+        errors.hint_commands = Invocation(parser, args_list).complete
+        args = parser.parse_args(args_list)
         _setup_logging(args.quiet, debug)
         code = int(_dispatch(args) or 0)
         sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's last flush
@@ -52,6 +57,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"diffcdc: unexpected error: {type(exc).__name__}: {first} — run with --debug for "
               "the trace", file=sys.stderr)
         return 1
+    finally:
+        errors.hint_commands = None  # this command line's options are not the next caller's
 
 
 def _silence_stdout() -> None:

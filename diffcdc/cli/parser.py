@@ -12,7 +12,13 @@ from diffcdc.cli.arguments import (
     add_landing_contract_args,
     add_landing_option_arg,
     csv_list,
+    folder_name,
 )
+
+#: The argument types of names made folders of (checked as the config checks them).
+TABLE = folder_name("table name")
+SCHEMA = folder_name("schema name")
+SINK = folder_name("sink name")
 
 #: The exit codes, for ``--help`` (the README has the same table).
 EXIT_CODES = """\
@@ -65,6 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--config", help="TOML file with many tables (see README)")
     run.add_argument("--source", help="folder with one entry per snapshot (lexical order)")
     run.add_argument("--keys", type=csv_list, help="key columns, comma-separated")
+    # run's (and plan's, reload's, rollback's) names are checked by the config models, with
+    # every other problem of the command line at once
     run.add_argument("--table", help="landing table name")
     run.add_argument("--landing", help="landing zone root: a folder, abfss://... or https://...")
     add_landing_option_arg(run)
@@ -115,7 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "and its source folder (waiting snapshots)")
     status.add_argument("--state", default=None,
                         help="state root (default: the config's, else ./state)")
-    status.add_argument("--table", help="only this table")
+    status.add_argument("--table", type=TABLE, help="only this table")
     status.add_argument("--source", help="with --table and without --config: the table's "
                         "source folder, to show its waiting snapshots")
 
@@ -127,9 +135,10 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("--landing", help="landing zone root (default: the table's, with --config)")
     add_landing_option_arg(verify)
     verify.add_argument("--config", help="TOML config: the table's landing root and options")
-    verify.add_argument("--table", help="table name (with --state and --config: default every table)")
+    verify.add_argument("--table", type=TABLE,
+                        help="table name (with --state and --config: default every table)")
     verify.add_argument("--snapshot", help="snapshot file or folder to compare the sinks with")
-    verify.add_argument("--schema", dest="schema_name", help="schema folder name")
+    verify.add_argument("--schema", dest="schema_name", type=SCHEMA, help="schema folder name")
     verify.add_argument(
         "--state", nargs="?", const="", default=None, metavar="ROOT",
         help="state root (default: the config's, else ./state); without --snapshot: check the "
@@ -139,7 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("--csv-encoding", help="with --state: encoding of a CSV snapshot "
                         "(default: the table's csv_encoding, else utf-8)")
     verify.add_argument("--ignore", type=csv_list, default=None, help="columns not compared")
-    verify.add_argument("--sink", help="only this sink of the table (default: every sink)")
+    verify.add_argument("--sink", type=SINK, help="only this sink of the table (default: every sink)")
     verify.add_argument("--master", help="Spark master (default local[*])")
     verify.add_argument("--remote", metavar="URL",
                         help="run on a Spark Connect server, sc://host:port (default: [spark] "
@@ -149,8 +158,8 @@ def build_parser() -> argparse.ArgumentParser:
         "repair", parents=[common],
         help="rebuild a damaged head state from its snapshot (exact; no sink is touched)",
     )
-    repair.add_argument("--table", required=True, help="table name")
-    repair.add_argument("--schema", dest="schema_name", help="schema folder name")
+    repair.add_argument("--table", type=TABLE, required=True, help="table name")
+    repair.add_argument("--schema", dest="schema_name", type=SCHEMA, help="schema folder name")
     repair.add_argument("--config", help="TOML config holding the table")
     repair.add_argument("--source", help="the table's snapshot folder (or --config)")
     repair.add_argument("--state", default=None, help="state root (default ./state)")
@@ -209,7 +218,7 @@ def _add_reload_and_drop(
     _take_run_options(reload, run)
     reload.add_argument("--yes", action="store_true", help="confirm: the mirrored table is rebuilt")
     reload.add_argument(
-        "--sink", action="append", default=[], metavar="NAME", dest="reload_sink",
+        "--sink", action="append", default=[], metavar="NAME", dest="reload_sink", type=SINK,
         help="re-publish a full image to this one sink only (repeatable): its target is "
         "replaced, the table's state and other sinks go on with the diff",
     )
@@ -228,8 +237,8 @@ def _add_reload_and_drop(
 
     drop = sub.add_parser("drop", parents=[common],
                           help="drop a table on purpose: delete its landing folder and state")
-    drop.add_argument("--table", required=True, help="landing table name")
-    drop.add_argument("--schema", dest="schema_name", help="schema folder name")
+    drop.add_argument("--table", type=TABLE, required=True, help="landing table name")
+    drop.add_argument("--schema", dest="schema_name", type=SCHEMA, help="schema folder name")
     drop.add_argument("--landing", help="landing zone root (or --config)")
     drop.add_argument("--config", help="TOML config holding the table")
     add_landing_option_arg(drop)

@@ -15,10 +15,14 @@ def cmd_status(args: argparse.Namespace) -> int:
 
     state_root, sources = _where(args)
     _check_root(state_root, args)
-    configured = list(sources) if args.config else []
+    # With --source, the table is named by the operator: shown (its waiting snapshots) before
+    # its first run too.
+    configured = list(sources) if args.config or args.source else []
     # With a config, tables are their state folders (``<schema>.schema.<Table>``), as in state.
     only = next(iter(sources)) if args.config and args.table else args.table
     tables = table_status(state_root, only, configured=configured)
+    if only and not tables:
+        _unknown_table(state_root, only, args)
     for entry in tables:
         source = sources.get(entry["table"])
         entry["waiting"], entry["waiting_error"] = _waiting(state_root, entry["table"], source)
@@ -50,6 +54,19 @@ def _where(args: argparse.Namespace) -> tuple[Any, dict[str, str | None]]:
                              "there)", hint="or use --config FILE for every table")
         return state_root_of(args.state, None), {args.table: args.source}
     return state_root_of(args.state, None), {}
+
+
+def _unknown_table(state_root: Any, name: str, args: argparse.Namespace) -> None:
+    """``--table`` names no table of the state root: a typo is no empty answer (exit 2)."""
+    from diffcdc.engine.status import table_status
+
+    known = [t["table"] for t in table_status(state_root)]
+    raise UsageError(
+        f"--table {name} is not a table of the state root {state_root.location}: "
+        + (f"its tables are {', '.join(known)}" if known else "it holds no table yet"),
+        hint="check --table (a table with a schema is <schema>.schema.<Table> here) and --state"
+        if known else "check --state: give the state root the table was run with",
+    )
 
 
 def _check_root(state_root: Any, args: argparse.Namespace) -> None:

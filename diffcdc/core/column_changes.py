@@ -16,7 +16,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from diffcdc.core.compare import norm_value
+from diffcdc.core.compare import column_values, norm_value
 
 #: The column that lists an update's changed columns (history rows, Delta changelog rows).
 CHANGED_COLUMNS = "__CHANGED_COLUMNS"
@@ -75,7 +75,7 @@ def _differs_by_value(old: pa.Array, new: pa.Array) -> pa.BooleanArray:
 
 def key_rows(table: pa.Table, keys: Sequence[str]) -> list[tuple[Any, ...]]:
     """Each row's key values, as a hashable tuple (canonical: NaN matches NaN)."""
-    columns = [table.column(k).to_pylist() for k in keys]
+    columns = [column_values(table.column(k)) for k in keys]  # also dates Python cannot hold
     return [tuple(norm_value(v) for v in row) for row in zip(*columns)]
 
 

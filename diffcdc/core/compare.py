@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import decimal
 import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 
 @dataclass
@@ -28,9 +32,71 @@ class Replayed:
 _EXACT = decimal.Context(prec=80)
 
 
+@dataclass(frozen=True, order=True)
+class Day:
+    """A date as days since 1970-01-01: every date Spark or Arrow holds, also the years before
+    1 and after 9999 that Python's ``datetime.date`` cannot."""
+
+    days: int
+
+
+@dataclass(frozen=True, order=True)
+class Instant:
+    """A timestamp as nanoseconds since 1970-01-01 (UTC when ``aware``, else wall-clock time):
+    every timestamp Spark or Arrow holds, also those Python's ``datetime`` cannot."""
+
+    nanos: int
+    aware: bool
+
+
+_EPOCH = dt.datetime(1970, 1, 1)
+_EPOCH_UTC = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+_EPOCH_DAY = dt.date(1970, 1, 1)
+_TO_NANOS = {"s": 10**9, "ms": 10**6, "us": 10**3, "ns": 1}
+
+
+def arrow_rows(table: pa.Table) -> list[dict[str, Any]]:
+    """``table.to_pylist()``; a date or timestamp column holding a value Python's datetime
+    cannot (year 0, 10000 and beyond) is read as exact integers instead (:class:`Day`,
+    :class:`Instant`), which :func:`norm_value` also makes of the values Python holds."""
+    try:
+        return table.to_pylist()
+    except (OverflowError, ValueError):
+        pass
+    columns = [column_values(column) for column in table.columns]
+    return [dict(zip(table.column_names, values)) for values in zip(*columns)]
+
+
+def column_values(column: Any) -> list[Any]:
+    """An Arrow column's values as :func:`arrow_rows` reads them."""
+    import pyarrow as pa
+
+    try:
+        return column.to_pylist()
+    except (OverflowError, ValueError):
+        kind = column.type
+        if pa.types.is_date32(kind):
+            return [None if v is None else Day(v) for v in column.cast(pa.int32()).to_pylist()]
+        if pa.types.is_date64(kind):
+            return [None if v is None else Day(v // 86_400_000)
+                    for v in column.cast(pa.int64()).to_pylist()]
+        if pa.types.is_timestamp(kind):
+            scale, aware = _TO_NANOS[kind.unit], kind.tz is not None
+            return [None if v is None else Instant(v * scale, aware)
+                    for v in column.cast(pa.int64()).to_pylist()]
+        raise
+
+
 def norm_value(value: Any) -> Any:
     """A comparable, hashable form of a value (NaN equals NaN; -0.0 equals 0.0; a map's
-    entries in any order are the same map, as for the fingerprint)."""
+    entries in any order are the same map, as for the fingerprint; dates and timestamps as
+    exact integers, so a value Python cannot hold compares too)."""
+    if isinstance(value, dt.datetime):
+        aware = value.tzinfo is not None and value.utcoffset() is not None
+        delta = value - (_EPOCH_UTC if aware else _EPOCH.replace(tzinfo=value.tzinfo))
+        return Instant(delta // dt.timedelta(microseconds=1) * 1000, aware)
+    if isinstance(value, dt.date):
+        return Day((value - _EPOCH_DAY).days)
     if isinstance(value, float):
         if math.isnan(value):
             return ("NaN",)

@@ -10,11 +10,18 @@ later deltas build on it unchanged), checked against the counts the commit recor
 version L is pointed at it (``log/<L>.state.json``; the commit record is never edited). Then the
 next damaged link, if any. Every sink already holds the versions' output, so nothing is
 published.
+
+A middle link L (below the head H) whose snapshot is gone or replaced cannot be rebuilt; the
+head's state then is, whole, from H's own snapshot and H's own delta (its inserted, updated and
+deleted keys; every other key of the snapshot was unchanged): the base a compaction would have
+written at H, checked against H's recorded counts. H's chain then no longer reaches L. Only
+when H's snapshot is gone too is a reload (every sink gets a full image) the way left.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from pyspark.sql import SparkSession
 
@@ -70,7 +77,21 @@ def repair_table(
             if any(version == record.version for version, _ in done):
                 raise _refuser(table.name, record.version)(
                     f"its rebuilt state is damaged again ({damage.reason})")
-            _rebuild(spark, table, state, record, damage.reason)
+            try:
+                _rebuild(spark, table, state, record, damage.reason)
+            except StateError as exc:
+                latest = state.commits()[-1].record
+                if latest.version == record.version:
+                    raise
+                # A middle link that cannot be rebuilt (its snapshot moved away): the head's
+                # own snapshot and delta give the head's state whole, and no later version
+                # builds on the damaged link any more.
+                _rebuild_head(spark, table, state, latest, record.version, exc.message)
+                done.append((record.version, f"{damage.reason}: {damage.path}; its state "
+                             f"cannot be rebuilt ({exc.message}): the head version "
+                             f"{latest.version}'s state was rebuilt whole from its snapshot "
+                             "instead"))
+                continue
             done.append((record.version, f"{damage.reason}: {damage.path}"))
         if not done:
             return RepairResult(table.name, head.version, False, False, INTACT)
@@ -84,19 +105,7 @@ def _rebuild(
 ) -> None:
     """Rebuild version ``record``'s state whole from its snapshot and point the version at it."""
     refuse = _refuser(table.name, record.version)
-    if record.fingerprint.version != FINGERPRINT_VERSION:
-        raise refuse(f"it was fingerprinted with version {record.fingerprint.version}")
-    if not isinstance(table.source, str):
-        raise refuse("only snapshots from a source folder can be read again here")
-    entry = next((e for e in discover(table.source, table.name) if e.snapshot_id == record.snapshot_id), None)
-    if entry is None:
-        raise refuse(f"snapshot {record.snapshot_id} is no longer in {table.source}")
-    if record.snapshot_identity is None:
-        raise refuse("the version predates snapshot identities, so the snapshot cannot be "
-                     "proven unchanged")
-    if identify(entry.path, table.name, entry.snapshot_id) != record.snapshot_identity:
-        raise refuse(f"snapshot {record.snapshot_id} is not the file the version was made "
-                     "from (replaced or rewritten since)")
+    entry = _proven_snapshot(table, record, refuse)
     commits = state.commits()
     earlier = [c for c in commits if c.version < record.version]
     base = earlier[-1] if record.recreate is None and earlier else None
@@ -124,6 +133,87 @@ def _rebuild(
     except BaseException:
         paths.remove_tree(target)
         raise
+
+
+def _rebuild_head(
+    spark: SparkSession, table: TableConfig, state: TableState, head: CommitRecord,
+    damaged: int, why: str,
+) -> None:
+    """Rebuild the head's state whole (a base) from the head's snapshot and its own delta,
+    so that its chain no longer reaches version ``damaged``.
+
+    The head's delta holds the keys the head inserted, updated and deleted (tombstones) with
+    their kinds; every other key of the head's snapshot was unchanged. That is exactly the base
+    a compaction would have written at the head; its counts are checked against the commit's.
+    """
+    from pyspark.sql import functions as F
+
+    from diffcdc.core.classify import CHANGE, DUP, UNCHANGED, state_metrics
+    from diffcdc.core.fingerprint import fingerprint_exprs
+    from diffcdc.core.sql import quote
+    from diffcdc.spark import read_written, spark_path
+    from diffcdc.state.integrity import find_damage
+
+    def refuse(reason: str) -> StateError:
+        return StateError(
+            f"cannot rebuild the state of version {damaged} ({why}), nor the head version "
+            f"{head.version}'s from its own snapshot: {reason}",
+            table=table.name,
+            hint=f"re-create the table with 'diffcdc reload --table {table.name} --yes' (every "
+            "sink gets a full image of the newest snapshot: the cost of the only way left)",
+        )
+
+    if head.state_parent is None or head.state_manifest is None:
+        raise refuse("its state is no delta of its own")
+    if find_damage(state.abspath(head.state_path), head.state_manifest, checksums=True):
+        raise refuse("its own state folder is damaged too")
+    entry = _proven_snapshot(table, head, refuse)
+    folder = paths.join(state.abspath(head.version_dir), f"state-repair-{new_run_id()}")
+    paths.makedirs(state.abspath(head.version_dir), exist_ok=True)
+    try:
+        df = read_snapshot(spark, entry, table.name, table.csv_infer_schema, table.csv_encoding)
+        keys = list(head.keys)
+        narrow = df.select(*[quote(k) for k in keys],
+                           *fingerprint_exprs(df.schema, keys, head.exclude,
+                                              head.fingerprint.bits))
+        delta = read_written(spark, state.abspath(head.state_path), state_schema(head))
+        rest = (narrow.join(delta.select(*[quote(k) for k in keys]), on=keys, how="left_anti")
+                .withColumn(CHANGE, F.lit(UNCHANGED).cast("int"))
+                .withColumn(DUP, F.lit(1).cast("long")))
+        whole = delta.unionByName(rest.select(*[quote(c) for c in delta.columns]))
+        whole.write.mode("error").option("compression", "zstd").parquet(spark_path(spark, folder))
+        (values,) = read_written(spark, folder, whole.schema).agg(*state_metrics(keys)).collect()
+        got = {k: int(values[k] or 0) for k in _COUNTS}
+        want = {k: getattr(head.counts, k) for k in _COUNTS}
+        if got != want:
+            raise refuse(f"the rebuilt state counts {got}, the commit recorded {want}")
+        manifest = describe_state(spark, folder, table.name)
+        state.record_repaired_state(
+            head.version, paths.relative(folder, state.dir), manifest,
+            f"version {damaged}'s state is damaged and cannot be rebuilt ({why})")
+    except BaseException:
+        paths.remove_tree(folder)
+        raise
+
+
+def _proven_snapshot(table: TableConfig, record: CommitRecord, refuse: Any) -> Any:
+    """The source folder's entry of ``record``'s snapshot, proven to be the file it was made
+    from (same identity), else ``refuse(why)`` raised."""
+    if record.fingerprint.version != FINGERPRINT_VERSION:
+        raise refuse(f"it was fingerprinted with version {record.fingerprint.version}")
+    if not isinstance(table.source, str):
+        raise refuse("only snapshots from a source folder can be read again here")
+    entry = next((e for e in discover(table.source, table.name)
+                  if e.snapshot_id == record.snapshot_id), None)
+    if entry is None:
+        raise refuse(f"snapshot {record.snapshot_id} is no longer in {table.source}")
+    if record.snapshot_identity is None:
+        raise refuse("the version predates snapshot identities, so the snapshot cannot be "
+                     "proven unchanged")
+    if identify(entry.path, table.name, entry.snapshot_id) != record.snapshot_identity:
+        raise refuse(f"snapshot {record.snapshot_id} is not the file the version was made "
+                     "from (replaced or rewritten since)")
+    return entry
 
 
 def _head(state: TableState, table: TableConfig) -> Commit:

@@ -46,6 +46,8 @@ class TableReport:
     outcome: str = "ok"  # ok | nothing to do | failed
     snapshots: list[SnapshotResult] = field(default_factory=list)
     resumed_versions: list[int] = field(default_factory=list)
+    #: Sink id → the committed versions it published for an earlier run (its backlog).
+    backlog_published: dict[str, list[int]] = field(default_factory=dict)
     #: Quality gate results of the snapshot that was refused, if any.
     refused_gate: list[dict[str, Any]] = field(default_factory=list)
     overrides: list[str] = field(default_factory=list)

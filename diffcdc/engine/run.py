@@ -29,7 +29,10 @@ from diffcdc.sources.base import Source
 from diffcdc.sources.copies import SnapshotCopies
 from diffcdc.sources.registry import build_source
 from diffcdc.spark import is_connect
+from diffcdc.spark_compat import error_text
+from diffcdc.state.guard import unreadable_state
 from diffcdc.state.prune import prune_versions
+from diffcdc.state.records import sink_backlog
 from diffcdc.state.root import StateRoot
 from diffcdc.state.store import TableState, new_run_id, now_iso
 
@@ -205,7 +208,13 @@ def _execute(ctx: RunContext, report: TableReport, watch: RunObserver) -> None:
         say(f"the requested reload supersedes what {', '.join(plan.superseded)} left unpublished")
     if plan.publishes_first:
         ctx.stage(None, "finishing versions left unpublished by an earlier run")
+        waiting = _backlog(ctx)
         report.resumed_versions.extend(publish_backlog(ctx, skip=plan.reloading))
+        left = _backlog(ctx)
+        report.backlog_published.update({
+            sink: done for sink, versions in waiting.items()
+            if (done := [v for v in versions if v not in left.get(sink, ())])
+        })
     if plan.error is not None:
         raise plan.error
     if plan.rollback_to is not None:
@@ -217,6 +226,12 @@ def _execute(ctx: RunContext, report: TableReport, watch: RunObserver) -> None:
     if not report.snapshots and plan.rollback_to is None:
         say("no new snapshot")
         report.outcome = "ok" if report.resumed_versions else "nothing to do"
+
+
+def _backlog(ctx: RunContext) -> dict[str, list[int]]:
+    """Each sink's committed versions it has not published yet."""
+    commits = ctx.state.commits()
+    return {s: [c.version for c in sink_backlog(commits, s)] for s in ctx.sinks}
 
 
 def _process(ctx: RunContext, report: TableReport, watch: RunObserver) -> None:
@@ -231,7 +246,8 @@ def _process(ctx: RunContext, report: TableReport, watch: RunObserver) -> None:
             report.refused_gate = getattr(exc, "gate", [])
             raise
         except Exception as exc:
-            raise unexpected_error(exc, entry, ctx.state.dir) from exc
+            damaged = unreadable_state(f"{exc}\n{error_text(exc)}", ctx.state)
+            raise (damaged or unexpected_error(exc, entry, ctx.state.dir)) from exc
         if result is not None:
             report.snapshots.append(result)
             watch.snapshot_done(ctx.table.name, result)

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pyspark.sql import SparkSession
 
 from diffcdc.config import TableConfig
-from diffcdc.core.compare import VerifyResult, compare
+from diffcdc.core.compare import VerifyResult, arrow_rows, compare
 from diffcdc.errors import InputRefused, UsageError
 from diffcdc.sinks.base import Sink, SinkTable
 from diffcdc.sinks.registry import build_sink
@@ -36,7 +36,7 @@ def verify_sinks(
     results = {}
     for sink_id, sink in sinks.items():
         df = sink.comparable(snapshot)
-        results[sink_id] = compare(sink.replay(spark), to_arrow(df).to_pylist(), df.columns, ignore)
+        results[sink_id] = compare(sink.replay(spark), arrow_rows(to_arrow(df)), df.columns, ignore)
     return results
 
 

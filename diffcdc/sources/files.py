@@ -30,6 +30,9 @@ _SPARK_CHARSETS = {"iso8859-1": "iso-8859-1", "ascii": "us-ascii", "utf-16-be": 
 
 _FILE_KINDS = {".parquet": "parquet", ".parq": "parquet", ".csv": "csv"}
 
+#: The Parquet reader's option to check each page's CRC where the file has one.
+PAGE_CHECKSUMS = "parquet.page.verify-checksum.enabled"
+
 
 @dataclass(frozen=True)
 class SnapshotEntry:
@@ -175,7 +178,10 @@ def read_snapshot(
                 .csv(literal_path(spark_path(spark, entry.path)))
             )
         else:
-            df = spark.read.parquet(literal_path(spark_path(spark, entry.path)))
+            # A page whose CRC the writer recorded is checked (Spark does not by default): a
+            # changed byte is refused instead of read as data. Pages without one cannot be.
+            df = (spark.read.option(PAGE_CHECKSUMS, "true")
+                  .parquet(literal_path(spark_path(spark, entry.path))))
         if not df.columns:
             raise InputRefused("snapshot has no columns", table=table, snapshot=entry.snapshot_id, path=entry.path)
         return df

@@ -105,7 +105,9 @@ def parquet_dataset(path: str, schema: pa.Schema | None = None) -> ds.Dataset:
     """
     fmt = ds.ParquetFileFormat(
         read_options=ds.ParquetReadOptions(coerce_int96_timestamp_unit="us"),
-        default_fragment_scan_options=ds.ParquetFragmentScanOptions(pre_buffer=False),
+        # page_checksum_verification: a page whose CRC the writer recorded is checked
+        default_fragment_scan_options=ds.ParquetFragmentScanOptions(
+            pre_buffer=False, page_checksum_verification=True),
     )
     filesystem, inner = paths.arrow_source(path)  # a state folder may be at a URL
     return ds.dataset(inner, format=fmt, filesystem=filesystem, schema=schema)

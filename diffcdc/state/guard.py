@@ -10,6 +10,7 @@ table (``diffcdc reload``, every sink gets a full image).
 from __future__ import annotations
 
 import os
+import re
 import shlex
 from collections.abc import Sequence
 
@@ -37,8 +38,12 @@ def repair_hint(state: TableState, record: CommitRecord) -> str:
         return reload
     if not state.location.remote:
         where += f" --source {shlex.quote(source)}"
-    return (f"rebuild it from snapshot {record.snapshot_id} with 'diffcdc repair{where}' (the "
-            f"snapshot must still be in the source folder, unchanged), or {reload}")
+    head = state.head()
+    instead = (f", or else the head's snapshot {head.snapshot_id}" if head is not None
+               and head.version != record.version else "")
+    return (f"rebuild it with 'diffcdc repair{where}' (exact, no sink is touched; it reads "
+            f"snapshot {record.snapshot_id}{instead}, which must still be in the source folder, "
+            f"unchanged), or {reload}")
 
 
 def _schema_of(folder: str, table: str) -> str | None:
@@ -85,3 +90,34 @@ def check_head_state(state: TableState, commits: Sequence[Commit], version: int)
             path=damage.path,
             hint=repair_hint(state, record),
         )
+
+
+_FILE_URI = re.compile(r"file:(?://)?(/[^\s'\"\],;]+)")
+_ROOT_CAUSE = re.compile(r"^(?:Caused by: )?(?:\S+(?:Exception|Error)): (.+)$", re.M)
+
+
+def unreadable_state(text: str, state: TableState) -> StateError | None:
+    """A read that failed on one of the table's own state files (a checksum that fails, bytes
+    a decoder refuses: damage the run's quick check cannot see) as that state version's error,
+    with the ways out (``diffcdc repair`` first); None when no state file is named in ``text``
+    (the error of a Spark job, whose trace names the files it could not read)."""
+    root = os.path.abspath(state.dir).rstrip("/") + "/"
+    files = [p.rstrip(".") for p in _FILE_URI.findall(text) if p.startswith(root)]
+    if not files or paths.is_url(state.dir):
+        return None
+    path = files[0]
+    commits = state.commits()
+    record = next((c.record for c in reversed(commits)
+                   if path.startswith(state.abspath(c.record.state_path).rstrip("/") + "/")),
+                  None)
+    if record is None:
+        return None
+    causes = [c.strip() for c in _ROOT_CAUSE.findall(text) if "calling o" not in c]
+    reason = (causes[-1] if causes else text.strip().splitlines()[0])
+    reason = re.sub(r"file:(?://)?" + re.escape(path), os.path.basename(path), reason)[:300]
+    return StateError(
+        f"state version {record.version} is damaged: one of its files cannot be read ({reason})",
+        table=record.table,
+        path=path,
+        hint=repair_hint(state, record),
+    )

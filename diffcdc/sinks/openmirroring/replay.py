@@ -19,7 +19,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from diffcdc.core.compare import Replayed, norm_value
+from diffcdc.core.compare import Replayed, arrow_rows, norm_value
 from diffcdc.errors import LandingZoneMismatch
 from diffcdc.sinks.openmirroring.contract import sequence_numbers
 from diffcdc.sinks.openmirroring.landing import read_file
@@ -103,7 +103,8 @@ def replay(storage: ByteStore, folder: str, upto: int | None = None) -> MirrorTa
             rows = read_text_file(_read(storage, path), meta)
         elif extension == "parquet":
             try:
-                rows = pq.read_table(io.BytesIO(_read(storage, path))).to_pylist()
+                rows = arrow_rows(pq.read_table(io.BytesIO(_read(storage, path)),
+                                                page_checksum_verification=True))
             except pa.ArrowException as exc:  # a damaged or foreign file in the folder
                 raise LandingZoneMismatch(
                     f"landing file is not readable Parquet: {' '.join(str(exc).split())}",
