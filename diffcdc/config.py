@@ -24,7 +24,7 @@ from diffcdc.core.names import MAX_NAME_BYTES, check_folder_name
 from diffcdc.core.quality_config import QualityConfig
 from diffcdc.sinks.registry import SINKS, TABLE_LEVEL, TABLE_SINK, plugin_of
 from diffcdc.sinks.table import SinkTable
-from diffcdc.sinks.targets import OwnedTarget, own, target_clash
+from diffcdc.sinks.targets import OwnedTarget, folder_overlap, own, target_clash
 from diffcdc.sources.registry import SOURCES, source_kind, source_plugin
 from diffcdc.sources.snapshot_time import SnapshotTimeRule
 from diffcdc.state.chain import MAX_DELTA_RATIO, MAX_DELTAS
@@ -199,6 +199,13 @@ class TableConfig(BaseModel):
         clash = target_clash(self.targets())
         if clash:
             raise ValueError(clash)
+        if isinstance(self.source, str):  # a folder of snapshots
+            overlap = folder_overlap(
+                self.targets(), self.source, "the table's source folder",
+                "what the sink writes would be read as a snapshot (or a snapshot taken for "
+                "its output)")
+            if overlap:
+                raise ValueError(overlap)
         return self
 
     def targets(self) -> list[OwnedTarget]:
@@ -327,6 +334,16 @@ class RunConfig(BaseModel):
         clash = target_clash([t for table in self.tables for t in table.targets()])
         if clash:
             raise ValueError(clash)
+        roots = [(self.state, "the state root"), (self.state_data, "the state data folder")]
+        for folder, what in roots:
+            if folder is None:
+                continue
+            for table in self.tables:
+                overlap = folder_overlap(
+                    table.targets(), folder, what,
+                    "the sink's output and the state would be taken for each other")
+                if overlap:
+                    raise ValueError(overlap)
         return self
 
 

@@ -278,7 +278,9 @@ class MemorySinks:
         """A table config whose sinks are ``sinks`` in order: a memory target's sink, or a real
         sink's entry (``{"type": "open_mirroring", ...}``), validated as the config file would."""
         real = [s for s in sinks if isinstance(s, dict)]
-        placeholder = {"type": "delta", "name": "placeholder", "path": os.path.join(source, "x")}
+        placeholder = {"type": "delta", "name": "placeholder",  # beside the source, not in it
+                       "path": os.path.join(os.path.dirname(os.path.abspath(source)),
+                                            "_placeholder")}
         config = TableConfig.model_validate(
             {"name": name, "source": source, "keys": keys, "sinks": real or [placeholder], **fields}
         )
