@@ -16,7 +16,9 @@ version or any, a given number of times or until :meth:`MemoryTarget.heal`:
 * ``transient``: :class:`~diffcdc.errors.TransientStorageError` (an outage; ``transient``);
 * ``terminal``: :class:`~diffcdc.errors.TargetMismatch` (the target changed behind diffcdc's
   back), at ``accept`` :class:`~diffcdc.errors.InputRefused` (what ``accept`` raises);
-* ``unexpected``: a ``RuntimeError``, not a diffcdc error (a bug in a sink).
+* ``unexpected``: a ``RuntimeError``, not a diffcdc error (a bug in a sink);
+* ``read_only``, ``full``: the ``OSError`` (EROFS, ENOSPC) of a disk the target lies on,
+  naming a file ``/memory/<sink>/<step>.tmp``.
 
 ``prepare`` and ``check`` are told no version: theirs is the one the run would commit next
 (the table's head + 1).
@@ -30,6 +32,7 @@ sink types is fixed when it is imported, so the config is put together without i
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 from collections.abc import Callable
@@ -51,7 +54,7 @@ from diffcdc.state.store import TableState
 
 Step = Literal["prepare", "check", "accept", "stage", "publish", "replay"]
 STEPS: tuple[Step, ...] = ("prepare", "check", "accept", "stage", "publish", "replay")
-Kind = Literal["transient", "terminal", "unexpected"]
+Kind = Literal["transient", "terminal", "unexpected", "read_only", "full"]
 CHANGES_FILE = "changes.parquet"
 
 
@@ -70,6 +73,9 @@ class Fault:
         what += f" of version {version}" if version is not None else ""
         if self.kind == "unexpected":
             return RuntimeError(what)
+        if self.kind in ("read_only", "full"):  # the target's own disk, as the OS says it
+            code = errno.EROFS if self.kind == "read_only" else errno.ENOSPC
+            return OSError(code, os.strerror(code), f"/memory/{sink_id}/{self.step}.tmp")
         if self.kind == "transient":
             return TransientStorageError(what, hint="the memory target is down; run again")
         if self.step == "accept":
