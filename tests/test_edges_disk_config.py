@@ -121,3 +121,28 @@ def test_commands_that_locate_a_table_by_its_landing_root_alone_still_work(base,
     assert "source folder" not in capsys.readouterr().err
     main(["repair", "--table", "T", "--source", "src", "--state", "state"])
     assert "source folder" not in capsys.readouterr().err
+
+
+def test_a_sink_inside_another_tables_source_folder_is_refused(base, capsys):
+    """Table A's landing root is table B's source folder: B would read A's output."""
+    os.makedirs(base / "srcb")
+    text = ("[diffcdc]\nstate = '../state'\n"
+            "[tables.A]\nsource = '../src'\nkeys = ['id']\n"
+            "sinks = [{type = 'open_mirroring', name = 'fabric', landing = '../srcb/zone'}]\n"
+            "[tables.B]\nsource = '../srcb'\nkeys = ['id']\n"
+            "sinks = [{type = 'delta', path = '../lake/b'}]\n")
+    refused(base, capsys, text, "table 'A' sink 'fabric' (landing)",
+            f"{base / 'srcb' / 'zone'}, which lies inside the source folder of table 'B' "
+            f"{base / 'srcb'}", "read as that table's snapshots")
+
+
+def test_a_source_folder_and_the_state_root_one_inside_the_other_are_refused(base, capsys):
+    """The state root inside a source folder would be read as a snapshot (and the reverse
+    taken for a table's state)."""
+    refused(base, capsys, table("{type = 'delta', path = '../lake/t'}", top="state = '../src/state'"),
+            f"table 'T' reads its snapshots from {base / 'src'}",
+            f"the state root {base / 'src' / 'state'}")
+    assert main(["run", "--table", "T", "--keys", "id", "--source", ".", "--landing",
+                 "../elsewhere"]) == 2  # the default ./state inside the source folder "."
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "reads its snapshots from ." in err, err
