@@ -350,14 +350,11 @@ class RunConfig(BaseModel):
         state root or ``state_data``; or a source folder and the state root one inside the
         other (what the state holds would be read as snapshots) — in words, or None."""
         targets = [t for table in self.tables for t in table.targets()]
+        overlap = sinks_apart_from_state(targets, self.state, self.state_data)
+        if overlap:
+            return overlap
         roots = [(f, what) for f, what in ((self.state, "the state root"),
                                            (self.state_data, "the state data folder")) if f]
-        for folder, what in roots:
-            overlap = folder_overlap(
-                targets, folder, what,
-                "the sink's output and the state would be taken for each other")
-            if overlap:
-                return overlap
         for table in self.tables:
             if not isinstance(table.source, str):
                 continue
@@ -376,6 +373,20 @@ class RunConfig(BaseModel):
                             "the state would be read as snapshots, or snapshots as state; give "
                             "them folders side by side")
         return None
+
+
+def sinks_apart_from_state(targets: list[OwnedTarget], state: str,
+                           state_data: str | None = None) -> str | None:
+    """The first sink folder that is, lies inside or holds the state root or ``state_data``,
+    in words; None when they all lie apart."""
+    for folder, what in ((state, "the state root"), (state_data, "the state data folder")):
+        if folder:
+            overlap = folder_overlap(
+                targets, folder, what,
+                "the sink's output and the state would be taken for each other")
+            if overlap:
+                return overlap
+    return None
 
 
 def check_secrets(tables: list[TableConfig]) -> None:

@@ -190,3 +190,19 @@ def test_a_disk_failure_is_blamed_on_the_state_only_when_it_is_the_states(tmp_pa
                               "device")
     assert str(unexpected_error(spark_text, state_dir=state)).startswith(
         f"no space left on the device under {state} — free space on the state's disk")
+
+
+def test_run_dataframe_refuses_a_sink_inside_its_state_root(spark, tmp_path):
+    """The config check of a state root and a sink folder one inside the other holds for
+    run_dataframe too (its state root is an argument, not a config file's)."""
+    import diffcdc
+    from diffcdc.errors import ConfigError
+
+    state = str(tmp_path / "state")
+    with pytest.raises(ConfigError) as caught:
+        diffcdc.run_dataframe(spark.range(3), table="T", keys=["id"], state=state,
+                              landing=os.path.join(state, "landing"))
+    text = str(caught.value)
+    assert caught.value.exit_code == 2 and len(text.splitlines()) == 1, text
+    assert f"lies inside the state root {state}" in text and "sink 'open_mirroring'" in text
+    assert not os.path.exists(state)
