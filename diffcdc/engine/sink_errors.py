@@ -124,34 +124,31 @@ def sink_error(sink: Sink, exc: BaseException, doing: str, version: int | None =
 
 
 def staging_error(sink: Sink, exc: BaseException, version: int, staging_dir: str,
-                  state_dir: str) -> DiffcdcError:
-    """A sink's staging of ``version`` failed: its output goes under ``staging_dir`` in the
-    state's version folder, so a disk problem there is the state's disk (``state_dir``). The
-    version is not committed: a version a sink could not stage would leave that sink without
-    its changes (it could only start afresh), so the whole version waits, as when a sink
-    refuses a change set. A :class:`DiffcdcError` is kept as it is."""
+                  state_dir: str) -> DiffcdcError | None:
+    """A sink's staging of ``version`` failed on the state's disk (``state_dir``): its output
+    goes under ``staging_dir`` in the state's version folder. The version is not committed: a
+    version a sink could not stage would leave that sink without its changes (it could only
+    start afresh), so the whole version waits, as when a sink refuses a change set. None for
+    any other failure: staging also reads the snapshot again (a file that turned unreadable is
+    the snapshot's, see :mod:`diffcdc.engine.unexpected`), and a DiffcdcError is kept."""
     if isinstance(exc, DiffcdcError):
-        return exc
+        return None
     found = disk_problem(exc)
-    undone = "nothing was committed; the half-written version is removed"
-    if found is not None:
-        code, name = found
-        fix = ("free space on it" if code in (errno.ENOSPC, errno.EDQUOT)
-               else "make it writable" if code in (errno.EROFS, errno.EACCES, errno.EPERM)
-               else "check that disk")
-        error = StorageError(
-            f"sink {sink.id}: staging version {version} under {staging_dir} failed: "
-            f"{DISK_PROBLEMS[code]}{f' ({name})' if name else ''} on the state's disk "
-            f"({state_dir})",
-            table=sink.table.name, path=staging_dir,
-            hint=f"{fix}, then run again ({undone})",
-        )
-    else:
-        error = StorageError(
-            f"sink {sink.id}: staging version {version} under {staging_dir} failed: "
-            f"{_first_line(exc)}",
-            table=sink.table.name, path=staging_dir,
-            hint=f"run again with --debug for the full trace ({undone})",
-        )
+    if found is None:
+        return None
+    code, name = found
+    if not (under(exc, state_dir) or (name is None and code == errno.ENOSPC)):
+        return None
+    fix = ("free space on it" if code in (errno.ENOSPC, errno.EDQUOT)
+           else "make it writable" if code in (errno.EROFS, errno.EACCES, errno.EPERM)
+           else "check that disk")
+    error = StorageError(
+        f"sink {sink.id}: staging version {version} under {staging_dir} failed: "
+        f"{DISK_PROBLEMS[code]}{f' ({name})' if name else ''} on the state's disk "
+        f"({state_dir})",
+        table=sink.table.name,
+        hint=f"{fix}, then run again (nothing was committed; the half-written version is "
+             "removed)",
+    )
     error.__cause__ = exc
     return error

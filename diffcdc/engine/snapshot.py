@@ -435,7 +435,7 @@ def _stage_sinks(
             manifest = sink.stage(changes, folder, histories[sink_id])
         except Exception as exc:  # the version waits: see staging_error
             error = staging_error(sink, exc, version, folder, ctx.state.dir)
-            if error is exc:
+            if error is None:
                 raise
             raise error from exc
         manifest = {**manifest, "initial": changes.initial, "rows": changes.rows,
