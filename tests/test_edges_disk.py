@@ -123,3 +123,37 @@ def test_a_sink_disk_read_only_or_full_fails_that_sink_alone(spark, tmp_path, ki
         if kind.type == "open_mirroring":  # no upload of ours left behind on the landing disk
             folder = os.path.join(broken["landing"], "T")
             assert not [n for n in os.listdir(folder) if n.startswith("_") and n != "_metadata.json"]
+
+
+def test_a_read_only_landing_leaves_delta_history_and_kafka_published(spark, servers, tmp_path):
+    """The issue's case: a landing folder that turns read-only beside a Delta, a history and a
+    Kafka sink of the same table. The landing sink fails alone, named with its folder; the
+    other three publish the version; once writable, the landing catches up exactly."""
+    need_mounts()
+    root = str(tmp_path)
+    source, state = os.path.join(root, "source"), os.path.join(root, "state")
+    os.makedirs(source)
+    others = [BY_NAME[n] for n in ("delta", "history", "kafka")]
+    disk_root = os.path.join(root, "disk")
+    os.makedirs(disk_root)
+    landing = _entry(BY_NAME["landing_local"], disk_root)
+    table = TableConfig(name="T", source=source, keys=["id"],
+                        sinks=[landing, *[k.entry(root, servers) for k in others]])
+    options = RunOptions(quality=PERMISSIVE)
+    pq.write_table(snapshot(1), os.path.join(source, "0001.parquet"))
+    run_table(spark, table, state, options)
+    pq.write_table(snapshot(2), os.path.join(source, "0002.parquet"))
+    with read_only(disk_root), pytest.raises(DiffcdcError) as caught:
+        run_table(spark, table, state, options)
+    text = str(caught.value)
+    assert caught.value.exit_code == 1 and len(text.splitlines()) == 1, text
+    assert caught.value.message.startswith("sink landing_local: publishing version 2 failed: "
+                                           "the file system is read-only"), text
+    assert landing["landing"] in text and "sink(s) delta, history, kafka published" in text
+    assert TableState(state, "T").head().published_sinks == {"delta", "history", "kafka"}
+    _assert_exact(spark, table, state, "0002.parquet", ["delta", "history", "kafka"])
+    assert run_table(spark, table, state, options).resumed_versions == [2]
+    _assert_exact(spark, table, state, "0002.parquet", ["landing_local", "delta", "history",
+                                                        "kafka"])
+    for kind in [BY_NAME["landing_local"], *others]:
+        kind.assert_once(TableState(state, "T"), kind.name, servers)
