@@ -21,7 +21,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from diffcdc.config import TableConfig
+from diffcdc.config import TableConfig, sinks_apart_from_state
 from diffcdc.core.quality_config import QualityConfig
 from diffcdc.engine.report import Progress, TableReport
 from diffcdc.errors import ConfigError, UsageError
@@ -97,6 +97,9 @@ def run_dataframe(
         where = ".".join(str(p) for p in first["loc"]) or "arguments"
         raise ConfigError(f"{where}: {first['msg']}", table=table,
                           hint="fix the arguments of run_dataframe") from None
+    overlap = sinks_apart_from_state(config.targets(), state, state_data)
+    if overlap:
+        raise ConfigError(overlap, table=table, hint="fix the arguments of run_dataframe")
     try:
         root = StateRoot(state, state_data, state_options)
     except ConfigError as exc:

@@ -24,7 +24,13 @@ from diffcdc.core.names import MAX_NAME_BYTES, check_folder_name
 from diffcdc.core.quality_config import QualityConfig
 from diffcdc.sinks.registry import SINKS, TABLE_LEVEL, TABLE_SINK, plugin_of
 from diffcdc.sinks.table import SinkTable
-from diffcdc.sinks.targets import OwnedTarget, own, target_clash
+from diffcdc.sinks.targets import (
+    OwnedTarget,
+    folder_location,
+    folder_overlap,
+    own,
+    target_clash,
+)
 from diffcdc.sources.registry import SOURCES, source_kind, source_plugin
 from diffcdc.sources.snapshot_time import SnapshotTimeRule
 from diffcdc.state.chain import MAX_DELTA_RATIO, MAX_DELTAS
@@ -204,6 +210,13 @@ class TableConfig(BaseModel):
         clash = target_clash(self.targets())
         if clash:
             raise ValueError(clash)
+        if isinstance(self.source, str):  # a folder of snapshots
+            overlap = folder_overlap(
+                self.targets(), self.source, "the table's source folder",
+                "what the sink writes would be read as a snapshot (or a snapshot taken for "
+                "its output)")
+            if overlap:
+                raise ValueError(overlap)
         return self
 
     def targets(self) -> list[OwnedTarget]:
@@ -332,7 +345,53 @@ class RunConfig(BaseModel):
         clash = target_clash([t for table in self.tables for t in table.targets()])
         if clash:
             raise ValueError(clash)
+        problem = self._folders_apart()
+        if problem:
+            raise ValueError(problem)
         return self
+
+    def _folders_apart(self) -> str | None:
+        """A sink folder of any table inside (or around) another table's source folder, the
+        state root or ``state_data``; or a source folder and the state root one inside the
+        other (what the state holds would be read as snapshots) — in words, or None."""
+        targets = [t for table in self.tables for t in table.targets()]
+        overlap = sinks_apart_from_state(targets, self.state, self.state_data)
+        if overlap:
+            return overlap
+        roots = [(f, what) for f, what in ((self.state, "the state root"),
+                                           (self.state_data, "the state data folder")) if f]
+        for table in self.tables:
+            if not isinstance(table.source, str):
+                continue
+            overlap = folder_overlap(  # a table's own sinks: checked with the table
+                [t for t in targets if t.table != table_label(table)], table.source,
+                f"the source folder of table {table_label(table)}",
+                "what the sink writes would be read as that table's snapshots")
+            if overlap:
+                return overlap
+            for folder, what in roots:
+                here, there = folder_location(table.source), folder_location(folder)
+                if here == there or here.startswith(there.rstrip("/") + "/") or \
+                        there.startswith(here.rstrip("/") + "/"):
+                    return (f"table {table_label(table)} reads its snapshots from "
+                            f"{table.source}, which is, lies inside or holds {what} {folder}: "
+                            "the state would be read as snapshots, or snapshots as state; give "
+                            "them folders side by side")
+        return None
+
+
+def sinks_apart_from_state(targets: list[OwnedTarget], state: str,
+                           state_data: str | None = None) -> str | None:
+    """The first sink folder that is, lies inside or holds the state root or ``state_data``,
+    in words; None when they all lie apart."""
+    for folder, what in ((state, "the state root"), (state_data, "the state data folder")):
+        if folder:
+            overlap = folder_overlap(
+                targets, folder, what,
+                "the sink's output and the state would be taken for each other")
+            if overlap:
+                return overlap
+    return None
 
 
 def check_secrets(tables: list[TableConfig]) -> None:

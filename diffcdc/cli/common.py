@@ -36,6 +36,10 @@ def state_root_of(given: str | None, config: Any | None) -> Any:
     return StateRoot(given, url_data(config.state_data))
 
 
+#: The source of a table located by its landing root alone (never read).
+_NO_SOURCE = {"type": "dataframe", "description": "none: the table is located by --landing"}
+
+
 def located_table(args: Any, command: str) -> tuple[Any, Any]:
     """The table a command names (from ``--config``, or only its location from ``--landing``)
     and the state root; ``--landing`` overrides a configured landing root, and
@@ -50,9 +54,10 @@ def located_table(args: Any, command: str) -> tuple[Any, Any]:
         if args.landing:
             table = table.with_table_fields(landing=args.landing)
     elif args.landing:
-        # Only the location matters here; source and keys are placeholders.
-        table = table_from_options(name=args.table, source=".", keys=["-"], landing=args.landing,
-                                   schema_name=args.schema_name)
+        # Only the location matters here; source and keys are placeholders (no folder: it
+        # could not lie apart from every landing root).
+        table = table_from_options(name=args.table, source=_NO_SOURCE, keys=["-"],
+                                   landing=args.landing, schema_name=args.schema_name)
     else:
         raise UsageError(f"{command} needs --landing or --config", hint="give one of them")
     if args.landing_options:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 
 from diffcdc.cli.common import check_state_owner, config_table, state_root_of
 from diffcdc.errors import UsageError
@@ -21,8 +22,10 @@ def cmd_repair(args: argparse.Namespace) -> int:
         state_root = state_root_of(args.state, config)
         master, conf, remote = config.spark.master, config.spark.conf, config.spark.remote
     elif args.source:
-        # Keys come from the commit record; the landing root is never used by a repair.
-        table = table_from_options(name=args.table, source=args.source, keys=["-"], landing=".",
+        # Keys come from the commit record; the landing root is never used by a repair (a
+        # placeholder beside the source folder, not around it).
+        unused = os.path.join(os.path.dirname(os.path.abspath(args.source)), "_unused_landing")
+        table = table_from_options(name=args.table, source=args.source, keys=["-"], landing=unused,
                                    schema_name=args.schema_name, csv_encoding=args.csv_encoding)
         state_root = state_root_of(args.state, None)
     else:

@@ -4,7 +4,10 @@ Each sink publishes its committed versions in order, oldest first, and is marked
 state per version. A sink that fails (an outage, a target changed behind its back) stops at
 that version for this run and is named in the run's error; every other sink goes on
 publishing, and later snapshots are still committed for all sinks, so the failed sink catches
-up in order once it works again (or starts afresh with ``diffcdc reload --sink``). Publishing
+up in order once it works again (or starts afresh with ``diffcdc reload --sink``). Whatever a sink
+raises while it publishes (its disk read-only or full, its server, its library) is that sink's
+failure, named with its target (:mod:`diffcdc.engine.sink_errors`); a failure to record the
+mark is the state's and stops the run. Publishing
 is idempotent in every sink, so a version is simply published again after a crash; only what
 is missing lands.
 """
@@ -12,6 +15,7 @@ is missing lands.
 from __future__ import annotations
 
 from diffcdc.engine.context import RunContext, sink_history, staging_dir
+from diffcdc.engine.sink_errors import sink_error, under
 from diffcdc.errors import DiffcdcError
 from diffcdc.faults import crash_point
 from diffcdc.state.records import sink_backlog
@@ -40,18 +44,22 @@ def _publish(ctx: RunContext, commits: list[Commit], commit: Commit, sink_id: st
     """Publish one version to one sink and mark it; False (recorded) when the sink failed."""
     record = commit.record
     ctx.state.check_lease()  # a run frozen past its lease publishes nothing more
+    sink = ctx.sinks[sink_id]
     try:
-        ctx.sinks[sink_id].publish(
+        sink.publish(
             commit.version,
             record.sinks[sink_id].manifest,
             staging_dir(ctx.state, record, sink_id),
             sink_history(commits, sink_id, upto=commit.version),
         )
-        crash_point("before_mark_published", scope=sink_id)
-        ctx.state.mark_published(commit.version, sink_id, {})
-    except DiffcdcError as exc:
-        ctx.fail_sink(sink_id, exc, f"version {commit.version}")
+    except Exception as exc:  # noqa: BLE001 - the sink's disk, server or library: its own
+        if under(exc, ctx.state.dir):
+            raise  # the state's disk (the staged output, a mark): the state's failure
+        error = sink_error(sink, exc, f"publishing version {commit.version}", commit.version)
+        ctx.fail_sink(sink_id, error, f"version {commit.version}")
         return False
+    crash_point("before_mark_published", scope=sink_id)
+    ctx.state.mark_published(commit.version, sink_id, {})  # the state's: its failure is its own
     return True
 
 

@@ -22,6 +22,7 @@ from diffcdc.engine.plan import RunRequest, plan_table
 from diffcdc.engine.progress import RunObserver
 from diffcdc.engine.publish import failed_sinks_error, publish_backlog
 from diffcdc.engine.report import SnapshotResult, TableReport
+from diffcdc.engine.sink_errors import sink_error, under
 from diffcdc.engine.snapshot import process_snapshot
 from diffcdc.engine.unexpected import unexpected_error
 from diffcdc.errors import DiffcdcError, StateOwnerError
@@ -202,8 +203,14 @@ def _execute(ctx: RunContext, report: TableReport, watch: RunObserver) -> None:
     plan, state, say = ctx.plan, ctx.state, ctx.say
     if plan.reload is None:
         state.requests.remove_carried_out()
-    for sink in ctx.sinks.values():  # under the lock: our temporary uploads are debris
-        sink.prepare(state.dir)
+    for sink_id, sink in ctx.sinks.items():  # under the lock: our temporary uploads are debris
+        try:
+            sink.prepare(state.dir)
+        except Exception as exc:  # noqa: BLE001 - its disk, server or library: its own
+            if under(exc, state.dir):
+                raise  # the state's disk: the state's failure
+            ctx.fail_sink(sink_id, sink_error(sink, exc, "preparing its target"),
+                          "at the start")
     if plan.superseded:
         say(f"the requested reload supersedes what {', '.join(plan.superseded)} left unpublished")
     if plan.publishes_first:

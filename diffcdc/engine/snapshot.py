@@ -41,7 +41,8 @@ from diffcdc.engine.gate import run_gate
 from diffcdc.engine.publish import failed_sinks_error, publish_backlog
 from diffcdc.engine.recreate import decide_recreate
 from diffcdc.engine.report import SnapshotResult
-from diffcdc.errors import DiffcdcError, InputRefused, StateError
+from diffcdc.engine.sink_errors import sink_error, staging_error
+from diffcdc.errors import ConfigError, InputRefused, StateError
 from diffcdc.faults import crash_point
 from diffcdc.sinks.base import ChangeSet, SinkHistory, SinkTable
 from diffcdc.sinks.registry import sink_result
@@ -256,15 +257,20 @@ def _check_sinks(
     ctx: RunContext, histories: dict[str, SinkHistory], fresh: frozenset[str]
 ) -> None:
     """Each sink that continues checks its target is where it left it. A sink whose target
-    changed (or is down) fails on its own: the version is still committed and staged for it,
-    and it publishes nothing in this run while the other sinks go on."""
+    changed (or is down, or its disk fails) fails on its own: the version is still committed
+    and staged for it, and it publishes nothing in this run while the other sinks go on."""
     for sink_id, sink in ctx.sinks.items():
         if sink_id in ctx.failed or sink_id in fresh:
             continue
         try:
             sink.check(histories[sink_id])
-        except DiffcdcError as exc:
-            ctx.fail_sink(sink_id, exc, "before the commit")
+        except Exception as exc:  # noqa: BLE001 - its disk, server or library: its own
+            ctx.fail_sink(sink_id, sink_error(sink, exc, "checking its target"),
+                          "before the commit")
+    _some_sink_left(ctx)
+
+
+def _some_sink_left(ctx: RunContext) -> None:
     if ctx.sinks and len(ctx.failed) == len(ctx.sinks):
         raise failed_sinks_error(ctx)  # no sink could take the version: nothing is committed
 
@@ -404,7 +410,10 @@ def _stage_sinks(
 
     Sinks that continue get the diff; a sink without history (first load, re-creation, or a
     sink added later) gets a full image. With several sinks taking the diff it is written once
-    to the version folder and each reads that copy: the snapshot is joined only once.
+    to the version folder and each reads that copy: the snapshot is joined only once. A sink
+    whose target cannot be reached while it accepts fails alone (as in :func:`_check_sinks`);
+    a sink that cannot stage stops the version: nothing is committed (see
+    :func:`~diffcdc.engine.sink_errors.staging_error`).
     """
     columns, metrics = df.columns, written.counts
     version, sid, vdir = draft.version, draft.snapshot_id, draft.folder
@@ -434,12 +443,27 @@ def _stage_sinks(
                 ident, version, sid, df.schema, initial_frame(df, columns), True,
                 metrics["rows"], 0, 0, restart.get(sink_id), snapshot_time=draft.time,
             )
-        sink.accept(changes)
         change_sets[sink_id] = changes
+        try:
+            sink.accept(changes)
+        except (InputRefused, ConfigError):
+            raise  # this change set or config cannot work: nothing is committed
+        except Exception as exc:  # noqa: BLE001 - its target unreachable: the sink's own
+            if sink_id not in ctx.failed:
+                ctx.fail_sink(sink_id, sink_error(sink, exc, "checking its target"),
+                              "before the commit")
+    _some_sink_left(ctx)
     out = {}
     for sink_id, sink in ctx.sinks.items():
         changes = change_sets[sink_id]
-        manifest = sink.stage(changes, paths.join(vdir, "sinks", sink_id), histories[sink_id])
+        folder = paths.join(vdir, "sinks", sink_id)
+        try:
+            manifest = sink.stage(changes, folder, histories[sink_id])
+        except Exception as exc:  # the version waits: see staging_error
+            error = staging_error(sink, exc, version, folder, ctx.state.dir)
+            if error is None:
+                raise
+            raise error from exc
         manifest = {**manifest, "initial": changes.initial, "rows": changes.rows,
                     "snapshot_id": sid}
         out[sink_id] = SinkEntry(sink.type, manifest)

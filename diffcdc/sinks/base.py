@@ -27,6 +27,12 @@ Per snapshot, for every sink of the table, in this order:
    per sink afterwards; a sink whose publish failed publishes its versions in order, oldest
    first, in a later run, while the table's other sinks go on.
 
+An exception other than a :class:`~diffcdc.errors.DiffcdcError` (an ``OSError`` of the target's
+disk: read-only, full, no permission; a library's error) at ``prepare``, ``check``, ``accept``
+or ``publish`` is this sink's failure all the same: the engine names the sink and its target
+(:mod:`diffcdc.engine.sink_errors`) and the table's other sinks go on. At ``stage`` (which
+writes to the state's version folder) any failure stops the version for every sink.
+
 ``history`` is this sink's manifests of earlier versions, oldest first, since the table was
 last re-created or the sink last got a full image (:class:`SinkHistory`; at ``check`` all of
 them are published). A sink with no history on a table that already has

@@ -195,6 +195,30 @@ def target_clash(targets: Sequence[OwnedTarget]) -> str | None:
     return None
 
 
+#: The kinds of target that are folders (compared with the source and state folders).
+FOLDER_KINDS = ("folder", "landing_table", "root")
+
+
+def folder_overlap(targets: Sequence[OwnedTarget], folder: str, what: str, why: str
+                   ) -> str | None:
+    """The first folder target that is ``folder`` or lies inside it (or holds it), in words:
+    ``what`` names the folder (``"the table's source folder"``), ``why`` says what would go
+    wrong; None when every target lies apart from it."""
+    location = folder_location(folder)
+    for owned in targets:
+        target = owned.target
+        if target.kind not in FOLDER_KINDS:
+            continue
+        if not (_inside(target.location, location) or _inside(location, target.location)):
+            continue
+        how = ("is" if target.location == location
+               else "lies inside" if _inside(target.location, location) else "holds")
+        return (f"table {owned.table} sink {owned.sink!r} ({target.key}) writes to "
+                f"{target.shown}, which {how} {what} {folder}: {why}; give the sink a folder "
+                f"outside it")
+    return None
+
+
 def own(table: str, sink: str, targets: Iterable[SinkTarget]) -> list[OwnedTarget]:
     """``targets`` of one sink with its table and sink id."""
     return [OwnedTarget(table, sink, t) for t in targets]

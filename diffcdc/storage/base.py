@@ -164,6 +164,11 @@ class ByteStore(ABC):
         """Set a file's modification time where the backend allows it; whether it did."""
         return False
 
+    def read_only(self, folder: str) -> bool:
+        """True when ``folder`` lies on a file system mounted read-only (no write or delete
+        can work there until it is remounted); False where that cannot be told."""
+        return False
+
     # -- exactly-once writes, on top of the primitives -------------------------------------
 
     def rename(self, source: str, target: str, *, expect: bytes | None = None) -> None:
@@ -310,6 +315,9 @@ class Below(ByteStore):
 
     def set_mtime(self, path: str, mtime: float) -> bool:
         return self.store.set_mtime(self._p(path), mtime)
+
+    def read_only(self, folder: str) -> bool:
+        return self.store.read_only(self._p(folder))
 
 
 #: Marker names of a replace in progress: ``<name>.cas.<tag>.<attempt>``.

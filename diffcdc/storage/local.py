@@ -165,6 +165,12 @@ class LocalStore(MarkerReplace):
     def makedirs(self, folder: str, *, exist_ok: bool = True) -> None:
         os.makedirs(self._abs(folder), exist_ok=exist_ok)
 
+    def read_only(self, folder: str) -> bool:
+        try:
+            return bool(os.statvfs(self._abs(folder)).f_flag & os.ST_RDONLY)
+        except OSError:
+            return False
+
     def set_mtime(self, path: str, mtime: float) -> bool:
         ns = int(mtime * 1_000_000_000)
         os.utime(self._abs(path), ns=(ns, ns))

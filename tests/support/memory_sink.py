@@ -16,7 +16,10 @@ version or any, a given number of times or until :meth:`MemoryTarget.heal`:
 * ``transient``: :class:`~diffcdc.errors.TransientStorageError` (an outage; ``transient``);
 * ``terminal``: :class:`~diffcdc.errors.TargetMismatch` (the target changed behind diffcdc's
   back), at ``accept`` :class:`~diffcdc.errors.InputRefused` (what ``accept`` raises);
-* ``unexpected``: a ``RuntimeError``, not a diffcdc error (a bug in a sink).
+* ``unexpected``: a ``RuntimeError``, not a diffcdc error (a bug in a sink);
+* ``read_only``, ``full``: the ``OSError`` (EROFS, ENOSPC) of a disk the target lies on,
+  naming a file ``/memory/<sink>/<step>.tmp`` (at ``stage``: one in the staging folder, on
+  the state's disk).
 
 ``prepare`` and ``check`` are told no version: theirs is the one the run would commit next
 (the table's head + 1).
@@ -30,6 +33,7 @@ sink types is fixed when it is imported, so the config is put together without i
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 from collections.abc import Callable
@@ -51,7 +55,7 @@ from diffcdc.state.store import TableState
 
 Step = Literal["prepare", "check", "accept", "stage", "publish", "replay"]
 STEPS: tuple[Step, ...] = ("prepare", "check", "accept", "stage", "publish", "replay")
-Kind = Literal["transient", "terminal", "unexpected"]
+Kind = Literal["transient", "terminal", "unexpected", "read_only", "full"]
 CHANGES_FILE = "changes.parquet"
 
 
@@ -65,11 +69,15 @@ class Fault:
     kind: Kind = "terminal"
     times: int | None = None
 
-    def error(self, sink_id: str, version: int | None) -> Exception:
+    def error(self, sink_id: str, version: int | None, where: str | None = None) -> Exception:
         what = f"injected {self.kind} failure of memory sink {sink_id} at {self.step}"
         what += f" of version {version}" if version is not None else ""
         if self.kind == "unexpected":
             return RuntimeError(what)
+        if self.kind in ("read_only", "full"):  # the target's own disk, as the OS says it
+            code = errno.EROFS if self.kind == "read_only" else errno.ENOSPC
+            path = os.path.join(where, CHANGES_FILE) if where else f"/memory/{sink_id}/{self.step}.tmp"
+            return OSError(code, os.strerror(code), path)
         if self.kind == "transient":
             return TransientStorageError(what, hint="the memory target is down; run again")
         if self.step == "accept":
@@ -130,8 +138,10 @@ class MemoryTarget:
         assert self.violations == [], self.violations
         assert self.versions == sorted(set(self.versions)), self.versions
 
-    def step(self, sink_id: str, step: Step, version: int | None) -> None:
-        """A call of the sink protocol: recorded, and failed when a fault says so."""
+    def step(self, sink_id: str, step: Step, version: int | None, where: str | None = None
+             ) -> None:
+        """A call of the sink protocol: recorded, and failed when a fault says so (a disk's
+        failure names a file in ``where``, the staging folder at ``stage``)."""
         self.calls.append((step, version))
         for fault in self.faults:
             if fault.step != step or (fault.version is not None and fault.version != version):
@@ -140,7 +150,7 @@ class MemoryTarget:
                 if fault.times <= 0:
                     continue
                 fault.times -= 1
-            raise fault.error(sink_id, version)
+            raise fault.error(sink_id, version, where)
 
     def refuse(self, message: str) -> None:
         """Record a mistake of the engine and raise it as the target would."""
@@ -226,7 +236,7 @@ class MemorySink(Sink):
         self.target.step(self.id, "accept", changes.version)
 
     def stage(self, changes: ChangeSet, staging_dir: str, history: SinkHistory) -> dict[str, Any]:
-        self.target.step(self.id, "stage", changes.version)
+        self.target.step(self.id, "stage", changes.version, staging_dir)
         os.makedirs(staging_dir, exist_ok=True)
         path = os.path.join(staging_dir, CHANGES_FILE)
         pq.write_table(to_arrow(changes.frame), path)
@@ -278,7 +288,9 @@ class MemorySinks:
         """A table config whose sinks are ``sinks`` in order: a memory target's sink, or a real
         sink's entry (``{"type": "open_mirroring", ...}``), validated as the config file would."""
         real = [s for s in sinks if isinstance(s, dict)]
-        placeholder = {"type": "delta", "name": "placeholder", "path": os.path.join(source, "x")}
+        placeholder = {"type": "delta", "name": "placeholder",  # beside the source, not in it
+                       "path": os.path.join(os.path.dirname(os.path.abspath(source)),
+                                            "_placeholder")}
         config = TableConfig.model_validate(
             {"name": name, "source": source, "keys": keys, "sinks": real or [placeholder], **fields}
         )

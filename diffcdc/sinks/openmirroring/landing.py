@@ -284,7 +284,8 @@ def drop_folder(store: ByteStore, folder: str, timeout: float, poll: float = 0.5
     """Delete a table folder and return only once it is really gone.
 
     The mirroring service may still be reading the folder, so a failed delete is retried
-    until ``timeout`` seconds have passed.
+    until ``timeout`` seconds have passed; on a file system mounted read-only (no wait helps)
+    it fails at once.
     """
     deadline = time.monotonic() + timeout
     while True:
@@ -295,6 +296,13 @@ def drop_folder(store: ByteStore, folder: str, timeout: float, poll: float = 0.5
             error = exc
         if not store.folder_exists(folder):
             return
+        if store.read_only(folder):
+            raise StorageError(
+                f"table folder {folder} cannot be deleted: the file system is read-only",
+                path=store.describe(folder),
+                hint="make it writable again (remount it read-write), then run again (the "
+                "drop is recorded and resumes)",
+            )
         if time.monotonic() >= deadline:
             raise TransientStorageError(
                 f"table folder {folder} still exists {timeout:.0f} s after deleting it"
