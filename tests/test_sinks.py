@@ -57,7 +57,7 @@ def test_sinks_config_defaults_and_ids(tmp_path):
     with pytest.raises(ConfigError, match="sink ids repeat: \\['fabric'\\]"):
         load_config(_config(tmp_path, twice))
     unknown = TWO_SINKS.replace('type = "open_mirroring"\nname = "archive"', 'type = "ftp"\nname = "archive"')
-    with pytest.raises(ConfigError, match="table T, field sinks"):
+    with pytest.raises(ConfigError, match="table T, sink 'archive': unknown sink type 'ftp'; give type = one of"):
         load_config(_config(tmp_path, unknown))
 
 
