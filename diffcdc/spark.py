@@ -66,6 +66,9 @@ def spark_label(spark: SparkSession) -> str:
     return str(spark.sparkContext.master)
 
 
+#: What installs the Spark Connect client's packages beside pyspark.
+CONNECT_INSTALL = "pip install 'diffcdc[connect]'"
+
 #: The URL (secrets left out) of each Spark Connect session :func:`connect_session` made.
 _CONNECT_URLS: dict[int, str] = {}
 
@@ -243,6 +246,10 @@ def connect_session(url: str, conf: Mapping[str, str] | None = None) -> SparkSes
     try:
         # no options here: the builder would send them at once, retried for minutes
         spark = SparkSession.builder.remote(url).getOrCreate()
+    except ImportError as exc:  # the gRPC client's packages (PySparkImportError among them)
+        raise ConfigError(f"Spark Connect {shown}: the Spark Connect client's packages are "
+                          f"not installed: {_first_line(exc)}",
+                          hint=f"{CONNECT_INSTALL} (nothing was read or written)") from None
     except Exception as exc:  # a malformed URL: pyspark's own one-line error
         raise ConfigError(f"Spark Connect URL {shown}: {_first_line(exc)}",
                           hint="give it as sc://host:port (see docs/platforms.md)") from None
