@@ -245,6 +245,11 @@ class SparkSettings(BaseModel):
         "this process's own; default: the SPARK_REMOTE environment variable, if set.",
     )
     conf: dict[str, str] = Field(default_factory=dict, description="Extra Spark settings.")
+    connect_timeout: float = Field(
+        default=120.0, gt=0, allow_inf_nan=False,
+        description="With a Spark Connect server: seconds it may go without answering (killed, "
+        "hung, its network gone) before the run ends, releasing what the table holds.",
+    )
 
     @model_validator(mode="after")
     def _one_kind(self) -> SparkSettings:

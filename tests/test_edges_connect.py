@@ -43,3 +43,123 @@ def test_remote_without_the_connect_extra_names_the_extra(tmp_path):
     assert "grpcio" in lines[0] and "give it as sc://host:port" not in lines[0], lines[0]
     assert not os.path.exists(os.path.join(root, "landing"))
     assert not os.path.exists(os.path.join(root, "state", "T"))
+
+
+TIMEOUT = 8.0  # connect_timeout of the runs below: a lost server ends a run in seconds
+
+
+def _cli(cwd: str, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    """``diffcdc ARGS`` in a client process without Java, started (not waited for)."""
+    from tests.support.connect_server import client_env
+
+    return subprocess.Popen([sys.executable, "-m", "diffcdc.cli", *args], cwd=cwd,
+                            env=client_env(cwd, **(env or {})), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def _ended(process: subprocess.Popen[str], within: float) -> tuple[int, str]:
+    """The exit code and stderr of a process that must end ``within`` seconds (no stuck
+    thread keeps it alive)."""
+    try:
+        _, err = process.communicate(timeout=within)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, 9)
+        _, err = process.communicate()
+        raise AssertionError(f"the run did not end within {within:.0f} s:\n{err[-3000:]}") \
+            from None
+    return process.returncode, err
+
+
+def _paused_run(root: str, config: str) -> tuple[subprocess.Popen[str], str]:
+    """A run paused once its snapshot is read (the table's lease held, nothing computed)."""
+    pause = os.path.join(root, f"paused-{len(os.listdir(root))}")
+    run = _cli(root, "run", "--quiet", "--config", config,
+               env={"DIFFCDC_PAUSE_AT": "after_read", "DIFFCDC_PAUSE_FILE": pause})
+    import time
+
+    deadline = time.monotonic() + 240
+    while not os.path.exists(pause):
+        assert run.poll() is None, run.communicate()[1][-3000:]
+        assert time.monotonic() < deadline, "the run never reached its snapshot"
+        time.sleep(0.1)
+    return run, pause
+
+
+def _assert_lost_run(run: subprocess.Popen[str], url: str, why: str, state: str) -> None:
+    import time
+
+    started = time.monotonic()
+    code, err = _ended(run, within=TIMEOUT + 60)
+    took = time.monotonic() - started
+    assert code == 1, err[-3000:]
+    lines = [line for line in err.splitlines() if "stopped answering" in line]
+    assert len(lines) == 1, err[-3000:]
+    assert f"the Spark Connect server {url} stopped answering ({why}" in lines[0], lines[0]
+    assert "nothing was published for T" in lines[0] and "run again when it is back" in lines[0]
+    assert "Traceback" not in err and "_InactiveRpcError" not in err, err[-3000:]
+    assert took < TIMEOUT + 45, f"the run took {took:.0f} s to give up"
+    assert not os.path.exists(os.path.join(state, "T", "lease.json")), "the lease was kept"
+
+
+@pytest.mark.slow
+@pytest.mark.connect
+def test_a_connect_server_killed_or_hung_mid_run_ends_the_run_and_the_rerun_is_exact(
+        spark, servers, tmp_path):
+    from diffcdc.config import TableConfig
+    from diffcdc.state.store import TableState
+    from tests.support.config_text import table_toml
+    from tests.support.connect_server import ConnectServer
+    from tests.support.sink_kinds import KINDS
+    from tests.support.snapshots import snapshot_two
+    from tests.test_connect import _assert_once, _assert_replays
+
+    root = str(tmp_path / "work")
+    os.makedirs(root)
+    server = ConnectServer(str(tmp_path / "server"))
+    server.start()
+    try:
+        table = TableConfig(name="T", source=os.path.join(root, "source"), keys=["k1", "k2"],
+                            sinks=[kind.entry(root, servers) for kind in KINDS])
+        state = os.path.join(root, "state")
+        config = os.path.join(root, "diffcdc.toml")
+        with open(config, "w", encoding="utf-8") as f:
+            f.write(table_toml(table, state, spark={"remote": server.url,
+                                                    "connect_timeout": TIMEOUT}))
+        write_snapshot(table.source, "1.parquet", snapshot_one(), seed=0)
+        code, err = _ended(_cli(root, "run", "--quiet", "--config", config), within=300)
+        assert code == 0, err[-3000:]
+        _assert_replays(spark, table, state, os.path.join(table.source, "1.parquet"))
+
+        # killed (kill -9) while the run holds the table's lease
+        write_snapshot(table.source, "2.parquet", snapshot_two(), seed=1)
+        run, pause = _paused_run(root, config)
+        server.kill()
+        os.remove(pause)
+        _assert_lost_run(run, server.url, "connection refused", state)
+        assert [c.version for c in TableState(state, "T").commits()] == [1]
+        _assert_replays(spark, table, state, os.path.join(table.source, "1.parquet"))
+
+        server.start()  # on the same port: the config's URL
+        code, err = _ended(_cli(root, "run", "--quiet", "--config", config), within=300)
+        assert code == 0, err[-3000:]
+        _assert_replays(spark, table, state, os.path.join(table.source, "2.parquet"))
+        _assert_once(table, state, servers)
+
+        # hung (SIGSTOP): its sockets stay open, nothing answers
+        write_snapshot(table.source, "3.parquet", snapshot_one(7), seed=2)
+        run, pause = _paused_run(root, config)
+        server.pause()
+        os.remove(pause)
+        try:
+            _assert_lost_run(run, server.url, "no answer", state)
+        finally:
+            server.resume()
+        assert [c.version for c in TableState(state, "T").commits()] == [1, 2]
+        _assert_replays(spark, table, state, os.path.join(table.source, "2.parquet"))
+
+        code, err = _ended(_cli(root, "run", "--quiet", "--config", config), within=300)
+        assert code == 0, err[-3000:]
+        _assert_replays(spark, table, state, os.path.join(table.source, "3.parquet"))
+        _assert_once(table, state, servers)
+    finally:
+        server.stop()
