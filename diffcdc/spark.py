@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import DataType, StructType
 
+    from diffcdc.errors import DiffcdcError
+
 _GLOB_CHARS = re.compile(r"([\\\[\]{}*?])")
 
 
@@ -466,6 +468,22 @@ def connect_lost(spark: SparkSession | None, exc: BaseException | None = None) -
         if reason is not None:
             watch.lose(reason)
     return watch.lost
+
+
+def lost_server_error(exc: BaseException) -> DiffcdcError | None:
+    """A one-line error for a command (``verify``, ``repair`` ...) whose Spark Connect server
+    was lost while it ran (None: no server of this process was lost)."""
+    from diffcdc.errors import SparkConnectLost
+
+    for watch in list(_WATCHES.values()):
+        reason = connect_lost(watch.spark, exc)
+        if reason is not None:
+            return SparkConnectLost(
+                f"the Spark Connect server {watch.url} stopped answering ({reason}); the "
+                "command did not finish",
+                hint="run it again when the server is back (connect_timeout / "
+                "--connect-timeout sets how long diffcdc waits for it)")
+    return None
 
 
 def _grpc_unreachable(exc: BaseException) -> str | None:

@@ -163,3 +163,172 @@ def test_a_connect_server_killed_or_hung_mid_run_ends_the_run_and_the_rerun_is_e
         _assert_once(table, state, servers)
     finally:
         server.stop()
+
+
+# -- the watch and the retries, without Spark: a port that refuses, a socket that never answers
+
+
+class _Session:
+    """What :class:`diffcdc.spark.ConnectWatch` uses of a Spark Connect session: its client's
+    channel builder, channel and ``close``."""
+
+    def __init__(self, target: str) -> None:
+        import grpc
+
+        self.target = target
+        self.closed = False
+        outer = self
+
+        class Builder:
+            def toChannel(self):  # noqa: N802 - pyspark's name
+                return grpc.insecure_channel(outer.target)
+
+        class Client:
+            _builder = Builder()
+            _channel = grpc.insecure_channel(target)
+
+            def close(self) -> None:
+                self._channel.close()
+                outer.closed = True
+
+        self.client = Client()
+
+
+def _silent_socket():
+    """A listening socket that never accepts: the kernel completes connections, nothing ever
+    answers (a stopped server)."""
+    import socket
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(16)
+    return sock
+
+
+def _watched(session: _Session, timeout: float):
+    from diffcdc.spark import ConnectWatch
+
+    watch = ConnectWatch(session, session.target, timeout)  # type: ignore[arg-type]
+    watch.start()
+    return watch
+
+
+def test_a_hung_server_is_lost_after_the_timeout_and_a_call_in_flight_ends_at_once():
+    import threading
+    import time
+
+    import grpc
+
+    from diffcdc.spark import connect_lost
+
+    sock = _silent_socket()
+    try:
+        session = _Session(f"127.0.0.1:{sock.getsockname()[1]}")
+        failed: list[BaseException] = []
+
+        def in_flight() -> None:  # a call with no deadline, as a long job's stream is
+            call = session.client._channel.unary_unary("/spark.connect.Svc/Execute")
+            try:
+                call(b"", wait_for_ready=True)
+            except grpc.RpcError as exc:
+                failed.append(exc)
+
+        caller = threading.Thread(target=in_flight, daemon=True)
+        caller.start()
+        started = time.monotonic()
+        watch = _watched(session, timeout=2.0)
+        caller.join(30)
+        took = time.monotonic() - started
+        assert not caller.is_alive(), "the call in flight never ended"
+        assert failed and failed[0].code() == grpc.StatusCode.CANCELLED, failed
+        assert 2.0 <= took < 15, took
+        assert watch.lost is not None and watch.lost.startswith("no answer, for "), watch.lost
+        deadline = time.monotonic() + 10
+        while not session.closed and time.monotonic() < deadline:  # closed after the channel
+            time.sleep(0.05)
+        assert session.closed
+        assert connect_lost(session, None) == watch.lost  # type: ignore[arg-type]
+    finally:
+        sock.close()
+
+
+def test_a_killed_server_is_lost_as_refused_and_a_live_one_is_kept():
+    import time
+
+    import grpc
+
+    from tests.support.kafka_broker import free_port
+
+    session = _Session(f"127.0.0.1:{free_port()}")  # nothing listens: refused
+    watch = _watched(session, timeout=1.0)
+    deadline = time.monotonic() + 15
+    while watch.lost is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert watch.lost is not None and watch.lost.startswith("connection refused"), watch.lost
+
+    from concurrent import futures
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))  # answers UNIMPLEMENTED
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        live = _Session(f"127.0.0.1:{port}")
+        kept = _watched(live, timeout=1.0)
+        time.sleep(3.5)
+        assert kept.lost is None and not live.closed
+        kept.stop()
+    finally:
+        server.stop(None)
+
+
+def test_retries_of_an_unreachable_server_end_within_the_budget():
+    import time
+
+    import grpc
+    from pyspark.sql.connect.client.retries import Retrying
+
+    from diffcdc.spark import BoundedPolicy
+
+    class Unavailable(grpc.RpcError):
+        def code(self):
+            return grpc.StatusCode.UNAVAILABLE
+
+        def details(self):
+            return "failed to connect to all addresses; Connection refused"
+
+        def trailing_metadata(self):
+            return None
+
+    attempts = 0
+    started = time.monotonic()
+    with pytest.raises(Unavailable), pytest.warns(UserWarning, match="RETRIES_EXCEEDED"):
+        for attempt in Retrying([BoundedPolicy(2.0)]):
+            with attempt:
+                attempts += 1
+                raise Unavailable()
+    took = time.monotonic() - started
+    assert attempts > 3 and took < 3.5, (attempts, took)
+
+
+def test_connect_timeout_is_a_setting_of_the_file_and_the_command_line(tmp_path):
+    from diffcdc.cli.parser import build_parser
+    from diffcdc.cli.settings import apply_options, run_config_from_args, run_config_from_options
+    from diffcdc.config import RunConfig
+    from diffcdc.errors import ConfigError
+
+    table = {"name": "T", "source": "s", "keys": ["k"], "landing": "l"}
+    assert RunConfig(tables=[table]).spark.connect_timeout == 120.0
+    for value in (0, -1):
+        with pytest.raises(ConfigError, match="option --connect-timeout: .*greater than 0"):
+            run_config_from_options(table, remote="sc://127.0.0.1:15002", connect_timeout=value)
+    given = run_config_from_options(table, remote="sc://127.0.0.1:15002", connect_timeout=7.5)
+    assert given.spark.connect_timeout == 7.5 and given.spark.remote == "sc://127.0.0.1:15002"
+    # the command line's value replaces the file's, and keeps the file's remote
+    filed = RunConfig(tables=[table], spark={"remote": "sc://h:1", "connect_timeout": 30.0})
+    changed = apply_options(filed, connect_timeout=5.0)
+    assert changed.spark.connect_timeout == 5.0 and changed.spark.remote == "sc://h:1"
+    args = build_parser().parse_args(["run", "--source", "s", "--keys", "k", "--table", "T",
+                                      "--landing", "l", "--connect-timeout", "9"])
+    assert run_config_from_args(args).spark.connect_timeout == 9.0
+    for command in (["verify", "--table", "T", "--snapshot", "x"], ["repair", "--table", "T"]):
+        assert build_parser().parse_args([*command, "--connect-timeout", "3"]).connect_timeout == 3
