@@ -284,10 +284,14 @@ def connect_session(url: str, conf: Mapping[str, str] | None = None,
                           hint="start the server or check the URL (host, port, token); "
                           "nothing was read or written") from None
     del retries  # pyspark's own retry an unreachable server for ten minutes and more
-    client.set_retry_policies([BoundedPolicy(timeout)])
+    watch = ConnectWatch(spark, shown, timeout)
+    # a little longer than the watch: a lost server is the watch's to say, for every call alike
+    client.set_retry_policies([BoundedPolicy(timeout + 2 * watch.every)])
     require_server(version, shown)
     _CONNECT_URLS[id(spark)] = shown
-    ConnectWatch(spark, shown, timeout).start()
+    if not _WATCHES:
+        _at_exit(_lost_at_exit)
+    watch.start()
     settings = {k: v for k, v in DEFAULT_CONF.items() if k.startswith("spark.sql.")}
     ignored = []
     for key, value in (conf or {}).items():
@@ -374,6 +378,9 @@ class ConnectWatch:
                                         daemon=True)
 
     def start(self) -> None:
+        earlier = _WATCHES.get(id(self.spark))
+        if earlier is not None:  # the same session handed out again (getOrCreate)
+            earlier.stop()
         _WATCHES[id(self.spark)] = self
         self._thread.start()
 
@@ -389,7 +396,10 @@ class ConnectWatch:
             return
         try:
             failing_since: float | None = None
+            client = self.spark.client  # type: ignore[attr-defined]
             while not self._stop.is_set() and self.lost is None:
+                if getattr(client, "is_closed", False):  # the session was stopped
+                    return
                 started = time.monotonic()
                 reason = self._probe(channel)
                 now = time.monotonic()
@@ -404,13 +414,13 @@ class ConnectWatch:
         finally:
             channel.close()
 
-    def _probe(self, channel: Any) -> str | None:
+    def _probe(self, channel: Any, deadline: float | None = None) -> str | None:
         """None when the server answered, else why not."""
         import grpc
 
         probe = channel.unary_unary(_PROBE)
         try:
-            probe(b"", timeout=self.every)
+            probe(b"", timeout=deadline or self.every)
         except grpc.RpcError as exc:
             code = exc.code()  # type: ignore[attr-defined]
             if code == grpc.StatusCode.DEADLINE_EXCEEDED:
@@ -421,6 +431,19 @@ class ConnectWatch:
         except Exception as exc:  # noqa: BLE001 - a closed channel ...: not the server's answer
             return _first_line(exc)
         return None
+
+    def check_now(self, deadline: float = 2.0) -> None:
+        """Probe the server once now (short ``deadline``); one that does not answer is lost."""
+        try:
+            channel = self.spark.client._builder.toChannel()  # type: ignore[attr-defined]
+        except Exception:  # noqa: BLE001 - no second channel: nothing to say
+            return
+        try:
+            reason = self._probe(channel, deadline)
+        finally:
+            channel.close()
+        if reason is not None:
+            self.lose(reason)
 
     def lose(self, reason: str) -> None:
         """The server is lost: close the session's channel (calls in flight fail at once)."""
@@ -441,6 +464,31 @@ class ConnectWatch:
 
 #: The watch of each Spark Connect session :func:`connect_session` made.
 _WATCHES: dict[int, ConnectWatch] = {}
+
+
+def _lost_at_exit() -> None:
+    """At exit, before the interpreter waits for the client's threads (its asynchronous
+    ReleaseExecute calls, retried for as long as the retries allow) and before the client's own
+    exit handler releases its session: a server that does not answer now is lost (its channel
+    closed, so those calls end at once) and not asked again; the process exits at once."""
+    for watch in list(_WATCHES.values()):
+        if watch.lost is None:
+            watch.check_now()
+
+
+def _at_exit(call: Any) -> None:
+    """Run ``call`` at interpreter exit before the thread pools are joined (``threading``'s own
+    exit hooks run last-registered first, before ``atexit``'s; the pools' hook is older)."""
+    register = getattr(threading, "_register_atexit", None)
+    if register is not None:
+        try:
+            register(call)
+            return
+        except RuntimeError:  # the interpreter is already shutting down
+            return
+    import atexit
+
+    atexit.register(call)
 
 
 def _unreachable(details: str) -> str:

@@ -70,11 +70,13 @@ def _ended(process: subprocess.Popen[str], within: float) -> tuple[int, str]:
     return process.returncode, err
 
 
-def _paused_run(root: str, config: str) -> tuple[subprocess.Popen[str], str]:
-    """A run paused once its snapshot is read (the table's lease held, nothing computed)."""
+def _paused_run(root: str, config: str, at: str = "after_read",
+                *more: str) -> tuple[subprocess.Popen[str], str]:
+    """A run paused at ``at``: by default once its snapshot is read (the table's lease held,
+    nothing computed)."""
     pause = os.path.join(root, f"paused-{len(os.listdir(root))}")
-    run = _cli(root, "run", "--quiet", "--config", config,
-               env={"DIFFCDC_PAUSE_AT": "after_read", "DIFFCDC_PAUSE_FILE": pause})
+    run = _cli(root, "run", "--quiet", "--config", config, *more,
+               env={"DIFFCDC_PAUSE_AT": at, "DIFFCDC_PAUSE_FILE": pause})
     import time
 
     deadline = time.monotonic() + 240
@@ -85,7 +87,8 @@ def _paused_run(root: str, config: str) -> tuple[subprocess.Popen[str], str]:
     return run, pause
 
 
-def _assert_lost_run(run: subprocess.Popen[str], url: str, why: str, state: str) -> None:
+def _assert_lost_run(run: subprocess.Popen[str], url: str, why: str, state: str,
+                     out: str = "nothing was published for T") -> None:
     import time
 
     started = time.monotonic()
@@ -95,7 +98,7 @@ def _assert_lost_run(run: subprocess.Popen[str], url: str, why: str, state: str)
     lines = [line for line in err.splitlines() if "stopped answering" in line]
     assert len(lines) == 1, err[-3000:]
     assert f"the Spark Connect server {url} stopped answering ({why}" in lines[0], lines[0]
-    assert "nothing was published for T" in lines[0] and "run again when it is back" in lines[0]
+    assert out in lines[0] and "run again when it is back" in lines[0], lines[0]
     assert "Traceback" not in err and "_InactiveRpcError" not in err, err[-3000:]
     assert took < TIMEOUT + 45, f"the run took {took:.0f} s to give up"
     assert not os.path.exists(os.path.join(state, "T", "lease.json")), "the lease was kept"
@@ -160,6 +163,24 @@ def test_a_connect_server_killed_or_hung_mid_run_ends_the_run_and_the_rerun_is_e
         code, err = _ended(_cli(root, "run", "--quiet", "--config", config), within=300)
         assert code == 0, err[-3000:]
         _assert_replays(spark, table, state, os.path.join(table.source, "3.parquet"))
+        _assert_once(table, state, servers)
+
+        # killed once the version is committed, before its sinks publish: publishing needs no
+        # Spark (staged files, delta-rs, the Kafka producer), so the run ends exact, exit 0,
+        # and promptly, however long connect_timeout is: nothing at exit (the client's release
+        # of its session) waits for the dead server
+        write_snapshot(table.source, "4.parquet", snapshot_two(), seed=3)
+        run, pause = _paused_run(root, config, "after_claim", "--connect-timeout", "600")
+        server.kill()
+        os.remove(pause)
+        import time
+
+        started = time.monotonic()
+        code, err = _ended(run, within=120)
+        assert code == 0, err[-3000:]
+        assert time.monotonic() - started < 90
+        assert [c.version for c in TableState(state, "T").commits()] == [1, 2, 3, 4]
+        _assert_replays(spark, table, state, os.path.join(table.source, "4.parquet"))
         _assert_once(table, state, servers)
     finally:
         server.stop()

@@ -127,8 +127,8 @@ def connect_lost_error(spark: SparkSession, reason: str, table: TableConfig, sta
         done.append(f"version(s) {', '.join(map(str, published))} of {table.name} were "
                     "published before")
     if committed is not None and committed not in published:
-        done.append(f"version {committed} of {table.name} is committed and the next run "
-                    "publishes it")
+        done.append(f"version {committed} of {table.name} is committed; the next run "
+                    "publishes it to the sinks it did not reach")
     out = "; ".join(done) if done else f"nothing was published for {table.name}"
     return SparkConnectLost(
         f"{spark_label(spark)} stopped answering ({reason}); {out}",
