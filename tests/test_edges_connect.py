@@ -353,3 +353,59 @@ def test_connect_timeout_is_a_setting_of_the_file_and_the_command_line(tmp_path)
     assert run_config_from_args(args).spark.connect_timeout == 9.0
     for command in (["verify", "--table", "T", "--snapshot", "x"], ["repair", "--table", "T"]):
         assert build_parser().parse_args([*command, "--connect-timeout", "3"]).connect_timeout == 3
+
+
+def test_a_lost_server_under_verify_or_repair_is_one_line(monkeypatch):
+    """Outside a table's run (verify, repair), an error that a lost server caused is the same
+    one line from the command's last handler; an unreachable server found through the error
+    itself (UNAVAILABLE after the retries) loses the session at once."""
+    import importlib
+
+    import grpc
+
+    from diffcdc import spark as module
+    cli_main = importlib.import_module("diffcdc.cli.main")
+    from diffcdc.errors import SparkConnectLost
+    from tests.support.kafka_broker import free_port
+
+    monkeypatch.setattr(module, "_WATCHES", {})
+    session = _Session(f"127.0.0.1:{free_port()}")
+    watch = module.ConnectWatch(session, "sc://h:1", 600)  # type: ignore[arg-type]
+    module._WATCHES[id(session)] = watch  # registered, its thread not started
+
+    class Unavailable(grpc.RpcError):
+        def code(self):
+            return grpc.StatusCode.UNAVAILABLE
+
+        def __str__(self):
+            return ('<_InactiveRpcError status = StatusCode.UNAVAILABLE details = "failed to '
+                    'connect to all addresses; last error: Connection refused">')
+
+    assert module.lost_server_error(ValueError("some other failure")) is None
+    try:
+        try:
+            raise Unavailable()
+        except Unavailable as inner:
+            raise RuntimeError("wrapped by a library") from inner
+    except RuntimeError as outer:
+        error = module.lost_server_error(outer)
+    assert isinstance(error, SparkConnectLost) and error.exit_code == 1
+    assert watch.lost == "connection refused" and session.closed
+    assert str(error) == ("the Spark Connect server sc://h:1 stopped answering (connection "
+                          "refused); the command did not finish — run it again when the server "
+                          "is back (connect_timeout / --connect-timeout sets how long diffcdc "
+                          "waits for it)")
+
+    def failing(args):
+        raise ValueError("Cannot invoke RPC on closed channel!")
+
+    monkeypatch.setattr(cli_main, "_dispatch", failing)
+    import contextlib
+    import io
+
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        code = cli_main.main(["status", "--state", "nowhere"])
+    assert code == 1
+    lines = err.getvalue().strip().splitlines()
+    assert lines == [f"diffcdc: error: {error}"], lines
