@@ -27,6 +27,7 @@ from diffcdc.sinks.table import SinkTable
 from diffcdc.sinks.targets import OwnedTarget, own, target_clash
 from diffcdc.sources.registry import SOURCES, source_kind, source_plugin
 from diffcdc.sources.snapshot_time import SnapshotTimeRule
+from diffcdc.spark import DEFAULT_CONNECT_TIMEOUT
 from diffcdc.state.chain import MAX_DELTA_RATIO, MAX_DELTAS
 from diffcdc.state.root import StateRoot
 
@@ -246,7 +247,7 @@ class SparkSettings(BaseModel):
     )
     conf: dict[str, str] = Field(default_factory=dict, description="Extra Spark settings.")
     connect_timeout: float = Field(
-        default=120.0, gt=0, allow_inf_nan=False,
+        default=DEFAULT_CONNECT_TIMEOUT, gt=0, allow_inf_nan=False,
         description="With a Spark Connect server: seconds it may go without answering (killed, "
         "hung, its network gone) before the run ends, releasing what the table holds.",
     )
