@@ -33,6 +33,7 @@ from diffcdc.sinks.targets import (
 )
 from diffcdc.sources.registry import SOURCES, source_kind, source_plugin
 from diffcdc.sources.snapshot_time import SnapshotTimeRule
+from diffcdc.spark import DEFAULT_CONNECT_TIMEOUT
 from diffcdc.state.chain import MAX_DELTA_RATIO, MAX_DELTAS
 from diffcdc.state.root import StateRoot
 
@@ -263,6 +264,11 @@ class SparkSettings(BaseModel):
         "this process's own; default: the SPARK_REMOTE environment variable, if set.",
     )
     conf: dict[str, str] = Field(default_factory=dict, description="Extra Spark settings.")
+    connect_timeout: float = Field(
+        default=DEFAULT_CONNECT_TIMEOUT, gt=0, allow_inf_nan=False,
+        description="With a Spark Connect server: seconds it may go without answering (killed, "
+        "hung, its network gone) before the run ends, releasing what the table holds.",
+    )
 
     @model_validator(mode="after")
     def _one_kind(self) -> SparkSettings:

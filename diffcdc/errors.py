@@ -134,6 +134,13 @@ class StateError(DiffcdcError):
     """The state store is unreadable or inconsistent."""
 
 
+class SparkConnectLost(DiffcdcError):
+    """The Spark Connect server a run works through stopped answering (killed, hung, its
+    network gone) for longer than ``connect_timeout``; what the table holds is released."""
+
+    transient = True
+
+
 class StorageError(DiffcdcError):
     """A storage operation failed (local IO or remote service)."""
 

@@ -71,6 +71,7 @@ def logged_spark(
     conf: Mapping[str, str] | None = None,
     jars: Sequence[str] = (),
     remote: str | None = None,
+    connect_timeout: float | None = None,
 ) -> tuple[Any, RunLog | None]:
     """Start Spark with its console output in this run's log files (on the terminal with
     ``debug``, or when the log folder cannot be written); returns the session and the log."""
@@ -79,7 +80,7 @@ def logged_spark(
     opened = None if debug else open_run_log(state_root)
     spark = build_spark(master, conf, log4j_config=opened.log4j_config if opened else None,
                         jvm_output=opened.spark_path if opened else None, jars=jars,
-                        remote=remote)
+                        remote=remote, connect_timeout=connect_timeout)
     return spark, opened
 
 

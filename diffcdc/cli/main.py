@@ -53,6 +53,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         log.debug("the error's trace:", exc_info=True)
         if debug:
             traceback.print_exc()
+        from diffcdc.spark import lost_server_error
+
+        lost = lost_server_error(exc)  # a Spark Connect server lost under verify, repair ...
+        if lost is not None:
+            print(f"diffcdc: error: {lost}", file=sys.stderr)
+            return lost.exit_code
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         print(f"diffcdc: unexpected error: {type(exc).__name__}: {first} — run with --debug for "
               "the trace", file=sys.stderr)

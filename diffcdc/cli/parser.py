@@ -92,6 +92,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--remote", metavar="URL",
                         help="run on a Spark Connect server, sc://host:port (default: [spark] "
                         "remote, else the SPARK_REMOTE environment variable)")
+    run.add_argument("--connect-timeout", type=float, metavar="SECONDS",
+                        help="seconds a Spark Connect server may go without answering before "
+                        "the run ends (default: [spark] connect_timeout, else 120)")
     run.add_argument("--only", type=csv_list, help="with --config: run only these tables")
     run.add_argument(
         "--override-check",
@@ -153,6 +156,9 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("--remote", metavar="URL",
                         help="run on a Spark Connect server, sc://host:port (default: [spark] "
                         "remote, else the SPARK_REMOTE environment variable)")
+    verify.add_argument("--connect-timeout", type=float, metavar="SECONDS",
+                        help="seconds a Spark Connect server may go without answering before "
+                        "the run ends (default: [spark] connect_timeout, else 120)")
 
     repair = sub.add_parser(
         "repair", parents=[common],
@@ -168,6 +174,9 @@ def build_parser() -> argparse.ArgumentParser:
     repair.add_argument("--remote", metavar="URL",
                         help="run on a Spark Connect server, sc://host:port (default: [spark] "
                         "remote, else the SPARK_REMOTE environment variable)")
+    repair.add_argument("--connect-timeout", type=float, metavar="SECONDS",
+                        help="seconds a Spark Connect server may go without answering before "
+                        "the run ends (default: [spark] connect_timeout, else 120)")
 
     demo = sub.add_parser("demo", parents=[common], help="run a small end-to-end example")
     demo.add_argument("--dir", default="diffcdc-demo", help="where snapshots and landing go")

@@ -16,11 +16,13 @@ def cmd_repair(args: argparse.Namespace) -> int:
     from diffcdc.engine.repair import head_damage, repair_table
 
     master, conf, remote = None, {}, None
+    timeout = args.connect_timeout
     if args.config:
         config = load_config(args.config)
         table = config_table(config, args.table, args.config)
         state_root = state_root_of(args.state, config)
         master, conf, remote = config.spark.master, config.spark.conf, config.spark.remote
+        timeout = args.connect_timeout or config.spark.connect_timeout
     elif args.source:
         # Keys come from the commit record; the landing root is never used by a repair (a
         # placeholder beside the source folder, not around it).
@@ -39,7 +41,8 @@ def cmd_repair(args: argparse.Namespace) -> int:
 
         if args.master or args.remote:  # the command line's choice replaces the file's
             master, remote = args.master, args.remote
-        spark, _ = logged_spark(state_root.logs_base(), args.debug, master, conf, remote=remote)
+        spark, _ = logged_spark(state_root.logs_base(), args.debug, master, conf, remote=remote,
+                                connect_timeout=timeout)
         result = repair_table(spark, table, state_root)
     if args.json:
         print(json.dumps({"ok": True, "table": result.table, "version": result.version,

@@ -123,7 +123,8 @@ def _run_busy(args: argparse.Namespace, config: Any, busy: list[Any],
     spark, opened = logged_spark(config.state_root().logs_base(), args.debug, config.spark.master,
                                  config.spark.conf,
                                  jars=config.model_copy(update={"tables": busy}).jars(),
-                                 remote=config.spark.remote)
+                                 remote=config.spark.remote,
+                                 connect_timeout=config.spark.connect_timeout)
     run_log.extend([opened] if opened else [])
     check_executor_python(spark, busy)  # a cluster's executors: before any table starts
     observer.spark_started(spark)

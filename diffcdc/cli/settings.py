@@ -23,6 +23,7 @@ _OPTION_NAMES = {
     "schema_name": "schema",
     "spark.master": "master",
     "spark.remote": "remote",
+    "spark.connect_timeout": "connect-timeout",
     **TABLE_LEVEL.option_names,
 }
 #: Nested settings whose fields are options of their own (``--max-delete-ratio``).
@@ -103,11 +104,13 @@ def _spark(config: RunConfig | None, settings: dict[str, Any]) -> dict[str, Any]
     """``master`` and ``remote`` given on the command line go into the ``spark`` settings (one
     of them replaces the file's choice of both)."""
     given = {k: settings[k] for k in ("master", "remote") if k in settings}
-    if not given:
+    timeout = {k: settings[k] for k in ("connect_timeout",) if k in settings}
+    if not given and not timeout:
         return settings
-    rest = {k: v for k, v in settings.items() if k not in given}
+    rest = {k: v for k, v in settings.items() if k not in given and k not in timeout}
     spark = config.spark.model_dump() if config is not None else {}
-    return {**rest, "spark": {**spark, "master": None, "remote": None, **given}}
+    chosen = {"master": None, "remote": None, **given} if given else {}
+    return {**rest, "spark": {**spark, **chosen, **timeout}}
 
 
 def run_config_from_args(args: Any) -> RunConfig:
@@ -117,7 +120,8 @@ def run_config_from_args(args: Any) -> RunConfig:
 
     TABLE_LEVEL.check_args(args)
     settings = {"state": args.state, "keep_versions": args.keep_versions,
-                "parallelism": args.parallelism, "master": args.master, "remote": args.remote}
+                "parallelism": args.parallelism, "master": args.master, "remote": args.remote,
+                "connect_timeout": getattr(args, "connect_timeout", None)}
     if args.config:
         flags = [n for n in ("source", "keys", "table", "landing") if getattr(args, n)]
         if flags:

@@ -39,14 +39,17 @@ def cmd_verify(args: argparse.Namespace) -> int:
             )
         ignore = list(head.record.exclude)
     master, remote, conf = args.master, args.remote, {}
+    timeout = args.connect_timeout
     if args.config:  # the file's Spark, unless the command line names one
         from diffcdc.config_file import load_config
 
         spark_settings = load_config(args.config).spark
         conf = spark_settings.conf
+        timeout = timeout or spark_settings.connect_timeout
         if master is None and remote is None:
             master, remote = spark_settings.master, spark_settings.remote
-    spark, _ = logged_spark(state_root.logs_base(), args.debug, master, conf, remote=remote)
+    spark, _ = logged_spark(state_root.logs_base(), args.debug, master, conf, remote=remote,
+                            connect_timeout=timeout)
     results = verify_table(spark, table, state_root, args.snapshot, ignore=ignore,
                            only=args.sink)
     if args.json:

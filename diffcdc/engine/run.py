@@ -18,18 +18,18 @@ from pyspark.sql import SparkSession
 
 from diffcdc.config import RunConfig, TableConfig
 from diffcdc.engine.context import RunContext, RunOptions
-from diffcdc.engine.plan import RunRequest, plan_table
+from diffcdc.engine.plan import RunRequest, TablePlan, plan_table
 from diffcdc.engine.progress import RunObserver
 from diffcdc.engine.publish import failed_sinks_error, publish_backlog
 from diffcdc.engine.report import SnapshotResult, TableReport
 from diffcdc.engine.sink_errors import sink_error, under
 from diffcdc.engine.snapshot import process_snapshot
 from diffcdc.engine.unexpected import unexpected_error
-from diffcdc.errors import DiffcdcError, StateOwnerError
+from diffcdc.errors import DiffcdcError, SparkConnectLost, StateOwnerError
 from diffcdc.sources.base import Source
 from diffcdc.sources.copies import SnapshotCopies
 from diffcdc.sources.registry import build_source
-from diffcdc.spark import is_connect
+from diffcdc.spark import connect_lost, is_connect, spark_label
 from diffcdc.spark_compat import error_text
 from diffcdc.state.guard import unreadable_state
 from diffcdc.state.prune import prune_versions
@@ -65,10 +65,10 @@ def run_table(
     report = TableReport(table.name, new_run_id(), now_iso(), overrides=sorted(options.overrides))
     started = time.monotonic()
     existed = state.has_documents()
+    plan = None
     try:
         gate = options.gate(table)
         with state.lock(report.run_id, options.lease_seconds):
-            plan = None
             try:
                 source = source or build_source(table)
                 plan = plan_table(table, state, source, options.request)
@@ -95,7 +95,11 @@ def run_table(
                     # (still under the lock, so never one another run is working in).
                     state.forget()
     except Exception as exc:
-        error = exc if isinstance(exc, DiffcdcError) else unexpected_error(exc, state_dir=state.dir)
+        lost = connect_lost(spark, exc)
+        if lost is not None:
+            error = connect_lost_error(spark, lost, table, state, plan, report)
+        else:
+            error = exc if isinstance(exc, DiffcdcError) else unexpected_error(exc, state_dir=state.dir)
         if error.table is None:
             error.table = table.name
         report.outcome = "failed"
@@ -109,6 +113,33 @@ def run_table(
         if not (report.error and report.error.get("error") == StateOwnerError.__name__):
             save_report(state, report)  # never into another table's state folder
     return report
+
+
+def connect_lost_error(spark: SparkSession, reason: str, table: TableConfig, state: TableState,
+                       plan: TablePlan | None, report: TableReport) -> SparkConnectLost:
+    """The one line for a table whose Spark Connect server stopped answering: the server, why,
+    and what of the table is out (nothing, or the versions this run published or committed)."""
+    published = [*report.resumed_versions, *(s.version for s in report.snapshots)]
+    start = plan.head.version if plan is not None and plan.head is not None else 0
+    try:
+        head = state.head()
+    except Exception:  # noqa: BLE001 - the state's own trouble is for the next run to say
+        head = None
+    committed = head.version if head is not None and head.version > start else None
+    done = []
+    if published:
+        done.append(f"version(s) {', '.join(map(str, published))} of {table.name} were "
+                    "published before")
+    if committed is not None and committed not in published:
+        done.append(f"version {committed} of {table.name} is committed; the next run "
+                    "publishes it to the sinks it did not reach")
+    out = "; ".join(done) if done else f"nothing was published for {table.name}"
+    return SparkConnectLost(
+        f"{spark_label(spark)} stopped answering ({reason}); {out}",
+        table=table.name,
+        hint="run again when it is back (the table's lease is released; connect_timeout / "
+        "--connect-timeout sets how long a run waits for it)",
+    )
 
 
 def save_report(state: TableState, report: TableReport) -> None:

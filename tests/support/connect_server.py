@@ -72,6 +72,7 @@ class ConnectServer:
         }
         env.pop("SPARK_REMOTE", None)
         os.makedirs(self.folder, exist_ok=True)
+        offset = len(self._log_bytes())  # a restart appends to the log of the last start
         with open(self.log_path, "ab") as log:
             self._process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
                                              env=env, cwd=self.folder, start_new_session=True)
@@ -80,7 +81,7 @@ class ConnectServer:
             if self._process.poll() is not None:
                 raise RuntimeError(f"the Spark Connect server exited ({self._process.returncode})"
                                    f":\n{self.log_tail()}")
-            if b"Spark Connect server started" in self._log_bytes() and self._answers():
+            if b"Spark Connect server started" in self._log_bytes()[offset:] and self._answers():
                 return
             time.sleep(0.5)
         self.stop()
@@ -112,8 +113,27 @@ class ConnectServer:
         ended = {int(j) for j in re.findall(r"DAGScheduler: Job (\d+) (?:is finished|failed)", text)}
         return started - ended
 
+    def kill(self) -> None:
+        """End the server as ``kill -9`` does (no shutdown, sockets reset by the kernel)."""
+        process, self._process = self._process, None
+        if process is not None and process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=30)
+
+    def pause(self) -> None:
+        """Stop the server's processes (SIGSTOP): its sockets stay open, nothing answers."""
+        assert self._process is not None
+        os.killpg(self._process.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """Let a paused server go on (SIGCONT)."""
+        assert self._process is not None
+        os.killpg(self._process.pid, signal.SIGCONT)
+
     def stop(self) -> None:
         process, self._process = self._process, None
+        if process is not None and process.poll() is None:
+            os.killpg(process.pid, signal.SIGCONT)  # a paused server cannot stop
         if process is None or process.poll() is not None:
             return
         os.killpg(process.pid, signal.SIGTERM)
