@@ -38,6 +38,7 @@ from diffcdc.spark import SESSION_KEYS
 from diffcdc.state.store import TableState
 from tests.support.config_text import table_toml
 from tests.support.connect_server import client_env
+from tests.support.contract import assert_once, assert_replays
 from tests.support.hypothesis_profiles import examples
 from tests.support.sink_kinds import KINDS
 from tests.support.snapshots import snapshot_one, snapshot_sequences, snapshot_two, write_snapshot
@@ -66,18 +67,6 @@ def _config(root: str, table: TableConfig, url: str) -> str:
     return path
 
 
-def _assert_replays(spark, table: TableConfig, state: str, snapshot: str) -> None:
-    results = verify_table(spark, table, state, snapshot)
-    bad = {k: r.to_dict() for k, r in results.items() if not r.identical}
-    assert len(results) == len(KINDS) and not bad, bad
-
-
-def _assert_once(table: TableConfig, state: str, servers: dict[str, Any]) -> None:
-    tstate = TableState(state, table.name)
-    for kind, sink in zip(KINDS, table.sinks):
-        kind.assert_once(tstate, sink.sink_id, servers)
-
-
 @pytest.mark.default_tier
 def test_every_sink_replays_each_snapshot_through_a_connect_server(spark, servers, connect_server):
     @settings(max_examples=examples(8), deadline=None, suppress_health_check=list(HealthCheck))
@@ -92,8 +81,8 @@ def test_every_sink_replays_each_snapshot_through_a_connect_server(spark, server
                 write_snapshot(table.source, sid, rows, seed=i)
                 done = _cli(root, "run", "--quiet", "--config", config)
                 assert done.returncode == 0, done.stderr[-3000:]
-                _assert_replays(spark, table, state, os.path.join(table.source, sid))
-            _assert_once(table, state, servers)
+                assert_replays(spark, table, state, os.path.join(table.source, sid))
+            assert_once(table, state, servers)
 
     body()
 
@@ -150,7 +139,7 @@ def test_a_client_killed_while_the_server_runs_its_job_changes_nothing(
     rerun = _finished(_client_job(root, _slow_job(root, connect_server.url, sinks, "002", 0)))
     assert rerun["report"]["outcome"] == "ok", rerun
     assert connect_server.running_jobs() & orphaned, "the orphaned job ended before the rerun"
-    _assert_replays(spark, table, state, expected)
+    assert_replays(spark, table, state, expected)
 
     # The orphaned job ends on its own; it neither committed nor published anything.
     deadline = time.monotonic() + 120
@@ -160,12 +149,12 @@ def test_a_client_killed_while_the_server_runs_its_job_changes_nothing(
     commits = TableState(state, "T").commits()
     assert [c.version for c in commits] == heads + [heads[-1] + 1]
     assert commits[-1].snapshot_id == "002" and commits[-1].published
-    _assert_replays(spark, table, state, expected)
-    _assert_once(table, state, servers)
+    assert_replays(spark, table, state, expected)
+    assert_once(table, state, servers)
     # and the next run on that state is as exact
     again = _finished(_client_job(root, _slow_job(root, connect_server.url, sinks, "003", 0)))
     assert again["report"]["outcome"] == "ok", again
-    _assert_replays(spark, table, state, expected)
+    assert_replays(spark, table, state, expected)
     # ... which also cleared what the orphaned job left: its copy, its version folder
     assert os.listdir(os.path.join(state, "T", "snapshots")) == []
     committed = [f"{c.version:020d}-{c.record.run_id}" for c in TableState(state, "T").commits()]
@@ -202,7 +191,7 @@ def test_run_dataframe_on_a_connect_session_means_what_the_caller_meant(
     pq.write_table(pa.table({"k": pa.array([1, 2], pa.int32()),
                              "at": pa.array(MEANT, pa.timestamp("us", tz="UTC")),
                              "v": ["a", "b"]}), expected)
-    _assert_replays(spark, table, os.path.join(root, "state"), expected)
+    assert_replays(spark, table, os.path.join(root, "state"), expected)
 
 
 def test_every_command_works_through_a_connect_server(spark, servers, connect_server, tmp_path):
@@ -221,13 +210,13 @@ def test_every_command_works_through_a_connect_server(spark, servers, connect_se
 
     ok("plan", "--config", config)
     ok("run", "--quiet", "--config", config)
-    _assert_replays(spark, table, state, os.path.join(table.source, "2.parquet"))
-    _assert_once(table, state, servers)
+    assert_replays(spark, table, state, os.path.join(table.source, "2.parquet"))
+    assert_once(table, state, servers)
     assert "2.parquet" in ok("status", "--config", config)
     ok("rollback", "--quiet", "--config", config, "--table", "T", "--to-version", "1", "--yes")
-    _assert_replays(spark, table, state, os.path.join(table.source, "1.parquet"))
+    assert_replays(spark, table, state, os.path.join(table.source, "1.parquet"))
     ok("reload", "--quiet", "--config", config, "--table", "T", "--yes")  # the head: 1.parquet
-    _assert_replays(spark, table, state, os.path.join(table.source, "1.parquet"))
+    assert_replays(spark, table, state, os.path.join(table.source, "1.parquet"))
     for sink in table.sinks:  # the command line's --remote
         ok("verify", "--config", config, "--table", "T", "--sink", sink.sink_id,
            "--snapshot", os.path.join(table.source, "1.parquet"), "--remote", url)

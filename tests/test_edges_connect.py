@@ -112,9 +112,9 @@ def test_a_connect_server_killed_or_hung_mid_run_ends_the_run_and_the_rerun_is_e
     from diffcdc.state.store import TableState
     from tests.support.config_text import table_toml
     from tests.support.connect_server import ConnectServer
+    from tests.support.contract import assert_once, assert_replays
     from tests.support.sink_kinds import KINDS
     from tests.support.snapshots import snapshot_two
-    from tests.test_connect import _assert_once, _assert_replays
 
     root = str(tmp_path / "work")
     os.makedirs(root)
@@ -131,7 +131,7 @@ def test_a_connect_server_killed_or_hung_mid_run_ends_the_run_and_the_rerun_is_e
         write_snapshot(table.source, "1.parquet", snapshot_one(), seed=0)
         code, err = _ended(_cli(root, "run", "--quiet", "--config", config), within=300)
         assert code == 0, err[-3000:]
-        _assert_replays(spark, table, state, os.path.join(table.source, "1.parquet"))
+        assert_replays(spark, table, state, os.path.join(table.source, "1.parquet"))
 
         # killed (kill -9) while the run holds the table's lease
         write_snapshot(table.source, "2.parquet", snapshot_two(), seed=1)
@@ -140,13 +140,13 @@ def test_a_connect_server_killed_or_hung_mid_run_ends_the_run_and_the_rerun_is_e
         os.remove(pause)
         _assert_lost_run(run, server.url, "connection refused", state)
         assert [c.version for c in TableState(state, "T").commits()] == [1]
-        _assert_replays(spark, table, state, os.path.join(table.source, "1.parquet"))
+        assert_replays(spark, table, state, os.path.join(table.source, "1.parquet"))
 
         server.start()  # on the same port: the config's URL
         code, err = _ended(_cli(root, "run", "--quiet", "--config", config), within=300)
         assert code == 0, err[-3000:]
-        _assert_replays(spark, table, state, os.path.join(table.source, "2.parquet"))
-        _assert_once(table, state, servers)
+        assert_replays(spark, table, state, os.path.join(table.source, "2.parquet"))
+        assert_once(table, state, servers)
 
         # hung (SIGSTOP): its sockets stay open, nothing answers
         write_snapshot(table.source, "3.parquet", snapshot_one(7), seed=2)
@@ -158,12 +158,12 @@ def test_a_connect_server_killed_or_hung_mid_run_ends_the_run_and_the_rerun_is_e
         finally:
             server.resume()
         assert [c.version for c in TableState(state, "T").commits()] == [1, 2]
-        _assert_replays(spark, table, state, os.path.join(table.source, "2.parquet"))
+        assert_replays(spark, table, state, os.path.join(table.source, "2.parquet"))
 
         code, err = _ended(_cli(root, "run", "--quiet", "--config", config), within=300)
         assert code == 0, err[-3000:]
-        _assert_replays(spark, table, state, os.path.join(table.source, "3.parquet"))
-        _assert_once(table, state, servers)
+        assert_replays(spark, table, state, os.path.join(table.source, "3.parquet"))
+        assert_once(table, state, servers)
 
         # killed once the version is committed, before its sinks publish: publishing needs no
         # Spark (staged files, delta-rs, the Kafka producer), so the run ends exact, exit 0,
@@ -180,8 +180,8 @@ def test_a_connect_server_killed_or_hung_mid_run_ends_the_run_and_the_rerun_is_e
         assert code == 0, err[-3000:]
         assert time.monotonic() - started < 90
         assert [c.version for c in TableState(state, "T").commits()] == [1, 2, 3, 4]
-        _assert_replays(spark, table, state, os.path.join(table.source, "4.parquet"))
-        _assert_once(table, state, servers)
+        assert_replays(spark, table, state, os.path.join(table.source, "4.parquet"))
+        assert_once(table, state, servers)
     finally:
         server.stop()
 

@@ -19,8 +19,8 @@ from diffcdc.sinks.base import SinkHistory, SinkTable
 from diffcdc.sinks.kafka import KafkaSink, KafkaSinkConfig
 from diffcdc.sinks.targets import kafka_servers
 from diffcdc.state.store import TableState
+from tests.support.kafka_sink_parts import change_set, consume_all, make_row, new_sink, run_version
 from tests.support.workspace import Workspace
-from tests.test_kafka_sink import change_set, consume_all, make_row, new_sink, run_version
 
 
 def _admin(bootstrap: str) -> AdminClient:

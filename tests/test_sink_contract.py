@@ -25,28 +25,16 @@ from diffcdc.engine.verify import verify_table
 from diffcdc.state.chain import state_chain
 from diffcdc.state.store import TableState
 from tests.support.config_text import table_toml
+from tests.support.contract import assert_replays, companion, table_config, write_rows
 from tests.support.hypothesis_profiles import examples
 from tests.support.sink_kinds import KINDS, SinkKind
 from tests.support.snapshots import snapshot_sequences, snapshot_table
 from tests.support.workspace import PERMISSIVE, expected_counts
 
 pytestmark = pytest.mark.slow
-KEYS = ("k1", "k2")
 STEPS = ["after_read", "after_state_staged", "after_changes_staged", "after_claim",
          "before_mark_published", "after_published"]
 
-
-#: Random sequences cross compaction: a base, up to two deltas on it, a base again (sooner
-#: when the deltas pass half the rows).
-CONTRACT_COMPACTION = StateCompaction(max_deltas=2)
-
-
-def _table_config(root: str, kinds: list[SinkKind], servers: dict[str, Any],
-                  compaction: StateCompaction = CONTRACT_COMPACTION) -> TableConfig:
-    return TableConfig(
-        name="T", source=os.path.join(root, "source"), keys=list(KEYS),
-        sinks=[kind.entry(root, servers) for kind in kinds], state_compaction=compaction,
-    )
 
 
 def _write(root: str, sid: str, rows: dict, seed: int) -> None:
@@ -54,12 +42,6 @@ def _write(root: str, sid: str, rows: dict, seed: int) -> None:
 
     os.makedirs(os.path.join(root, "source"), exist_ok=True)
     pq.write_table(snapshot_table(rows, seed), os.path.join(root, "source", sid))
-
-
-def _assert_replays(spark, table: TableConfig, state: str, sid: str) -> None:
-    results = verify_table(spark, table, state, os.path.join(table.source, sid))
-    bad = {k: r.to_dict() for k, r in results.items() if not r.identical}
-    assert not bad, bad
 
 
 @pytest.mark.default_tier
@@ -70,7 +52,7 @@ def test_replaying_a_sink_gives_every_snapshot(spark, servers, kind):
     @given(snapshots=snapshot_sequences())
     def body(snapshots):
         with tempfile.TemporaryDirectory(dir=None) as root:
-            table = _table_config(root, [kind], servers)
+            table = table_config(root, [kind], servers)
             state = os.path.join(root, "state")
             previous: dict = {}
             for i, rows in enumerate(snapshots):
@@ -79,7 +61,7 @@ def test_replaying_a_sink_gives_every_snapshot(spark, servers, kind):
                 (result,) = run_table(spark, table, state, RunOptions(quality=PERMISSIVE)).snapshots
                 got = {k: getattr(result, k) for k in ("inserted", "updated", "deleted")}
                 assert got == expected_counts(previous, rows), sid  # minimal
-                _assert_replays(spark, table, state, sid)
+                assert_replays(spark, table, state, sid)
                 previous = rows
             kind.assert_once(TableState(state, "T"), table.sinks[0].sink_id, servers)
 
@@ -102,7 +84,7 @@ def _run_snapshots(spark, servers, kind: SinkKind, root: str, keys: list[str], s
         pq.write_table(pa.Table.from_pylist(rows, schema), os.path.join(source, sid))
         (result,) = run_table(spark, table, state, RunOptions(quality=PERMISSIVE)).snapshots
         counts.append((result.inserted, result.updated, result.deleted))
-        _assert_replays(spark, table, state, sid)
+        assert_replays(spark, table, state, sid)
     kind.assert_once(TableState(state, "T"), table.sinks[0].sink_id, servers)
     return counts
 
@@ -212,7 +194,7 @@ STATE_WRITES = {"delta": StateCompaction(max_delta_ratio=100.0),
 def test_a_run_killed_anywhere_is_finished_exactly_once_in_every_sink(spark, servers, tmp_path, point,
                                                                       state_write):
     root = str(tmp_path)
-    table = _table_config(root, KINDS, servers, STATE_WRITES[state_write])
+    table = table_config(root, KINDS, servers, STATE_WRITES[state_write])
     state = os.path.join(root, "state")
     before = [FIRST] if state_write == "delta" else [FIRST, SECOND]
     for i, rows in enumerate(before):
@@ -232,7 +214,7 @@ def test_a_run_killed_anywhere_is_finished_exactly_once_in_every_sink(spark, ser
     )
     assert crashed.returncode == 137, crashed.stderr[-2000:]
     run_table(spark, table, state, RunOptions(quality=PERMISSIVE))  # the next run finishes the job
-    _assert_replays(spark, table, state, last)
+    assert_replays(spark, table, state, last)
     tstate = TableState(state, "T")
     assert tstate.head().snapshot_id == last and tstate.head().published
     assert [link.delta for link in state_chain(tstate.commits())] == (
@@ -241,23 +223,6 @@ def test_a_run_killed_anywhere_is_finished_exactly_once_in_every_sink(spark, ser
         kind.assert_once(tstate, sink.sink_id, servers)
     again = run_table(spark, table, state, RunOptions(quality=PERMISSIVE))  # and then: nothing to do
     assert again.outcome == "nothing to do"
-
-
-def _companion(kind: SinkKind) -> SinkKind:
-    """Another sink of the same table, to show it goes on while ``kind`` is refused."""
-    return next(k for k in KINDS if k.name == ("delta" if kind.name != "delta" else "landing_local"))
-
-
-def _write_rows(root: str, sid: str, n: int, tag: str) -> None:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    rows = [{"k1": i % 3, "k2": f"k{i}", "v": f"{tag}{i}", "n": None if i % 4 else i}
-            for i in range(n)]
-    schema = pa.schema([("k1", pa.int64()), ("k2", pa.string()), ("v", pa.string()),
-                        ("n", pa.int64())])
-    os.makedirs(os.path.join(root, "source"), exist_ok=True)
-    pq.write_table(pa.Table.from_pylist(rows, schema), os.path.join(root, "source", sid))
 
 
 @pytest.mark.parametrize("how", ["foreign", "gone"])
@@ -270,16 +235,16 @@ def test_a_target_changed_or_gone_is_refused_alone_and_reload_sink_replays_it(
     from diffcdc.errors import PublishConflict, TargetMismatch
 
     root = str(tmp_path)
-    other = _companion(kind)
-    table = _table_config(root, [kind, other], servers)
+    other = companion(kind)
+    table = table_config(root, [kind, other], servers)
     sink_id, other_id = (s.sink_id for s in table.sinks)
     state = os.path.join(root, "state")
     for n, (rows, tag) in enumerate([(12, "a"), (14, "b")], start=1):
-        _write_rows(root, f"{n}.parquet", rows, tag)
+        write_rows(root, f"{n}.parquet", rows, tag)
         run_table(spark, table, state, RunOptions(quality=PERMISSIVE))
     assert kind.tamper is not None
     kind.tamper(TableState(state, "T"), sink_id, servers, how)
-    _write_rows(root, "3.parquet", 13, "c")
+    write_rows(root, "3.parquet", 13, "c")
     for _ in range(2):  # refused again by the next run: nothing resolves it silently
         with pytest.raises((TargetMismatch, PublishConflict), match=f"sink {sink_id}") as refused:
             run_table(spark, table, state, RunOptions(quality=PERMISSIVE))
@@ -295,7 +260,7 @@ def test_a_target_changed_or_gone_is_refused_alone_and_reload_sink_replays_it(
     report = run_table(spark, table, state, RunOptions(
         quality=PERMISSIVE, request=RunRequest(reload=True, reload_sinks=(sink_id,))))
     assert report.outcome == "ok" and report.snapshots[0].sinks[other_id]["rows"] == 0
-    _assert_replays(spark, table, state, "3.parquet")
-    _write_rows(root, "4.parquet", 11, "d")
+    assert_replays(spark, table, state, "3.parquet")
+    write_rows(root, "4.parquet", 11, "d")
     assert run_table(spark, table, state, RunOptions(quality=PERMISSIVE)).outcome == "ok"
-    _assert_replays(spark, table, state, "4.parquet")
+    assert_replays(spark, table, state, "4.parquet")

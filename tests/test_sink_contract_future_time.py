@@ -14,9 +14,9 @@ import pytest
 from diffcdc.engine.run import RunOptions, run_table
 from diffcdc.errors import InputRefused
 from diffcdc.state.store import TableState
+from tests.support.contract import assert_replays, table_config, write_rows
 from tests.support.sink_kinds import KINDS
 from tests.support.workspace import PERMISSIVE
-from tests.test_sink_contract import _assert_replays, _table_config, _write_rows
 
 pytestmark = pytest.mark.slow
 FUTURE = dt.datetime(2099, 1, 1, tzinfo=dt.timezone.utc).timestamp()
@@ -26,12 +26,12 @@ FUTURE = dt.datetime(2099, 1, 1, tzinfo=dt.timezone.utc).timestamp()
 def test_a_snapshot_time_far_in_the_future_is_refused_and_the_table_goes_on_once_fixed(
         spark, servers, kind, tmp_path):
     root = str(tmp_path)
-    table = _table_config(root, [kind], servers)
+    table = table_config(root, [kind], servers)
     sink_id = table.sinks[0].sink_id
     state = os.path.join(root, "state")
-    _write_rows(root, "1.parquet", 12, "a")
+    write_rows(root, "1.parquet", 12, "a")
     run_table(spark, table, state, RunOptions(quality=PERMISSIVE))
-    _write_rows(root, "2.parquet", 14, "b")
+    write_rows(root, "2.parquet", 14, "b")
     future = os.path.join(root, "source", "2.parquet")
     os.utime(future, (FUTURE, FUTURE))
     with pytest.raises(InputRefused, match="past the run's clock") as refused:
@@ -40,8 +40,8 @@ def test_a_snapshot_time_far_in_the_future_is_refused_and_the_table_goes_on_once
     assert refused.value.exit_code == 3 and "\n" not in message and "2.parquet" in message
     head = TableState(state, "T").head()
     assert head.version == 1 and head.unpublished == []
-    _assert_replays(spark, table, state, "1.parquet")  # nothing of snapshot 2 published
+    assert_replays(spark, table, state, "1.parquet")  # nothing of snapshot 2 published
     os.utime(future, (time.time(), time.time()))
     assert run_table(spark, table, state, RunOptions(quality=PERMISSIVE)).outcome == "ok"
-    _assert_replays(spark, table, state, "2.parquet")
+    assert_replays(spark, table, state, "2.parquet")
     kind.assert_once(TableState(state, "T"), sink_id, servers)

@@ -22,9 +22,9 @@ from diffcdc.engine.run import RunOptions, RunRequest, run_table
 from diffcdc.engine.verify import verify_table
 from diffcdc.errors import PublishConflict, TargetMismatch
 from diffcdc.state.store import TableState
+from tests.support.contract import assert_replays, companion, table_config, write_rows
 from tests.support.sink_kinds import KINDS
 from tests.support.workspace import PERMISSIVE
-from tests.test_sink_contract import _assert_replays, _companion, _table_config, _write_rows
 
 pytestmark = pytest.mark.slow
 
@@ -80,15 +80,15 @@ LOOKALIKES = {"kafka": _kafka_lookalike, "landing_local": _landing_lookalike}
 def test_a_foreign_lookalike_target_is_refused_alone_and_reload_sink_replays_it(
         spark, servers, kind, tmp_path):
     root = str(tmp_path)
-    other = _companion(kind)
-    table = _table_config(root, [kind, other], servers)
+    other = companion(kind)
+    table = table_config(root, [kind, other], servers)
     sink_id, other_id = (s.sink_id for s in table.sinks)
     state = os.path.join(root, "state")
     for n, (rows, tag) in enumerate([(12, "a"), (14, "b")], start=1):
-        _write_rows(root, f"{n}.parquet", rows, tag)
+        write_rows(root, f"{n}.parquet", rows, tag)
         run_table(spark, table, state, RunOptions(quality=PERMISSIVE))
     LOOKALIKES[kind.name](TableState(state, "T"), sink_id, servers)
-    _write_rows(root, "3.parquet", 13, "c")
+    write_rows(root, "3.parquet", 13, "c")
     for _ in range(2):  # refused again by the next run: nothing resolves it silently
         with pytest.raises((TargetMismatch, PublishConflict), match=f"sink {sink_id}") as refused:
             run_table(spark, table, state, RunOptions(quality=PERMISSIVE))
@@ -101,7 +101,7 @@ def test_a_foreign_lookalike_target_is_refused_alone_and_reload_sink_replays_it(
     report = run_table(spark, table, state, RunOptions(
         quality=PERMISSIVE, request=RunRequest(reload=True, reload_sinks=(sink_id,))))
     assert report.outcome == "ok" and report.snapshots[0].sinks[other_id]["rows"] == 0
-    _assert_replays(spark, table, state, "3.parquet")
-    _write_rows(root, "4.parquet", 11, "d")
+    assert_replays(spark, table, state, "3.parquet")
+    write_rows(root, "4.parquet", 11, "d")
     assert run_table(spark, table, state, RunOptions(quality=PERMISSIVE)).outcome == "ok"
-    _assert_replays(spark, table, state, "4.parquet")
+    assert_replays(spark, table, state, "4.parquet")
