@@ -2,8 +2,9 @@
 
 A drop asks each of the table's sinks to drop its output (an Open Mirroring sink deletes the
 table folder from the landing zone, and the mirroring service then drops the mirrored table;
-a Delta table or a Kafka topic is data of its own and stays: the next run gives it a full
-image, as to a sink added to a table), and forgets the table's state so the next run starts
+a Delta table or a Kafka topic is data of its own and stays: the new state did not publish
+to it, so the next run refuses it until ``diffcdc reload --sink`` gives it a full image on
+purpose), and forgets the table's state so the next run starts
 with a fresh initial load. The intent is recorded in the state first: a drop that dies half-way
 is finished by running it again, and a ``run`` refuses the table meanwhile.
 """
