@@ -39,7 +39,7 @@ from pyspark.sql.types import NullType
 from diffcdc.core.arrow_types import spark_type
 from diffcdc.core.changeset import OP, OP_DELETE, OP_INSERT, OP_UPDATE
 from diffcdc.core.column_changes import CHANGED_COLUMNS, partners
-from diffcdc.core.compare import Replayed
+from diffcdc.core.compare import Replayed, arrow_rows
 from diffcdc.core.sql import quote
 from diffcdc.errors import (
     ConfigError,
@@ -53,7 +53,7 @@ from diffcdc.faults import crash_point
 from diffcdc.sinks.base import ChangeSet, Sink, SinkHistory, SinkTable
 from diffcdc.sinks.delta import history as scd2
 from diffcdc.sinks.delta.config import DeltaSinkConfig
-from diffcdc.sinks.delta.feed import CHANGE_COLUMNS, append_changelog, plain_types
+from diffcdc.sinks.delta.feed import CHANGE_COLUMNS, append_changelog, files_dataset, plain_types
 from diffcdc.sources.snapshot_time import format_time, read_time
 from diffcdc.spark import spark_path
 from diffcdc.storage import paths
@@ -479,7 +479,7 @@ class DeltaSink(Sink):
                             mode="error", storage_options=self.config.storage_options,
                             commit_properties=props)
             return
-        newest = scd2.newest_valid_from(table)
+        newest = scd2.newest_valid_from(table, self.config.storage_options)
         if newest is not None and newest > at.valid_from:  # never a row valid before it opens
             raise self._mismatch(
                 f"the history holds rows valid from {format_time(newest)}, after the as-of time "
@@ -497,7 +497,7 @@ class DeltaSink(Sink):
             tuple(manifest.get("track_except") or ()))
         if manifest.get("initial"):  # a full image onto the history: what differs from it
             image = data.drop_columns([OP])
-            current = plain_types(scd2.open_rows(table, keys, None))
+            current = plain_types(scd2.open_rows(table, keys, None, self.config.storage_options))
             copies, differ = scd2.copied_open_rows(current, keys)
             if differ:  # which of them diffcdc wrote cannot be told
                 raise self._mismatch(
@@ -513,7 +513,7 @@ class DeltaSink(Sink):
                     "diffcdc.repair": f"copies of open rows removed before version {version}"}))
                 table = self._open()
                 assert table is not None
-                current = plain_types(scd2.open_rows(table, keys, None))
+                current = plain_types(scd2.open_rows(table, keys, None, self.config.storage_options))
             gone_rows = [i for i, j in enumerate(partners(current, image, keys)) if j is None]
             gone = current.take(scd2.row_indices(gone_rows)).select(keys)
             source = scd2.merge_source(image, gone, current, keys, compared, tracking, at,
@@ -521,7 +521,8 @@ class DeltaSink(Sink):
         else:
             op = data.column(OP)
             updates = data.filter(pc.equal(op, OP_UPDATE))
-            current = plain_types(scd2.open_rows(table, keys, updates))
+            current = plain_types(scd2.open_rows(table, keys, updates,
+                                                 self.config.storage_options))
             if any(j is None for j in partners(updates, current, keys)):
                 raise self._mismatch(
                     f"the history has no open row for a key version {version} updates",
@@ -596,10 +597,11 @@ class DeltaSink(Sink):
         table = self._open()
         rows, columns = [], []
         if table is not None:
-            data = plain_types(table.to_pyarrow_table())
+            # read from its files: a date before year 1 or after 9999 stays exact (Day)
+            data = plain_types(files_dataset(table, self.config.storage_options).to_table())
             if self.history:
                 data = data.filter(pc.is_null(data.column(scd2.END_AT)))
                 data = data.drop_columns(list(scd2.HISTORY_COLUMNS))
-            rows, columns = data.to_pylist(), data.column_names
+            rows, columns = arrow_rows(data), data.column_names
         return Replayed(list(self.table.keys), columns, rows,
                         units=(table.version() + 1) if table is not None else 0)
