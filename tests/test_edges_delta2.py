@@ -9,9 +9,13 @@ import os
 
 import pyarrow as pa
 import pytest
+from deltalake import DeltaTable, write_deltalake
 
 from diffcdc.config import TableConfig
 from diffcdc.engine.verify import verify_table
+from diffcdc.errors import TargetMismatch
+from diffcdc.sinks.delta.feed import plain_types
+from diffcdc.state.store import TableState
 from tests.support.workspace import Workspace
 
 pytestmark = pytest.mark.slow
@@ -50,3 +54,81 @@ def test_verify_of_delta_sinks_holding_dates_before_year_1_and_after_9999(spark,
     for sink_id, result in results.items():
         assert not result.identical and result.missing == [2] and result.unexpected == [2], (
             sink_id, result.to_dict())
+
+
+# -- a Delta table this state never wrote ------------------------------------------------------
+
+
+def _sinks(root: str, lake: str, mode: str) -> list[dict]:
+    """A Delta sink (its mode) at ``lake`` beside a landing of the state's own."""
+    delta = {"type": "delta", "name": "delta", "path": os.path.join(lake, "t")}
+    if mode == "scd2":
+        delta["mode"] = "scd2"
+    else:
+        delta["changelog_path"] = os.path.join(root, "changelog")
+    landing = {"type": "open_mirroring", "name": "landing", "landing": os.path.join(root, "landing")}
+    return [delta, landing]
+
+
+def _rows(n: int, tag: str) -> pa.Table:
+    return pa.table({"id": pa.array(range(1, n + 1), pa.int64()),
+                     "v": [f"{tag}{i}" for i in range(1, n + 1)]})
+
+
+def _refused(spark, ws: Workspace, path: str) -> str:
+    with pytest.raises(TargetMismatch) as refused:
+        ws.run(spark)
+    text = str(refused.value)
+    assert "\n" not in text and "sink delta" in text and path in text, text
+    assert "did not publish to" in text, text
+    assert "diffcdc reload --table T --sink delta --yes" in text, text
+    assert TableState(ws.state, "T").head().unpublished == ["delta"]
+    return text
+
+
+def _identical(spark, ws: Workspace, snapshot: str) -> None:
+    results = verify_table(spark, ws.table, ws.state, os.path.join(ws.source, snapshot))
+    assert all(r.identical for r in results.values()), {k: r.to_dict() for k, r in results.items()}
+
+
+@pytest.mark.parametrize("mode", ["current", "scd2"])
+def test_two_states_on_one_delta_path_the_second_is_refused_the_first_goes_on(
+        spark, tmp_path, mode):
+    lake = str(tmp_path / "lake")
+    first, second = (_ws(str(tmp_path / n), _sinks(str(tmp_path / n), lake, mode))
+                     for n in ("a", "b"))
+    path = os.path.join(lake, "t")
+    first.write("1.parquet", _rows(4, "a"))
+    assert first.run(spark).outcome == "ok"
+    second.write("1.parquet", _rows(3, "b"))
+    text = _refused(spark, second, path)  # refused at the check: its landing publishes
+    assert "diffcdc table T's (version 1) written by another state" in text, text
+    for n, rows in ((2, 5), (3, 6)):
+        first.write(f"{n}.parquet", _rows(rows, f"a{n}-"))
+        assert first.run(spark).outcome == "ok"
+        _identical(spark, first, f"{n}.parquet")
+        second.write(f"{n}.parquet", _rows(rows - 1, f"b{n}-"))
+        _refused(spark, second, path)  # its first image waits: never written over the first's
+        _identical(spark, first, f"{n}.parquet")
+    # the way out: the second state's sink at a path of its own
+    sinks = _sinks(str(tmp_path / "b"), lake, mode)
+    sinks[0]["path"] = str(tmp_path / "b" / "own")
+    second.table = TableConfig(name="T", source=second.source, keys=["id"], sinks=sinks)
+    assert second.run(spark, reload=True, reload_sinks=("delta",)).outcome == "ok"
+    _identical(spark, second, "3.parquet")
+
+
+def test_a_first_image_onto_another_tools_table_waits_and_leaves_it_untouched(spark, tmp_path):
+    root = str(tmp_path)
+    ws = _ws(root, _sinks(root, str(tmp_path / "lake"), "current"))
+    path = str(tmp_path / "lake" / "t")
+    foreign = pa.table({"id": pa.array([7], pa.int64()), "v": ["theirs"]})
+    write_deltalake(path, foreign)
+    for n in (1, 2):
+        ws.write(f"{n}.parquet", _rows(3, f"a{n}-"))
+        assert "another writer's table" in _refused(spark, ws, path)
+        assert DeltaTable(path).version() == 0
+        assert plain_types(DeltaTable(path).to_pyarrow_table()).to_pylist() == foreign.to_pylist()
+    # a deliberate full image (reload --sink) replaces it
+    assert ws.run(spark, reload=True, reload_sinks=("delta",)).outcome == "ok"
+    _identical(spark, ws, "2.parquet")

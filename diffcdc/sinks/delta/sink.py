@@ -9,11 +9,15 @@ table already records is a no-op, whatever crashed in between. The application i
 the sink's *incarnation* (a new one each time the sink starts from a full image), so a table
 re-created from scratch (``diffcdc drop``, a new state) never inherits an old version number.
 
-Before each version the sink checks that the table is where it left it: the newest commit
-that changes data is its own last one (a foreign write, delete, ``RESTORE`` or schema change
+Before each version the sink checks that the table is where it left it: the same table (its
+Delta table id, recorded when each version is staged), the newest commit that changes data is
+its own last one (a foreign write, delete, ``RESTORE`` or schema change
 is refused; table properties, a protocol upgrade, ``OPTIMIZE`` and ``VACUUM`` are harmless), the
 table still exists once it published rows, and its change data feed is on.
-A refused target is recovered with ``diffcdc reload --table T --sink NAME``.
+A first image that is not asked for (a first load, a sink added) is written only to a path that
+holds no Delta table: another tool's or another state's table there is refused, also when it
+appears between the check and the publish. A refused target is recovered with
+``diffcdc reload --table T --sink NAME``.
 
 With ``mode = "scd2"`` the table is a history instead (:mod:`diffcdc.sinks.delta.history`):
 the same change set, exactly once the same way, merged as closed and opened rows.
@@ -260,17 +264,22 @@ class DeltaSink(Sink):
         with_rows = [(v, m) for v, m in published if m.get("rows")]
         if not with_rows:
             if table is not None:
-                raise self._mismatch(
-                    "a Delta table that this diffcdc table did not publish to is at the path",
-                    "point the sink at a new path or remove that table, or replace it with a "
-                    f"full image: '{self.reload_command()}'",
-                )
+                raise self._not_ours(table)
             return None
         version, manifest = with_rows[-1]
         if table is None:
             raise self._mismatch(
                 f"the Delta table is gone (it held diffcdc version {version})",
                 f"publish a full image to it again: '{self.reload_command()}'",
+            )
+        expected = self._table_id(published)
+        if expected is not None and table.metadata().id != expected:
+            raise self._mismatch(
+                f"the Delta table was deleted and created again by another writer (table id "
+                f"{table.metadata().id}; diffcdc published version {version} to table id "
+                f"{expected})",
+                "stop that writer; only if this table owns the path, replace the table with a "
+                f"full image: '{self.reload_command()}'",
             )
         config = table.metadata().configuration
         if not self.history and str(
@@ -307,6 +316,37 @@ class DeltaSink(Sink):
                 self._damaged_hint(),
             )
         return table
+
+    def _not_ours(self, table: DeltaTable) -> TargetMismatch:
+        """The refusal of a Delta table at the path that this sink did not publish to (a
+        first image would overwrite another tool's or another diffcdc state's table)."""
+        whose = "another writer's table"
+        try:
+            entry = next((h for h in table.history(limit=100) if h.get("diffcdc.table")), None)
+        except (DeltaError, OSError):
+            entry = None
+        if entry is not None:
+            whose = (f"diffcdc table {entry['diffcdc.table']}'s (version "
+                     f"{entry.get('diffcdc.version')}) written by another state or config")
+        return self._mismatch(
+            f"a Delta table that this diffcdc table did not publish to is at the path ({whose}, "
+            f"Delta version {table.version()}): a full image would overwrite it",
+            "point the sink at a path of its own, or move that table away, then run again; only "
+            "if this table owns it, replace it with a full image: "
+            f"'{self.reload_command()}'",
+        )
+
+    @staticmethod
+    def _table_id(published: list[tuple[int, dict[str, Any]]]) -> str | None:
+        """The Delta table id (``metaData.id``, new with each created table) the sink's
+        versions since its last full image were staged against (None: none recorded yet; the
+        full image itself may have created the table)."""
+        for _, manifest in reversed(published):
+            if manifest.get("initial"):
+                return None
+            if manifest.get("table_id"):
+                return str(manifest["table_id"])
+        return None
 
     def _foreign_commit(self, table: DeltaTable, version: int, manifest: dict[str, Any]
                         ) -> str | None:
@@ -401,9 +441,14 @@ class DeltaSink(Sink):
             incarnation = uuid.uuid4().hex[:16]
         else:
             incarnation = history.last[1].get("incarnation")
+        try:  # the table this version continues (recorded while it is there)
+            table = self._open()
+        except DiffcdcError:  # unreachable: the sink fails on its own at publish
+            table = None
         manifest = {"target": self.config.path, "changelog": self.config.changelog_path,
                     "recreate": changes.recreate is not None, "keys": list(changes.table.keys),
-                    "incarnation": incarnation}
+                    "incarnation": incarnation,
+                    "table_id": table.metadata().id if table is not None else None}
         if self.history:
             assert changes.snapshot_time is not None  # accept() refused a version without
             manifest.update(mode="scd2", valid_from=format_time(changes.snapshot_time),
@@ -431,6 +476,10 @@ class DeltaSink(Sink):
                 table = self._verify([(v, m) for v, m in history.manifests if v < version])
             elif table is not None and (problem := self._mode_problem(table)) is not None:
                 raise problem
+            elif table is not None and not manifest.get("recreate"):
+                # a first image (a first load, a sink added) onto a table that appeared after
+                # the check, or was refused by it: never overwritten unless asked (reload)
+                raise self._not_ours(table)
             self._commit(table, version, manifest, os.path.join(staging_dir, "changes"))
             crash_point("delta_committed", scope=self.id)
         if self.config.changelog_path:
