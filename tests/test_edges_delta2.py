@@ -132,3 +132,24 @@ def test_a_first_image_onto_another_tools_table_waits_and_leaves_it_untouched(sp
     # a deliberate full image (reload --sink) replaces it
     assert ws.run(spark, reload=True, reload_sinks=("delta",)).outcome == "ok"
     _identical(spark, ws, "2.parquet")
+
+
+def test_a_state_that_takes_the_path_on_purpose_is_another_writer_to_the_first(spark, tmp_path):
+    """Two states of a table of one name (the same application id before incarnations): the
+    second's deliberate full image (reload --sink) is never taken for the first's commits."""
+    lake = str(tmp_path / "lake")
+    first, second = (_ws(str(tmp_path / n), _sinks(str(tmp_path / n), lake, "current"))
+                     for n in ("a", "b"))
+    first.write("1.parquet", _rows(4, "a"))
+    assert first.run(spark).outcome == "ok"
+    second.write("1.parquet", _rows(3, "b"))
+    assert second.run(spark, reload=True, reload_sinks=("delta",)).outcome == "ok"
+    _identical(spark, second, "1.parquet")
+    apps = {TableState(ws.state, "T").head().record.sinks["delta"].manifest["incarnation"]
+            for ws in (first, second)}
+    assert len(apps) == 2
+    first.write("2.parquet", _rows(5, "a2-"))
+    with pytest.raises(TargetMismatch, match="changed by another writer") as refused:
+        first.run(spark)
+    assert "\n" not in str(refused.value)
+    _identical(spark, second, "1.parquet")  # the second's table is left as it wrote it
