@@ -153,3 +153,29 @@ def test_a_state_that_takes_the_path_on_purpose_is_another_writer_to_the_first(s
         first.run(spark)
     assert "\n" not in str(refused.value)
     _identical(spark, second, "1.parquet")  # the second's table is left as it wrote it
+
+
+def test_a_first_image_is_not_appended_to_another_states_changelog(spark, tmp_path):
+    """Two configs whose Delta sinks have paths of their own but one changelog_path: the
+    second's rows are never mixed into the first's changelog."""
+    lake = str(tmp_path / "lake")
+    first, second = (_ws(str(tmp_path / n), _sinks(str(tmp_path / n), lake, "current"))
+                     for n in ("a", "b"))
+    sinks = _sinks(str(tmp_path / "b"), lake, "current")
+    sinks[0]["path"] = str(tmp_path / "b" / "t")
+    sinks[0]["changelog_path"] = first.table.sinks[0].changelog_path
+    second.table = TableConfig(name="T", source=second.source, keys=["id"], sinks=sinks)
+    first.write("1.parquet", _rows(4, "a"))
+    assert first.run(spark).outcome == "ok"
+    log = first.table.sinks[0].changelog_path
+    before = DeltaTable(log).version()
+    for n in (1, 2):
+        second.write(f"{n}.parquet", _rows(3, f"b{n}-"))
+        with pytest.raises(TargetMismatch, match="did not publish to is at the changelog_path") \
+                as refused:
+            second.run(spark)
+        text = str(refused.value)
+        assert "\n" not in text and log in text and "sink delta" in text, text
+        assert "diffcdc reload --table T --sink delta --yes" in text, text
+        assert DeltaTable(log).version() == before
+        assert not os.path.exists(sinks[0]["path"])  # nothing of the version was written

@@ -265,6 +265,7 @@ class DeltaSink(Sink):
         if not with_rows:
             if table is not None:
                 raise self._not_ours(table)
+            self._claim_changelog()
             return None
         version, manifest = with_rows[-1]
         if table is None:
@@ -317,9 +318,19 @@ class DeltaSink(Sink):
             )
         return table
 
-    def _not_ours(self, table: DeltaTable) -> TargetMismatch:
-        """The refusal of a Delta table at the path that this sink did not publish to (a
-        first image would overwrite another tool's or another diffcdc state's table)."""
+    def _claim_changelog(self) -> None:
+        """Before the sink's first image: refuse a changelog table already at
+        ``changelog_path`` (another tool's, or another state's: its rows would be mixed)."""
+        if self.config.changelog_path:
+            log = self._open(self.config.changelog_path)
+            if log is not None:
+                raise self._not_ours(log, self.config.changelog_path)
+
+    def _not_ours(self, table: DeltaTable, path: str | None = None) -> TargetMismatch:
+        """The refusal of a Delta table at the path (or the changelog path) that this sink did
+        not publish to (a first image would overwrite another tool's or another diffcdc
+        state's table, or append to its changelog)."""
+        key = "changelog_path" if path else "path"
         whose = "another writer's table"
         try:
             entry = next((h for h in table.history(limit=100) if h.get("diffcdc.table")), None)
@@ -328,12 +339,16 @@ class DeltaSink(Sink):
         if entry is not None:
             whose = (f"diffcdc table {entry['diffcdc.table']}'s (version "
                      f"{entry.get('diffcdc.version')}) written by another state or config")
-        return self._mismatch(
-            f"a Delta table that this diffcdc table did not publish to is at the path ({whose}, "
-            f"Delta version {table.version()}): a full image would overwrite it",
-            "point the sink at a path of its own, or move that table away, then run again; only "
-            "if this table owns it, replace it with a full image: "
-            f"'{self.reload_command()}'",
+        return TargetMismatch(
+            f"a Delta table that this diffcdc table did not publish to is at the {key} "
+            f"({whose}, Delta version {table.version()}): a full image would "
+            + ("overwrite it" if key == "path" else "be appended to it"),
+            table=self.table.name, path=path or self.config.path,
+            hint=f"point the sink's {key} at a path of its own, or move that table away, then run "
+                 "again; only if this table owns it, "
+                 + ("replace it with a full image" if key == "path" else
+                    "start a new incarnation in it with a full image")
+                 + f": '{self.reload_command()}'",
         )
 
     @staticmethod
@@ -480,6 +495,8 @@ class DeltaSink(Sink):
                 # a first image (a first load, a sink added) onto a table that appeared after
                 # the check, or was refused by it: never overwritten unless asked (reload)
                 raise self._not_ours(table)
+            elif not manifest.get("recreate"):
+                self._claim_changelog()
             self._commit(table, version, manifest, os.path.join(staging_dir, "changes"))
             crash_point("delta_committed", scope=self.id)
         if self.config.changelog_path:
