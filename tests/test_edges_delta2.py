@@ -38,7 +38,8 @@ def _far_dates(shift_days: int = 0, tag: str = "a") -> pa.Table:
 def test_verify_of_delta_sinks_holding_dates_before_year_1_and_after_9999(spark, tmp_path):
     lake = tmp_path / "lake"
     ws = _ws(str(tmp_path), [
-        {"type": "delta", "name": "delta", "path": str(lake / "t")},
+        {"type": "delta", "name": "delta", "path": str(lake / "t"),
+         "changelog_path": str(lake / "log")},
         {"type": "delta", "name": "history", "path": str(lake / "h"), "mode": "scd2"},
     ])
     ws.write("1.parquet", _far_dates())
