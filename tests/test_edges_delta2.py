@@ -180,3 +180,37 @@ def test_a_first_image_is_not_appended_to_another_states_changelog(spark, tmp_pa
         assert "diffcdc reload --table T --sink delta --yes" in text, text
         assert DeltaTable(log).version() == before
         assert not os.path.exists(sinks[0]["path"])  # nothing of the version was written
+
+
+def test_state_of_the_previous_format_goes_on_and_records_the_table_id(spark, tmp_path):
+    """Manifests written before the Delta table id was recorded: the sink goes on (its
+    application id is the recorded one), its next version records the id, and from then on a
+    table deleted and made again by a writer reproducing it is refused."""
+    import json
+
+    from tests.test_sink_contract_lookalike import _delta_lookalike
+
+    root = str(tmp_path)
+    ws = _ws(root, _sinks(root, str(tmp_path / "lake"), "current"))
+    for n in (1, 2):
+        ws.write(f"{n}.parquet", _rows(3 + n, f"a{n}-"))
+        assert ws.run(spark).outcome == "ok"
+    log = os.path.join(ws.state, "T", "log")
+    for name in (f"{v:020d}.json" for v in (1, 2)):  # as the previous format wrote them
+        with open(os.path.join(log, name)) as handle:
+            record = json.load(handle)
+        manifest = record["sinks"]["delta"]["manifest"]
+        assert manifest.pop("table_id") == (None if name.endswith("1.json") else
+                                            DeltaTable(str(tmp_path / "lake" / "t")).metadata().id)
+        with open(os.path.join(log, name), "w") as handle:
+            json.dump(record, handle)
+    ws.write("3.parquet", _rows(6, "a3-"))
+    assert ws.run(spark).outcome == "ok"
+    _identical(spark, ws, "3.parquet")
+    state = TableState(ws.state, "T")
+    path = str(tmp_path / "lake" / "t")
+    assert state.head().record.sinks["delta"].manifest["table_id"] == DeltaTable(path).metadata().id
+    _delta_lookalike(state, "delta", {})
+    ws.write("4.parquet", _rows(6, "a4-"))
+    with pytest.raises(TargetMismatch, match="deleted and created again by another writer"):
+        ws.run(spark)
