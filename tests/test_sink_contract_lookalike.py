@@ -1,13 +1,14 @@
 """The sink contract's class "foreign look-alike target" (issue 38): a target deleted and made
 again by someone else so that it looks like the sink's own where a cheap check looks — a Kafka
 topic re-created and refilled past every offset diffcdc published, a landing table folder
-re-created with files under the names diffcdc wrote (and its ``_metadata.json``). The sink is
-refused alone, again on the next run, the table's other sink goes on, and ``reload --sink``
-gives the target a full image that replays.
+re-created with files under the names diffcdc wrote (and its ``_metadata.json``), a Delta table
+(current image or history) deleted and made again with one commit for each of its commits,
+carrying diffcdc's commit info and application transactions and the same schema and
+properties. The sink is refused alone, again on the next run, the table's other sink goes on,
+and ``reload --sink`` gives the target a full image that replays.
 
-Kinds without a look-alike here: the Delta kinds (a table re-created by another writer is the
-Delta part's own check, issue 38 item 3 there) and ``landing_dfs`` (the same check as
-``landing_local`` through another byte store).
+The kind without a look-alike here: ``landing_dfs`` (the same check as ``landing_local``
+through another byte store).
 """
 
 from __future__ import annotations
@@ -73,7 +74,43 @@ def _landing_lookalike(state: TableState, sink_id: str, servers: dict[str, Any])
             handle.write(metadata if name == "_metadata.json" else b"another publisher's " + name.encode())
 
 
-LOOKALIKES = {"kafka": _kafka_lookalike, "landing_local": _landing_lookalike}
+def _delta_lookalike(state: TableState, sink_id: str, servers: dict[str, Any]) -> None:
+    """The Delta table deleted and made again by another writer that reproduces it: one commit
+    for each commit it had, each with diffcdc's commit info (``diffcdc.*``) and application
+    transactions copied, the same schema and table properties; its rows: the table's less one."""
+    import json
+
+    from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+
+    from diffcdc.sinks.delta.feed import plain_types
+
+    path = state.head().record.sinks[sink_id].manifest["target"]
+    table = DeltaTable(path)
+    configuration = dict(table.metadata().configuration)
+    rows = plain_types(table.to_pyarrow_table())
+    commits = []
+    for version in range(table.version() + 1):
+        with open(os.path.join(path, "_delta_log", f"{version:020d}.json")) as log:
+            actions = [json.loads(line) for line in log if line.strip()]
+        info = next(a["commitInfo"] for a in actions if "commitInfo" in a)
+        commits.append(CommitProperties(
+            custom_metadata={k: str(v) for k, v in info.items() if k.startswith("diffcdc.")},
+            app_transactions=[Transaction(a["txn"]["appId"], int(a["txn"]["version"]))
+                              for a in actions if "txn" in a]))
+    shutil.rmtree(path)
+    for n, props in enumerate(commits):
+        write_deltalake(path, rows.slice(0, rows.num_rows - 1), mode="overwrite" if n else "error",
+                        configuration=configuration if not n else None, commit_properties=props)
+    copy = DeltaTable(path)
+    assert copy.version() == table.version()
+    assert [h.get("diffcdc.version") for h in copy.history()] == [
+        h.get("diffcdc.version") for h in table.history()]
+    for app in {t.app_id for p in commits for t in p.app_transactions or ()}:
+        assert copy.transaction_version(app) == table.transaction_version(app)
+
+
+LOOKALIKES = {"kafka": _kafka_lookalike, "landing_local": _landing_lookalike,
+              "delta": _delta_lookalike, "history": _delta_lookalike}
 
 
 @pytest.mark.parametrize("kind", [k for k in KINDS if k.name in LOOKALIKES], ids=lambda k: k.name)

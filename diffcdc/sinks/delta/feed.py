@@ -13,7 +13,10 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.dataset as ds
+import pyarrow.fs as pafs
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+from deltalake.fs import DeltaStorageHandler
 
 from diffcdc.core.column_changes import CHANGED_COLUMNS, changed_columns, partners
 
@@ -31,6 +34,23 @@ def plain_types(table: pa.Table) -> pa.Table:
             field = field.with_type(pa.binary())
         fields.append(field)
     return table.cast(pa.schema(fields))
+
+
+def files_dataset(table: DeltaTable, storage_options: dict[str, str] | None = None) -> ds.Dataset:
+    """The table's rows as a pyarrow dataset over its data files (the log's ``add`` actions),
+    read as stored. delta-rs's own dataset parses each file's statistics into Python values and
+    fails on a date before year 1 or after 9999 ("Invalid isoformat string: '-0221-09-04'").
+    A table only delta-rs reads right (another writer's deletion vectors, column mapping or
+    partitions: diffcdc writes none) is read through delta-rs."""
+    features = set(table.protocol().reader_features or ())
+    metadata = table.metadata()
+    if (features & {"deletionVectors", "columnMapping"} or metadata.partition_columns
+            or metadata.configuration.get("delta.columnMapping.mode", "none") != "none"):
+        return table.to_pyarrow_dataset()
+    schema = pa.schema(table.schema().to_arrow())
+    files = pa.table(table.get_add_actions(flatten=True)).column("path").to_pylist()
+    filesystem = pafs.PyFileSystem(DeltaStorageHandler(table.table_uri, storage_options))
+    return ds.dataset(files, schema=schema, filesystem=filesystem, format="parquet")
 
 
 def commit_of(table: DeltaTable, version: int) -> int | None:

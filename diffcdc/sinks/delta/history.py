@@ -31,11 +31,11 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 from deltalake import CommitProperties, DeltaTable
 
 from diffcdc.core.column_changes import CHANGED_COLUMNS, changed_columns, key_rows, partners
 from diffcdc.core.sql import quote
+from diffcdc.sinks.delta.feed import files_dataset
 
 START_AT, END_AT = "__START_AT", "__END_AT"
 VALID_FROM, VALID_TO = "__VALID_FROM", "__VALID_TO"
@@ -101,7 +101,8 @@ def _with_history(data: pa.Table, version: Version, changed: pa.Array) -> pa.Tab
     return data
 
 
-def newest_valid_from(table: DeltaTable) -> dt.datetime | None:
+def newest_valid_from(table: DeltaTable, storage_options: dict[str, str] | None = None
+                      ) -> dt.datetime | None:
     """The latest ``__VALID_FROM`` of the history (None: no rows): from the files' statistics,
     or read from the column where a file has none."""
     actions = pa.table(table.get_add_actions(flatten=True))
@@ -111,12 +112,14 @@ def newest_valid_from(table: DeltaTable) -> dt.datetime | None:
     if stat in actions.column_names and not actions.column(stat).null_count:
         values = actions.column(stat).cast(TIME)
     else:
-        values = table.to_pyarrow_dataset().to_table(columns=[VALID_FROM]).column(VALID_FROM)
+        values = files_dataset(table, storage_options).to_table(
+            columns=[VALID_FROM]).column(VALID_FROM)
     newest = pc.max(values).as_py()
     return newest.astimezone(dt.timezone.utc) if newest is not None else None
 
 
-def open_rows(table: DeltaTable, keys: Sequence[str], of: pa.Table | None) -> pa.Table:
+def open_rows(table: DeltaTable, keys: Sequence[str], of: pa.Table | None,
+              storage_options: dict[str, str] | None = None) -> pa.Table:
     """The open (current) rows of the history, of the keys in ``of`` (None: all of them).
 
     Read batch by batch, each batch cut to rows whose every key value occurs in ``of`` (a
@@ -124,7 +127,7 @@ def open_rows(table: DeltaTable, keys: Sequence[str], of: pa.Table | None) -> pa
     key test is not handed to the dataset's scan: delta-rs's files may hold a string column as
     ``string_view``, which the scan's statistics cannot compare with a string value.
     """
-    dataset: ds.Dataset = table.to_pyarrow_dataset()
+    dataset = files_dataset(table, storage_options)  # a date before year 1 is read too
     batches = dataset.to_batches(filter=pc.field(END_AT).is_null())
     if of is None:
         return pa.Table.from_batches(batches, dataset.schema)

@@ -9,11 +9,15 @@ table already records is a no-op, whatever crashed in between. The application i
 the sink's *incarnation* (a new one each time the sink starts from a full image), so a table
 re-created from scratch (``diffcdc drop``, a new state) never inherits an old version number.
 
-Before each version the sink checks that the table is where it left it: the newest commit
-that changes data is its own last one (a foreign write, delete, ``RESTORE`` or schema change
+Before each version the sink checks that the table is where it left it: the same table (its
+Delta table id, recorded when each version is staged), the newest commit that changes data is
+its own last one (a foreign write, delete, ``RESTORE`` or schema change
 is refused; table properties, a protocol upgrade, ``OPTIMIZE`` and ``VACUUM`` are harmless), the
 table still exists once it published rows, and its change data feed is on.
-A refused target is recovered with ``diffcdc reload --table T --sink NAME``.
+A first image that is not asked for (a first load, a sink added) is written only to a path that
+holds no Delta table: another tool's or another state's table there is refused, also when it
+appears between the check and the publish. A refused target is recovered with
+``diffcdc reload --table T --sink NAME``.
 
 With ``mode = "scd2"`` the table is a history instead (:mod:`diffcdc.sinks.delta.history`):
 the same change set, exactly once the same way, merged as closed and opened rows.
@@ -39,7 +43,7 @@ from pyspark.sql.types import NullType
 from diffcdc.core.arrow_types import spark_type
 from diffcdc.core.changeset import OP, OP_DELETE, OP_INSERT, OP_UPDATE
 from diffcdc.core.column_changes import CHANGED_COLUMNS, partners
-from diffcdc.core.compare import Replayed
+from diffcdc.core.compare import Replayed, arrow_rows
 from diffcdc.core.sql import quote
 from diffcdc.errors import (
     ConfigError,
@@ -53,7 +57,7 @@ from diffcdc.faults import crash_point
 from diffcdc.sinks.base import ChangeSet, Sink, SinkHistory, SinkTable
 from diffcdc.sinks.delta import history as scd2
 from diffcdc.sinks.delta.config import DeltaSinkConfig
-from diffcdc.sinks.delta.feed import CHANGE_COLUMNS, append_changelog, plain_types
+from diffcdc.sinks.delta.feed import CHANGE_COLUMNS, append_changelog, files_dataset, plain_types
 from diffcdc.sources.snapshot_time import format_time, read_time
 from diffcdc.spark import spark_path
 from diffcdc.storage import paths
@@ -260,17 +264,23 @@ class DeltaSink(Sink):
         with_rows = [(v, m) for v, m in published if m.get("rows")]
         if not with_rows:
             if table is not None:
-                raise self._mismatch(
-                    "a Delta table that this diffcdc table did not publish to is at the path",
-                    "point the sink at a new path or remove that table, or replace it with a "
-                    f"full image: '{self.reload_command()}'",
-                )
+                raise self._not_ours(table)
+            self._claim_changelog()
             return None
         version, manifest = with_rows[-1]
         if table is None:
             raise self._mismatch(
                 f"the Delta table is gone (it held diffcdc version {version})",
                 f"publish a full image to it again: '{self.reload_command()}'",
+            )
+        expected = self._table_id(published)
+        if expected is not None and table.metadata().id != expected:
+            raise self._mismatch(
+                f"the Delta table was deleted and created again by another writer (table id "
+                f"{table.metadata().id}; diffcdc published version {version} to table id "
+                f"{expected})",
+                "stop that writer; only if this table owns the path, replace the table with a "
+                f"full image: '{self.reload_command()}'",
             )
         config = table.metadata().configuration
         if not self.history and str(
@@ -307,6 +317,51 @@ class DeltaSink(Sink):
                 self._damaged_hint(),
             )
         return table
+
+    def _claim_changelog(self) -> None:
+        """Before the sink's first image: refuse a changelog table already at
+        ``changelog_path`` (another tool's, or another state's: its rows would be mixed)."""
+        if self.config.changelog_path:
+            log = self._open(self.config.changelog_path)
+            if log is not None:
+                raise self._not_ours(log, self.config.changelog_path)
+
+    def _not_ours(self, table: DeltaTable, path: str | None = None) -> TargetMismatch:
+        """The refusal of a Delta table at the path (or the changelog path) that this sink did
+        not publish to (a first image would overwrite another tool's or another diffcdc
+        state's table, or append to its changelog)."""
+        key = "changelog_path" if path else "path"
+        whose = "another writer's table"
+        try:
+            entry = next((h for h in table.history(limit=100) if h.get("diffcdc.table")), None)
+        except (DeltaError, OSError):
+            entry = None
+        if entry is not None:
+            whose = (f"diffcdc table {entry['diffcdc.table']}'s (version "
+                     f"{entry.get('diffcdc.version')}) written by another state or config")
+        return TargetMismatch(
+            f"a Delta table that this diffcdc table did not publish to is at the {key} "
+            f"({whose}, Delta version {table.version()}): a full image would "
+            + ("overwrite it" if key == "path" else "be appended to it"),
+            table=self.table.name, path=path or self.config.path,
+            hint=f"point the sink's {key} at a path of its own, or move that table away, then run "
+                 "again; only if this table owns it, "
+                 + ("replace it with a full image" if key == "path" else
+                    "start a new incarnation in it with a full image")
+                 + f": '{self.reload_command()}'",
+        )
+
+    @staticmethod
+    def _table_id(published: list[tuple[int, dict[str, Any]]]) -> str | None:
+        """The Delta table id (``metaData.id``, new with each created table) the sink's
+        versions since its last full image were staged against (None: none recorded yet; the
+        full image itself may have created the table)."""
+        for _, manifest in reversed(published):
+            if manifest.get("initial"):
+                return None
+            if manifest.get("table_id"):
+                return str(manifest["table_id"])
+        return None
 
     def _foreign_commit(self, table: DeltaTable, version: int, manifest: dict[str, Any]
                         ) -> str | None:
@@ -401,9 +456,14 @@ class DeltaSink(Sink):
             incarnation = uuid.uuid4().hex[:16]
         else:
             incarnation = history.last[1].get("incarnation")
+        try:  # the table this version continues (recorded while it is there)
+            table = self._open()
+        except DiffcdcError:  # unreachable: the sink fails on its own at publish
+            table = None
         manifest = {"target": self.config.path, "changelog": self.config.changelog_path,
                     "recreate": changes.recreate is not None, "keys": list(changes.table.keys),
-                    "incarnation": incarnation}
+                    "incarnation": incarnation,
+                    "table_id": table.metadata().id if table is not None else None}
         if self.history:
             assert changes.snapshot_time is not None  # accept() refused a version without
             manifest.update(mode="scd2", valid_from=format_time(changes.snapshot_time),
@@ -431,6 +491,12 @@ class DeltaSink(Sink):
                 table = self._verify([(v, m) for v, m in history.manifests if v < version])
             elif table is not None and (problem := self._mode_problem(table)) is not None:
                 raise problem
+            elif table is not None and not manifest.get("recreate"):
+                # a first image (a first load, a sink added) onto a table that appeared after
+                # the check, or was refused by it: never overwritten unless asked (reload)
+                raise self._not_ours(table)
+            elif not manifest.get("recreate"):
+                self._claim_changelog()
             self._commit(table, version, manifest, os.path.join(staging_dir, "changes"))
             crash_point("delta_committed", scope=self.id)
         if self.config.changelog_path:
@@ -479,7 +545,7 @@ class DeltaSink(Sink):
                             mode="error", storage_options=self.config.storage_options,
                             commit_properties=props)
             return
-        newest = scd2.newest_valid_from(table)
+        newest = scd2.newest_valid_from(table, self.config.storage_options)
         if newest is not None and newest > at.valid_from:  # never a row valid before it opens
             raise self._mismatch(
                 f"the history holds rows valid from {format_time(newest)}, after the as-of time "
@@ -497,7 +563,7 @@ class DeltaSink(Sink):
             tuple(manifest.get("track_except") or ()))
         if manifest.get("initial"):  # a full image onto the history: what differs from it
             image = data.drop_columns([OP])
-            current = plain_types(scd2.open_rows(table, keys, None))
+            current = plain_types(scd2.open_rows(table, keys, None, self.config.storage_options))
             copies, differ = scd2.copied_open_rows(current, keys)
             if differ:  # which of them diffcdc wrote cannot be told
                 raise self._mismatch(
@@ -513,7 +579,7 @@ class DeltaSink(Sink):
                     "diffcdc.repair": f"copies of open rows removed before version {version}"}))
                 table = self._open()
                 assert table is not None
-                current = plain_types(scd2.open_rows(table, keys, None))
+                current = plain_types(scd2.open_rows(table, keys, None, self.config.storage_options))
             gone_rows = [i for i, j in enumerate(partners(current, image, keys)) if j is None]
             gone = current.take(scd2.row_indices(gone_rows)).select(keys)
             source = scd2.merge_source(image, gone, current, keys, compared, tracking, at,
@@ -521,7 +587,8 @@ class DeltaSink(Sink):
         else:
             op = data.column(OP)
             updates = data.filter(pc.equal(op, OP_UPDATE))
-            current = plain_types(scd2.open_rows(table, keys, updates))
+            current = plain_types(scd2.open_rows(table, keys, updates,
+                                                 self.config.storage_options))
             if any(j is None for j in partners(updates, current, keys)):
                 raise self._mismatch(
                     f"the history has no open row for a key version {version} updates",
@@ -596,10 +663,11 @@ class DeltaSink(Sink):
         table = self._open()
         rows, columns = [], []
         if table is not None:
-            data = plain_types(table.to_pyarrow_table())
+            # read from its files: a date before year 1 or after 9999 stays exact (Day)
+            data = plain_types(files_dataset(table, self.config.storage_options).to_table())
             if self.history:
                 data = data.filter(pc.is_null(data.column(scd2.END_AT)))
                 data = data.drop_columns(list(scd2.HISTORY_COLUMNS))
-            rows, columns = data.to_pylist(), data.column_names
+            rows, columns = arrow_rows(data), data.column_names
         return Replayed(list(self.table.keys), columns, rows,
                         units=(table.version() + 1) if table is not None else 0)
