@@ -188,7 +188,7 @@ def test_state_of_the_previous_format_goes_on_and_records_the_table_id(spark, tm
     table deleted and made again by a writer reproducing it is refused."""
     import json
 
-    from tests.test_sink_contract_lookalike import _delta_lookalike
+    from tests.support.lookalikes import delta_lookalike
 
     root = str(tmp_path)
     ws = _ws(root, _sinks(root, str(tmp_path / "lake"), "current"))
@@ -210,7 +210,7 @@ def test_state_of_the_previous_format_goes_on_and_records_the_table_id(spark, tm
     state = TableState(ws.state, "T")
     path = str(tmp_path / "lake" / "t")
     assert state.head().record.sinks["delta"].manifest["table_id"] == DeltaTable(path).metadata().id
-    _delta_lookalike(state, "delta", {})
+    delta_lookalike(state, "delta", {})
     ws.write("4.parquet", _rows(6, "a4-"))
     with pytest.raises(TargetMismatch, match="deleted and created again by another writer"):
         ws.run(spark)
