@@ -369,14 +369,16 @@ class DeltaSink(Sink):
         for name in (n for n in target.names if n not in columns):
             data = data.append_column(target.field(name), pa.nulls(data.num_rows, target.field(name).type))
             columns.append(name)
-        values = {c: f"s.{quote(c)}" for c in columns}
+        # delta-rs parses the target column names as SQL too: quoted, or ``order.id`` would
+        # read as column ``id`` of a table ``order``
+        values = {quote(c): f"s.{quote(c)}" for c in columns}
         on = " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in keys)
         (
             table.merge(data, predicate=on, source_alias="s", target_alias="t",
                         merge_schema=True, commit_properties=props)
-            .when_matched_update(updates=values, predicate=f"s.`{OP}` = {OP_UPDATE}")
-            .when_matched_delete(predicate=f"s.`{OP}` = {OP_DELETE}")
-            .when_not_matched_insert(updates=values, predicate=f"s.`{OP}` = {OP_INSERT}")
+            .when_matched_update(updates=values, predicate=f"s.{quote(OP)} = {OP_UPDATE}")
+            .when_matched_delete(predicate=f"s.{quote(OP)} = {OP_DELETE}")
+            .when_not_matched_insert(updates=values, predicate=f"s.{quote(OP)} = {OP_INSERT}")
             .execute()
         )
 

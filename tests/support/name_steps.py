@@ -1,0 +1,102 @@
+"""Snapshots of awkward names and types run one at a time through a sink kind: each step is
+either exact in the sink (verify replays it, the sink's own once-check holds, the landing
+``_metadata.json`` names the snapshot's key spelling) or refused in one line before anything
+is published (the state's head and the target stay as they were).
+
+Used by the names/types tests (tests/test_edges_names.py) and their property tests.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from diffcdc.config import TableConfig
+from diffcdc.engine.run import RunOptions, run_table
+from diffcdc.engine.verify import verify_table
+from diffcdc.errors import DiffcdcError
+from diffcdc.state.store import TableState
+from tests.support.sink_kinds import SinkKind
+from tests.support.workspace import PERMISSIVE
+
+
+@dataclass
+class Step:
+    """What one snapshot did: ``refused`` holds the error (None: it was committed)."""
+
+    sid: str
+    refused: DiffcdcError | None
+    counts: tuple[int, int, int] | None = None  # inserted, updated, deleted
+
+
+def names_table(root: str, kind: SinkKind, servers: dict[str, Any], keys: Sequence[str],
+                **settings: Any) -> TableConfig:
+    """Table ``T`` with one sink of ``kind``, its snapshots under ``root/source``."""
+    os.makedirs(os.path.join(root, "source"), exist_ok=True)
+    return TableConfig(name="T", source=os.path.join(root, "source"), keys=list(keys),
+                       sinks=[kind.entry(root, servers)], **settings)
+
+
+def _target_fingerprint(root: str) -> dict[str, tuple[int, int]]:
+    """Every file a sink of the table can write under ``root`` (landing, lake): size, mtime."""
+    found = {}
+    for top in ("landing", "lake"):
+        for folder, _dirs, files in os.walk(os.path.join(root, top)):
+            for name in files:
+                full = os.path.join(folder, name)
+                info = os.stat(full)
+                found[full] = (info.st_size, info.st_mtime_ns)
+    return found
+
+
+def run_step(spark, servers: dict[str, Any], kind: SinkKind, table: TableConfig, root: str,
+             sid: str, data: pa.Table) -> Step:
+    """Write ``data`` as snapshot ``sid``, run the table, and check the outcome: exact, or
+    refused in one line with nothing published."""
+    state_root = os.path.join(root, "state")
+    state = TableState(state_root, "T")
+    head_before = state.head()
+    files_before = _target_fingerprint(root)
+    path = os.path.join(table.source, sid)
+    pq.write_table(data, path)
+    try:
+        report = run_table(spark, table, state_root, RunOptions(quality=PERMISSIVE))
+    except DiffcdcError as exc:
+        text = str(exc)
+        # one line naming the table, with the way out; input refused (3) or config (2)
+        assert text.startswith("table T") and " — " in text, text
+        assert exc.exit_code in (2, 3), text
+        head = state.head()
+        assert (head.version if head else None) == (
+            head_before.version if head_before else None), text
+        assert _target_fingerprint(root) == files_before, text  # nothing published
+        os.remove(path)  # the operator takes the refused extract back
+        return Step(sid, exc)
+    (result,) = report.snapshots
+    check_exact(spark, servers, kind, table, root, path)
+    return Step(sid, None, (result.inserted, result.updated, result.deleted))
+
+
+def check_exact(spark, servers: dict[str, Any], kind: SinkKind, table: TableConfig, root: str,
+                path: str) -> None:
+    """The sink replays the snapshot at ``path``, holds each change once, and (a landing zone)
+    names the keys as the snapshot spells them."""
+    state = TableState(os.path.join(root, "state"), "T")
+    results = verify_table(spark, table, os.path.join(root, "state"), path)
+    bad = {k: r.to_dict() for k, r in results.items() if not r.identical}
+    assert not bad, bad
+    kind.assert_once(state, table.sinks[0].sink_id, servers)
+    spelled = [f.name for f in pq.read_schema(path)]
+    keys = state.head().record.keys
+    assert all(k in spelled for k in keys), (keys, spelled)
+    if kind.name == "landing_local":
+        manifest = state.head().record.sinks[table.sinks[0].sink_id].manifest
+        meta = os.path.join(manifest["landing"], manifest["landing_folder"], "_metadata.json")
+        with open(meta, encoding="utf-8") as handle:
+            assert json.load(handle)["keyColumns"] == keys
