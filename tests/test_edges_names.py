@@ -4,11 +4,17 @@ line before anything is published."""
 
 from __future__ import annotations
 
+import os
+from dataclasses import replace
+
 import pyarrow as pa
 import pytest
+from deltalake import DeltaTable
 
-from tests.support.name_steps import names_table, run_step
+from diffcdc.engine.run import RunOptions, run_table
+from tests.support.name_steps import check_exact, names_table, run_step
 from tests.support.sink_kinds import KINDS
+from tests.support.workspace import PERMISSIVE
 
 pytestmark = pytest.mark.slow
 
@@ -33,3 +39,70 @@ def test_dotted_names_merge_in_every_sink(spark, servers, kind, tmp_path):
              for i, rows in enumerate(snapshots, start=1)]
     assert [s.refused for s in steps] == [None, None, None], [str(s.refused) for s in steps]
     assert [s.counts for s in steps] == [(2, 0, 0), (1, 1, 1), (0, 2, 0)]
+
+
+def _rows(names: tuple[str, str], values: list[tuple[int, str | None]]) -> pa.Table:
+    key, value = names
+    return pa.Table.from_pylist([{key: k, value: v} for k, v in values],
+                                pa.schema([(key, pa.int64()), (value, pa.string())]))
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=[k.name for k in KINDS])
+def test_a_rename_only_in_case_is_a_schema_change_in_every_sink(spark, servers, kind, tmp_path):
+    """``id, value`` → ``ID, VaLuE``: refused under the default schema policy (nothing
+    published, the table goes on with the old spelling); re-created under ``recreate``, every
+    sink then writes the new spelling (keyColumns ``["ID"]``)."""
+    root = str(tmp_path)
+    table = names_table(root, kind, servers, ["id"])
+    first = run_step(spark, servers, kind, table, root, "1.parquet",
+                     _rows(("id", "value"), [(1, "a"), (2, "b")]))
+    assert first.refused is None
+    renamed = run_step(spark, servers, kind, table, root, "2.parquet",
+                       _rows(("ID", "VaLuE"), [(1, "a"), (2, "b")]))
+    assert renamed.refused is not None and renamed.refused.exit_code == 3
+    assert "renamed in case 'id'→'ID', 'value'→'VaLuE'" in str(renamed.refused)
+    same = run_step(spark, servers, kind, table, root, "3.parquet",
+                    _rows(("id", "value"), [(1, "a"), (2, "c")]))
+    assert same.refused is None and same.counts == (0, 1, 0)
+    table = table.model_copy(update={"schema_policy": "recreate"})
+    recreated = run_step(spark, servers, kind, table, root, "4.parquet",
+                         _rows(("ID", "VaLuE"), [(1, "a"), (3, "d")]))
+    if kind.type == "delta":  # its changelog, a history: they keep every row, and Delta's
+        # names are case-blind: they cannot hold both spellings
+        kept = "changelog" if kind.name == "delta" else "history"
+        assert recreated.committed, str(recreated.refused)
+        assert f"the {kept} at" in str(recreated.refused), str(recreated.refused)
+        assert "'id' long → 'ID' long" in str(recreated.refused)
+        moved = table.sinks[0].changelog_path if kept == "changelog" else table.sinks[0].path
+        os.rename(moved, moved + ".old")  # the way out the message gives
+        assert run_table(spark, table, os.path.join(root, "state"),
+                         RunOptions(quality=PERMISSIVE)).outcome == "ok"  # the backlog
+        assert DeltaTable(moved).schema().fields[0].name == "ID"  # a new one
+        assert DeltaTable(moved + ".old").schema().fields[0].name == "id"
+        if kept == "changelog":
+            kind = replace(kind, assert_once=lambda *args: None)  # it starts at version 3
+    else:
+        assert recreated.refused is None and recreated.counts == (2, 0, 0)
+    check_exact(spark, servers, kind, table, root, os.path.join(table.source, "4.parquet"))
+    after = run_step(spark, servers, kind, table, root, "5.parquet",
+                     _rows(("ID", "VaLuE"), [(1, "a"), (3, "e")]))
+    assert after.refused is None and after.counts == (0, 1, 0)
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=[k.name for k in KINDS])
+def test_keys_configured_in_another_case_are_written_as_the_snapshot_spells_them(
+        spark, servers, kind, tmp_path):
+    """``keys = ["id", "REGION"]`` over columns ``Id`` and ``Region``: landing keyColumns, the
+    Delta MERGE, the history and the Kafka key all use ``Id``, ``Region``."""
+    root = str(tmp_path)
+    table = names_table(root, kind, servers, ["id", "REGION"])
+    schema = pa.schema([("Id", pa.int64()), ("Region", pa.string()), ("v", pa.string())])
+    snapshots = [[(1, "eu", "a"), (2, "eu", "b"), (1, "us", "c")],
+                 [(1, "eu", "a2"), (1, "us", "c"), (3, "eu", None)]]
+    counts = []
+    for i, rows in enumerate(snapshots, start=1):
+        data = pa.Table.from_pylist([dict(zip(schema.names, r)) for r in rows], schema)
+        step = run_step(spark, servers, kind, table, root, f"{i}.parquet", data)
+        assert step.refused is None, str(step.refused)
+        counts.append(step.counts)
+    assert counts == [(3, 0, 0), (1, 1, 1)]

@@ -27,15 +27,33 @@ _KEY_TYPES = (
 
 @dataclass(frozen=True)
 class SchemaDiff:
-    """How a snapshot's columns differ from the committed schema (names compared case-blind)."""
+    """How a snapshot's columns differ from the committed schema.
+
+    Names match case-blind (no snapshot has two columns one name apart in case); a column
+    whose spelling changed only in case is ``renamed``, a schema change like a removed one:
+    every sink writes names as spelled (landing keyColumns, Delta and Avro fields are
+    case-sensitive), so ``ID`` cannot silently continue ``id``.
+    """
 
     added: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
     retyped: list[tuple[str, str, str]] = field(default_factory=list)  # name, old, new
+    renamed: list[tuple[str, str]] = field(default_factory=list)  # old spelling, new spelling
 
     @property
     def compatible(self) -> bool:
-        return not self.removed and not self.retyped
+        return not self.removed and not self.retyped and not self.renamed
+
+    def describe(self, removed: bool = True) -> list[str]:
+        """The incompatible changes, one phrase each (``removed``: list removed columns)."""
+        parts = []
+        if removed and self.removed:
+            parts.append(f"removed {self.removed}")
+        if self.renamed:
+            parts.append("renamed in case " + ", ".join(f"{a!r}→{b!r}" for a, b in self.renamed))
+        if self.retyped:
+            parts.append("retyped " + ", ".join(f"{n} {a}→{b}" for n, a, b in self.retyped))
+        return parts
 
 
 def resolve_columns(
@@ -103,26 +121,23 @@ def diff_schema(old: T.StructType, new: T.StructType) -> SchemaDiff:
     added = [new_by[n].name for n in new_by if n not in old_by]
     removed = [old_by[n].name for n in old_by if n not in new_by]
     retyped = []
+    renamed = sorted((old_by[n].name, new_by[n].name) for n in old_by.keys() & new_by.keys()
+                     if old_by[n].name != new_by[n].name)
     for n in old_by.keys() & new_by.keys():
         before, after = old_by[n].dataType, new_by[n].dataType
         if isinstance(before, T.NullType) or isinstance(after, T.NullType):
             continue  # an all-NULL untyped column is compatible with anything
         if before.simpleString() != after.simpleString():  # simpleString omits nullability
             retyped.append((new_by[n].name, before.simpleString(), after.simpleString()))
-    return SchemaDiff(sorted(added), sorted(removed), sorted(retyped))
+    return SchemaDiff(sorted(added), sorted(removed), sorted(retyped), renamed)
 
 
 def require_compatible(diff: SchemaDiff, *, table: str, snapshot: str) -> None:
-    """Refuse removed or retyped columns (the default ``fail`` schema policy)."""
+    """Refuse removed, renamed or retyped columns (the default ``fail`` schema policy)."""
     if diff.compatible:
         return
-    parts = []
-    if diff.removed:
-        parts.append(f"removed {diff.removed}")
-    if diff.retyped:
-        parts.append("retyped " + ", ".join(f"{n} {a}→{b}" for n, a, b in diff.retyped))
     raise SchemaChangeError(
-        "schema changed: " + "; ".join(parts),
+        "schema changed: " + "; ".join(diff.describe()),
         table=table,
         snapshot=snapshot,
         hint="restore the columns in the extract, or re-create the table with the new schema",

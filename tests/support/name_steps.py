@@ -33,6 +33,8 @@ class Step:
     sid: str
     refused: DiffcdcError | None
     counts: tuple[int, int, int] | None = None  # inserted, updated, deleted
+    #: Refused by the sink after the version was committed (it stays unpublished).
+    committed: bool = False
 
 
 def names_table(root: str, kind: SinkKind, servers: dict[str, Any], keys: Sequence[str],
@@ -58,7 +60,7 @@ def _target_fingerprint(root: str) -> dict[str, tuple[int, int]]:
 def run_step(spark, servers: dict[str, Any], kind: SinkKind, table: TableConfig, root: str,
              sid: str, data: pa.Table) -> Step:
     """Write ``data`` as snapshot ``sid``, run the table, and check the outcome: exact, or
-    refused in one line with nothing published."""
+    refused in one line with nothing published (before the commit, or by the sink after it)."""
     state_root = os.path.join(root, "state")
     state = TableState(state_root, "T")
     head_before = state.head()
@@ -69,17 +71,22 @@ def run_step(spark, servers: dict[str, Any], kind: SinkKind, table: TableConfig,
         report = run_table(spark, table, state_root, RunOptions(quality=PERMISSIVE))
     except DiffcdcError as exc:
         text = str(exc)
-        # one line naming the table, with the way out; input refused (3) or config (2)
+        # one line naming the table, with the way out
         assert text.startswith("table T") and " — " in text, text
-        assert exc.exit_code in (2, 3), text
-        head = state.head()
-        assert (head.version if head else None) == (
-            head_before.version if head_before else None), text
         assert _target_fingerprint(root) == files_before, text  # nothing published
-        os.remove(path)  # the operator takes the refused extract back
-        return Step(sid, exc)
-    (result,) = report.snapshots
+        head = state.head()
+        if (head.version if head else None) == (head_before.version if head_before else None):
+            assert exc.exit_code in (2, 3), text  # refused up front: input (3) or config (2)
+            os.remove(path)  # the operator takes the refused extract back
+            return Step(sid, exc)
+        # committed, the sink refused to publish it (its target cannot take it): it stays
+        # unpublished until the operator acts
+        assert head.unpublished == [table.sinks[0].sink_id], text
+        return Step(sid, exc, committed=True)
+    (result,) = report.snapshots or (None,)
     check_exact(spark, servers, kind, table, root, path)
+    if result is None:  # only a backlog published
+        return Step(sid, None)
     return Step(sid, None, (result.inserted, result.updated, result.deleted))
 
 

@@ -28,6 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+from deltalake import Schema as DeltaSchema
 from deltalake.exceptions import DeltaError, TableNotFoundError
 from pyspark.sql import SparkSession
 
@@ -269,6 +270,8 @@ class DeltaSink(Sink):
                 table = self._verify([(v, m) for v, m in history.manifests if v < version])
             elif table is not None and (problem := self._mode_problem(table)) is not None:
                 raise problem
+            if manifest.get("initial"):
+                self._check_kept(table, version, os.path.join(staging_dir, "changes"))
             self._commit(table, version, manifest, os.path.join(staging_dir, "changes"))
             crash_point("delta_committed", scope=self.id)
         if self.config.changelog_path:
@@ -352,6 +355,31 @@ class DeltaSink(Sink):
                             mode="append", storage_options=self.config.storage_options,
                             commit_properties=props)
 
+    def _check_kept(self, table: DeltaTable | None, version: int, staged: str) -> None:
+        """Refuse a full image that a table keeping every row cannot take, before anything is
+        written: a history (its full image is merged into the rows it keeps) and the
+        changelog keep the rows of every incarnation, so a column they hold keeps its spelling
+        and type there (a re-creation renamed a column in case, or retyped it)."""
+        kept = [(self.config.changelog_path, "changelog", self._open(self.config.changelog_path))
+                ] if self.config.changelog_path else []
+        if self.history:
+            kept.append((self.config.path, "history", table))
+        filesystem, path = paths.arrow_source(staged)
+        schema = ds.dataset(path, filesystem=filesystem, format="parquet").schema
+        new = DeltaSchema.from_arrow(schema.remove(schema.get_field_index(OP))).fields
+        for where, what, held in kept:
+            if held is None:
+                continue
+            clash = column_clash(held.schema().fields, new)
+            if clash:
+                raise self._mismatch(
+                    f"version {version} re-creates the table with columns the {what} at "
+                    f"{where} cannot hold ({'; '.join(clash)}): it keeps every row it was "
+                    "given, so a column keeps its name and type there",
+                    f"move the {what} table away (or point the sink at a new path), then run "
+                    f"again: a new {what} starts with version {version}",
+                )
+
     @staticmethod
     def _staged(staged: str) -> pa.Table:
         """The change set a version staged for this sink."""
@@ -418,3 +446,17 @@ class DeltaSink(Sink):
             rows, columns = data.to_pylist(), data.column_names
         return Replayed(list(self.table.keys), columns, rows,
                         units=(table.version() + 1) if table is not None else 0)
+
+
+def column_clash(held: list[Any], new: list[Any]) -> list[str]:
+    """Columns of ``new`` (Delta fields) that a table holding ``held`` has under another
+    spelling or type (names match case-blind, as Delta's do), described."""
+    by_lower = {f.name.lower(): f for f in held}
+    return [f"{old.name!r} {_type_text(old.type)} → {f.name!r} {_type_text(f.type)}"
+            for f in new if (old := by_lower.get(f.name.lower())) is not None
+            and (old.name != f.name or _type_text(old.type) != _type_text(f.type))]
+
+
+def _type_text(dtype: Any) -> str:
+    """A Delta column type as text: ``long``, ``decimal(10,2)``, a nested type's JSON."""
+    return str(getattr(dtype, "type", None) or dtype.to_json())
