@@ -106,3 +106,50 @@ def test_keys_configured_in_another_case_are_written_as_the_snapshot_spells_them
         assert step.refused is None, str(step.refused)
         counts.append(step.counts)
     assert counts == [(3, 0, 0), (1, 1, 1)]
+
+
+@pytest.mark.parametrize("select, column, label", [
+    ("parse_json('{\"a\": 1}') AS v", "v", "VARIANT"),
+    ("named_struct('in.ner', parse_json('[1]')) AS s", "s.in.ner", "VARIANT"),
+    ("array(time'12:00:00') AS t", "t[]", "TIME"),
+])
+def test_a_type_no_sink_can_take_in_a_dataframe_is_refused_in_one_line(
+        spark, tmp_path, select, column, label):
+    """VARIANT (Spark cannot hash it) and TIME (Spark cannot write it), at any depth: exit 3
+    naming the column and the type, before anything is written."""
+    import diffcdc
+    from diffcdc.errors import InputRefused
+
+    df = spark.sql(f"SELECT 1 AS id, {select}")
+    landing, state = tmp_path / "landing", tmp_path / "state"
+    with pytest.raises(InputRefused) as refused:
+        diffcdc.run_dataframe(df, table="T", keys=["ID"], landing=str(landing), state=str(state))
+    text = str(refused.value)
+    assert refused.value.exit_code == 3
+    assert text.startswith("table T") and f"column {column!r} has type {label}" in text, text
+    assert "cast it" in text, text
+    assert not landing.exists() or not any(landing.rglob("*.parquet"))
+    assert not any(state.rglob("*.state.json"))
+
+
+@pytest.mark.parametrize("arrow_type, column", [
+    (pa.time64("us"), "t"), (pa.time32("ms"), "t"),
+    (pa.struct([("at", pa.time64("ns"))]), "t.at"),
+])
+def test_a_parquet_time_column_is_refused_naming_it(spark, servers, tmp_path, arrow_type,
+                                                     column):
+    """A Parquet TIME (Spark does not read it): one line naming the column, the type and
+    the cast to make in the extract, exit 3; nothing published."""
+    import datetime as dt
+
+    kind = next(k for k in KINDS if k.name == "landing_local")
+    root = str(tmp_path)
+    table = names_table(root, kind, servers, ["id"])
+    value = {"at": dt.time(13, 45)} if pa.types.is_struct(arrow_type) else dt.time(13, 45)
+    data = pa.Table.from_pylist([{"id": 1, "t": value}],
+                                pa.schema([("id", pa.int64()), ("t", arrow_type)]))
+    step = run_step(spark, servers, kind, table, root, "1.parquet", data)
+    text = str(step.refused)
+    assert step.refused is not None and step.refused.exit_code == 3 and not step.committed
+    assert f"column {column!r} is a Parquet TIME" in text and "cast it to a string" in text, text
+    assert "1.parquet" in text

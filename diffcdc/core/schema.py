@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pyspark.sql import types as T
 
 from diffcdc.core.classify import RESERVED_PREFIX
-from diffcdc.errors import KeyViolation, SchemaChangeError
+from diffcdc.errors import InputRefused, KeyViolation, SchemaChangeError
 
 _KEY_TYPES = (
     T.StringType,
@@ -23,6 +23,51 @@ _KEY_TYPES = (
     T.BooleanType,
     T.BinaryType,
 )
+
+
+#: Types no snapshot column may have (at any depth), with the way out for each: Spark cannot
+#: hash a VARIANT (its fingerprint), and Spark's TIME is off by default (it cannot even write
+#: it). Intervals are not here: a calendar interval is refused by the DataFrame source (no
+#: Parquet copy holds one), day-time and year-month ones are stored and diffed, and each sink
+#: refuses what it cannot write (Kafka: no Avro mapping).
+_REFUSED_TYPES: tuple[tuple[str, str, str], ...] = (
+    ("VariantType", "VARIANT, which Spark cannot hash (the change fingerprint)",
+     "to_json(c) as a string"),
+    ("TimeType", "TIME, which Spark does not support by default nor write to Parquet",
+     "a string such as '13:45:00.000000'"),
+)
+
+
+def refused_type(dtype: T.DataType, path: str) -> tuple[str, str, str] | None:
+    """(the column or nested field, the type's name, what to cast it to) of the first part
+    of ``dtype`` diffcdc cannot fingerprint or publish, or None."""
+    for class_name, label, cast in _REFUSED_TYPES:
+        cls = getattr(T, class_name, None)  # TimeType and VariantType: Spark 4 only
+        if cls is not None and isinstance(dtype, cls):
+            return path, label, cast
+    if isinstance(dtype, T.StructType):
+        for f in dtype.fields:
+            if found := refused_type(f.dataType, f"{path}.{f.name}"):
+                return found
+    if isinstance(dtype, T.ArrayType):
+        return refused_type(dtype.elementType, f"{path}[]")
+    if isinstance(dtype, T.MapType):
+        return refused_type(dtype.keyType, f"{path} (map key)") or refused_type(
+            dtype.valueType, f"{path} (map value)")
+    return None
+
+
+def check_column_types(schema: T.StructType, *, table: str | None, snapshot: str) -> None:
+    """Refuse a column with a type of :data:`_REFUSED_TYPES` (at any depth), naming it."""
+    for f in schema.fields:
+        if refused := refused_type(f.dataType, f.name):
+            where, label, cast = refused
+            raise InputRefused(
+                f"column {where!r} has type {label}",
+                table=table,
+                snapshot=snapshot,
+                hint=f"cast it in the extract or the DataFrame to {cast}, or drop it",
+            )
 
 
 @dataclass(frozen=True)
@@ -103,6 +148,7 @@ def check_snapshot_columns(
                 snapshot=snapshot,
                 hint="rename or drop the column in the extract",
             )
+    check_column_types(schema, table=table, snapshot=snapshot)
     types = {f.name: f.dataType for f in schema.fields}
     for k in keys:
         if not isinstance(types[k], _KEY_TYPES):
