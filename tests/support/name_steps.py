@@ -37,12 +37,14 @@ class Step:
     committed: bool = False
 
 
-def names_table(root: str, kind: SinkKind, servers: dict[str, Any], keys: Sequence[str],
-                **settings: Any) -> TableConfig:
-    """Table ``T`` with one sink of ``kind``, its snapshots under ``root/source``."""
+def names_table(root: str, kind: SinkKind | Sequence[SinkKind], servers: dict[str, Any],
+                keys: Sequence[str], **settings: Any) -> TableConfig:
+    """Table ``T`` with a sink of ``kind`` (or of each kind), its snapshots under
+    ``root/source``."""
+    kinds = [kind] if isinstance(kind, SinkKind) else list(kind)
     os.makedirs(os.path.join(root, "source"), exist_ok=True)
     return TableConfig(name="T", source=os.path.join(root, "source"), keys=list(keys),
-                       sinks=[kind.entry(root, servers)], **settings)
+                       sinks=[k.entry(root, servers) for k in kinds], **settings)
 
 
 def _target_fingerprint(root: str) -> dict[str, tuple[int, int]]:
@@ -57,8 +59,8 @@ def _target_fingerprint(root: str) -> dict[str, tuple[int, int]]:
     return found
 
 
-def run_step(spark, servers: dict[str, Any], kind: SinkKind, table: TableConfig, root: str,
-             sid: str, data: pa.Table) -> Step:
+def run_step(spark, servers: dict[str, Any], kind: SinkKind | Sequence[SinkKind],
+             table: TableConfig, root: str, sid: str, data: pa.Table) -> Step:
     """Write ``data`` as snapshot ``sid``, run the table, and check the outcome: exact, or
     refused in one line with nothing published (before the commit, or by the sink after it)."""
     state_root = os.path.join(root, "state")
@@ -79,9 +81,9 @@ def run_step(spark, servers: dict[str, Any], kind: SinkKind, table: TableConfig,
             assert exc.exit_code in (2, 3), text  # refused up front: input (3) or config (2)
             os.remove(path)  # the operator takes the refused extract back
             return Step(sid, exc)
-        # committed, the sink refused to publish it (its target cannot take it): it stays
-        # unpublished until the operator acts
-        assert head.unpublished == [table.sinks[0].sink_id], text
+        # committed, a sink refused to publish it (its target cannot take it): it stays
+        # unpublished until the operator acts, the others published it
+        assert head.unpublished and all(f"sink {s}" in text for s in head.unpublished), text
         return Step(sid, exc, committed=True)
     (result,) = report.snapshots or (None,)
     check_exact(spark, servers, kind, table, root, path)
@@ -90,20 +92,23 @@ def run_step(spark, servers: dict[str, Any], kind: SinkKind, table: TableConfig,
     return Step(sid, None, (result.inserted, result.updated, result.deleted))
 
 
-def check_exact(spark, servers: dict[str, Any], kind: SinkKind, table: TableConfig, root: str,
-                path: str) -> None:
-    """The sink replays the snapshot at ``path``, holds each change once, and (a landing zone)
-    names the keys as the snapshot spells them."""
+def check_exact(spark, servers: dict[str, Any], kind: SinkKind | Sequence[SinkKind],
+                table: TableConfig, root: str, path: str) -> None:
+    """Each sink replays the snapshot at ``path``, holds each change once, and (a landing
+    zone) names the keys as the snapshot spells them."""
+    kinds = [kind] if isinstance(kind, SinkKind) else list(kind)
     state = TableState(os.path.join(root, "state"), "T")
     results = verify_table(spark, table, os.path.join(root, "state"), path)
     bad = {k: r.to_dict() for k, r in results.items() if not r.identical}
     assert not bad, bad
-    kind.assert_once(state, table.sinks[0].sink_id, servers)
     spelled = [f.name for f in pq.read_schema(path)]
     keys = state.head().record.keys
     assert all(k in spelled for k in keys), (keys, spelled)
-    if kind.name == "landing_local":
-        manifest = state.head().record.sinks[table.sinks[0].sink_id].manifest
-        meta = os.path.join(manifest["landing"], manifest["landing_folder"], "_metadata.json")
-        with open(meta, encoding="utf-8") as handle:
-            assert json.load(handle)["keyColumns"] == keys
+    for one, sink in zip(kinds, table.sinks):
+        one.assert_once(state, sink.sink_id, servers)
+        if one.name == "landing_local":
+            manifest = state.head().record.sinks[sink.sink_id].manifest
+            meta = os.path.join(manifest["landing"], manifest["landing_folder"],
+                                "_metadata.json")
+            with open(meta, encoding="utf-8") as handle:
+                assert json.load(handle)["keyColumns"] == keys
