@@ -75,15 +75,22 @@ def run_step(spark, servers: dict[str, Any], kind: SinkKind | Sequence[SinkKind]
         text = str(exc)
         # one line naming the table, with the way out
         assert text.startswith("table T") and " — " in text, text
-        assert _target_fingerprint(root) == files_before, text  # nothing published
         head = state.head()
+        files_after = _target_fingerprint(root)
         if (head.version if head else None) == (head_before.version if head_before else None):
+            assert files_after == files_before, text  # nothing published
             assert exc.exit_code in (2, 3), text  # refused up front: input (3) or config (2)
             os.remove(path)  # the operator takes the refused extract back
             return Step(sid, exc)
         # committed, a sink refused to publish it (its target cannot take it): it stays
-        # unpublished until the operator acts, the others published it
-        assert head.unpublished and all(f"sink {s}" in text for s in head.unpublished), text
+        # unpublished, its targets untouched, until the operator acts; the others published it
+        assert head.unpublished and all(s in text for s in head.unpublished), text
+        for sink in table.sinks:
+            if sink.sink_id in head.unpublished:
+                for target in (getattr(sink, "path", None), getattr(sink, "changelog_path", None)):
+                    if target:
+                        assert {f: v for f, v in files_after.items() if f.startswith(target)} == {
+                            f: v for f, v in files_before.items() if f.startswith(target)}, text
         return Step(sid, exc, committed=True)
     (result,) = report.snapshots or (None,)
     check_exact(spark, servers, kind, table, root, path)

@@ -129,11 +129,24 @@ def _delta_once(state: TableState, sink_id: str, servers: dict[str, Any]) -> Non
     assert rows(replay_change_feed(manifest["target"], keys)) == rows(live)
     # the changelog holds each commit's feed exactly once: the same rows as the whole feed
     log = plain_types(DeltaTable(manifest["changelog"]).to_pyarrow_table())
+    # a full image (a re-creation) goes into the changelog as its inserts only
+    initial = {c.version for c in commits if sink_id in c.record.sinks
+               and c.record.sinks[sink_id].manifest.get("initial")}
+    images = {r["_commit_version"] for r in log.select(["_diffcdc_version", "_commit_version"])
+              .to_pylist() if r["_diffcdc_version"] in initial}
     log = log.drop_columns(["_diffcdc_version", "_diffcdc_incarnation", "__CHANGED_COLUMNS"])
     feed = feed_of_range(table, 0, table.version())
+    feed = feed.filter([r["_commit_version"] not in images or r["_change_type"] == "insert"
+                        for r in feed.select(["_commit_version", "_change_type"]).to_pylist()])
     assert sorted(log.column("_commit_version").to_pylist()) == sorted(
         feed.column("_commit_version").to_pylist())
-    assert rows(log.to_pylist()) == rows(feed.to_pylist())
+    # a column a re-creation removed is gone from the whole feed; the changelog keeps it
+    common = [c for c in log.column_names if c in feed.column_names]
+    log, feed = log.select(common), feed.select(common)
+    missing = set(rows(feed.to_pylist())) - set(rows(log.to_pylist()))
+    extra = set(rows(log.to_pylist())) - set(rows(feed.to_pylist()))
+    assert rows(log.to_pylist()) == rows(feed.to_pylist()), (sorted(missing)[:2],
+                                                             sorted(extra)[:2])
 
 
 def _history_entry(root: str, servers: dict[str, Any]) -> dict[str, Any]:
