@@ -6,6 +6,7 @@ read by :mod:`diffcdc.config_file`; every error names the file, the table and th
 from __future__ import annotations
 
 import codecs
+from collections.abc import Sequence
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import (
@@ -231,9 +232,11 @@ class TableConfig(BaseModel):
         """The table's folder in the state root: ``<schema>.schema.<Table>`` with a schema."""
         return state_name(self.name, self.schema_name)
 
-    def sink_table(self) -> SinkTable:
-        """The table as its sinks see it."""
-        return SinkTable(self.name, tuple(self.keys), self.schema_name, tuple(self.exclude))
+    def sink_table(self, keys: Sequence[str] | None = None) -> SinkTable:
+        """The table as its sinks see it; ``keys``: the key columns as a snapshot spells them
+        (the configured ones match them case-blind), else as configured."""
+        return SinkTable(self.name, tuple(self.keys if keys is None else keys), self.schema_name,
+                         tuple(self.exclude))
 
     def with_table_fields(self, **fields: Any) -> TableConfig:
         """A copy whose sinks that take these table-level fields get them (``--landing``,

@@ -273,10 +273,15 @@ RETYPED = pa.schema([("id", pa.int64()), ("score", pa.string())])
 
 
 @pytest.mark.parametrize("values", [["1.5", "2"], ["1.5", "abc"]], ids=["castable", "uncastable"])
-def test_a_retyped_column_is_refused_up_front_by_the_history_and_followed_by_the_image(
+def test_a_retyped_column_is_refused_by_the_history_alone_and_followed_by_the_image(
         spark, tmp_path, values):
+    """A re-creation that retypes a column the history holds is committed; the history refuses
+    it before writing anything (never a cast to the old type, never a failure after its own
+    commit), the current image takes the new type, and a history moved away starts anew."""
+    import shutil
+
     from diffcdc.engine.verify import verify_table
-    from diffcdc.errors import SchemaChangeError
+    from diffcdc.errors import DiffcdcError
 
     ws = Workspace(str(tmp_path))
     lake = tmp_path / "lake"
@@ -286,31 +291,31 @@ def test_a_retyped_column_is_refused_up_front_by_the_history_and_followed_by_the
                            schema_policy="recreate")
     ws.write("1.parquet", [{"id": 1, "score": 1.0}, {"id": 2, "score": 2.5}], SCORED)
     ws.run(spark)
-    before = DeltaTable(str(lake / "h")).version(), DeltaTable(str(lake / "t")).version()
+    before = DeltaTable(str(lake / "h")).version()
     ws.write("2.parquet", [{"id": 1, "score": values[0]}, {"id": 2, "score": values[1]}],
              RETYPED)
-    for _ in range(2):
-        with pytest.raises(SchemaChangeError, match="column score is double") as refused:
+    for _ in range(2):  # the run, then the history's backlog on the next
+        with pytest.raises(DiffcdcError, match="cannot hold") as refused:
             ws.run(spark)
         message = str(refused.value)
-        assert refused.value.exit_code == 3 and "\n" not in message
-        assert "sink history" in message and "new table" in message and "2.parquet" in message
-    assert TableState(ws.state, "T").head().version == 1
-    assert (DeltaTable(str(lake / "h")).version(), DeltaTable(str(lake / "t")).version()) == before
-    # the way out: the history at a new path (the old one stays readable as it was)
-    ws.table = ws.table.model_copy(update={"sinks": [
-        ws.table.sinks[0].model_copy(update={"path": str(lake / "h2")}), ws.table.sinks[1]]})
+        assert refused.value.exit_code == 1 and "\n" not in message
+        assert "sink history" in message and "move the history" in message
+    assert TableState(ws.state, "T").head().version == 2
+    assert DeltaTable(str(lake / "h")).version() == before
+    assert pa.schema(DeltaTable(str(lake / "t")).schema().to_arrow()).field("score").type == pa.string()
+    # the way out: the history moved away (it stays readable there); a new one starts at 2
+    shutil.move(str(lake / "h"), str(lake / "h-old"))
     ws.run(spark)
     results = verify_table(spark, ws.table, ws.state, os.path.join(ws.source, "2.parquet"))
     assert all(r.identical for r in results.values()), {k: r.to_dict() for k, r in results.items()}
-    for path in (lake / "h2", lake / "t"):  # the new type, never a cast to the old one
+    for path in (lake / "h", lake / "t"):  # the new type, never a cast to the old one
         assert pa.schema(DeltaTable(str(path)).schema().to_arrow()).field("score").type == pa.string()
-    rows = history_rows(str(lake / "h2"))
+    rows = history_rows(str(lake / "h"))
     assert sorted(r["score"] for r in rows) == sorted(values)
 
 
-def test_a_retyped_column_is_refused_up_front_by_the_changelog(spark, tmp_path):
-    from diffcdc.errors import SchemaChangeError
+def test_a_retyped_column_is_refused_by_the_changelog_before_it_writes(spark, tmp_path):
+    from diffcdc.errors import DiffcdcError
 
     ws = Workspace(str(tmp_path))
     lake = tmp_path / "lake"
@@ -319,7 +324,9 @@ def test_a_retyped_column_is_refused_up_front_by_the_changelog(spark, tmp_path):
         sinks=[{"type": "delta", "path": str(lake / "t"), "changelog_path": str(lake / "log")}])
     ws.write("1.parquet", [{"id": 1, "score": 1.0}], SCORED)
     ws.run(spark)
+    logged = DeltaTable(str(lake / "log")).version()
     ws.write("2.parquet", [{"id": 1, "score": "x"}], RETYPED)
-    with pytest.raises(SchemaChangeError, match="changelog table's column score is double") as no:
+    with pytest.raises(DiffcdcError, match="changelog at .* cannot hold") as no:
         ws.run(spark)
-    assert "changelog_path" in str(no.value) and TableState(ws.state, "T").head().version == 1
+    assert "move the changelog" in str(no.value) and TableState(ws.state, "T").head().version == 2
+    assert DeltaTable(str(lake / "log")).version() == logged

@@ -89,7 +89,9 @@ class RunContext:
         gate: Gate,
         source: Source,
     ) -> RunContext:
-        ident = SinkTable(table.name, tuple(table.keys), table.schema_name, tuple(table.exclude))
+        # the keys as the head's snapshot spelled them (the config may spell them in another
+        # case); each snapshot resolves them again (:meth:`use_keys`)
+        ident = table.sink_table(plan.head.record.keys if plan.head is not None else None)
         sinks = {cfg.sink_id: build_sink(cfg, ident, state) for cfg in table.sinks}
         return cls(
             spark, table, state, plan, sinks, run_id,
@@ -112,6 +114,14 @@ class RunContext:
             error.message = f"sink {sink_id}: {error.message}"
         self.failed.setdefault(sink_id, error)
         self.say(f"{when}: sink {sink_id} failed: {error.message}")
+
+    def use_keys(self, keys: list[str]) -> SinkTable:
+        """Every sink's table with ``keys`` as the snapshot at hand spells them (resolved once,
+        :func:`~diffcdc.core.schema.resolve_columns`): what each sink writes as key names."""
+        ident = self.table.sink_table(keys)
+        for sink in self.sinks.values():
+            sink.table = ident
+        return ident
 
     def reserved_columns(self) -> list[str]:
         return [c for sink in self.sinks.values() for c in sink.reserved_columns]

@@ -50,7 +50,8 @@ def decide_recreate(
             f"schema changed: {problem}",
             table=table.name,
             snapshot=sid,
-            hint="restore the columns in the extract, set schema_policy = \"recreate\" "
+            hint="restore the columns (as they were spelled) in the extract, set "
+            "schema_policy = \"recreate\" "
             "for the table, or " + reload_hint(table),
         )
     return Recreate(f"schema changed: {problem}", None)
@@ -83,14 +84,10 @@ def check_identity(head: CommitRecord, keys: list[str], table: TableConfig, sid:
 def schema_problem(
     head: CommitRecord, schema: T.StructType, table: TableConfig, sink_problems: Sequence[str]
 ) -> str | None:
-    """What the schema policy must handle (removed/retyped columns, sinks' limits), or None."""
+    """What the schema policy must handle (removed, renamed-in-case or retyped columns, sinks'
+    limits), or None."""
     diff = diff_schema(T.StructType.fromJson(head.schema), schema)
-    parts = []
-    removed = [] if table.removed_columns == "null" else diff.removed
-    if removed:
-        parts.append(f"removed {removed}")
-    if diff.retyped:
-        parts.append("retyped " + ", ".join(f"{n} {a}→{b}" for n, a, b in diff.retyped))
+    parts = diff.describe(removed=table.removed_columns != "null")
     for problem in sink_problems:
         if problem not in parts:
             parts.append(problem)

@@ -88,6 +88,7 @@ def process_snapshot(
         return None
     df, sid = snapshot.df, snapshot.snapshot_id
     keys = resolve_columns(df.schema, table.keys, what="key", table=table.name, snapshot=sid)
+    ident = ctx.use_keys(keys)  # every sink writes the keys as this snapshot spells them
     exclude = [c for c in table.exclude if c.lower() in {n.lower() for n in df.columns}]
     check_snapshot_columns(
         df.schema, keys, table=table.name, snapshot=sid, reserved=ctx.reserved_columns()
@@ -132,7 +133,7 @@ def process_snapshot(
         ctx.stage(sid, f"quality gate ({metrics['rows']} rows)")
         gates = run_gate(df, keys, previous_rows, metrics, ctx.gate, table.name, sid)
         gate_seconds = round(time.monotonic() - gate_started, 3)
-        ident = SinkTable(table.name, tuple(keys), table.schema_name, tuple(exclude))
+        ident = SinkTable(ident.name, ident.keys, ident.schema_name, tuple(exclude))
         ctx.stage(sid, f"stage +{metrics['inserted']} ~{metrics['updated']} "
                        f"-{metrics['deleted']} for {', '.join(ctx.sinks)}")
         # Sinks starting afresh on purpose drop their old output first (why, per sink).

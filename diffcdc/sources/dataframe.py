@@ -11,6 +11,7 @@ import datetime as dt
 
 from pyspark.sql import DataFrame, SparkSession
 
+from diffcdc.core.schema import check_column_types
 from diffcdc.errors import DiffcdcError, InputRefused, SourceError
 from diffcdc.sources.base import PendingSnapshot, Snapshot, Source, check_order
 from diffcdc.sources.copies import SnapshotCopies
@@ -85,6 +86,8 @@ class DataFrameSource(Source):
                 hint=f"cast {name} in the DataFrame, e.g. to a string, or to a day-time "
                 "interval (make_dt_interval) when it has no months",
             )
+        # before the copy: Spark cannot even write a TIME, and no sink takes these types
+        check_column_types(self.df.schema, table=self.table, snapshot=sid)
         try:
             with in_time_zone(spark, self.zone):  # evaluated as the caller would
                 copy = copies.write(self.df, sid)

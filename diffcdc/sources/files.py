@@ -10,7 +10,7 @@ from __future__ import annotations
 import codecs
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from diffcdc.errors import InputRefused, LateSnapshotError, UsageError
 from diffcdc.sources.base import PendingSnapshot, Snapshot, Source
@@ -238,12 +238,46 @@ def check_parquet_footers(entry: SnapshotEntry, table: str | None) -> None:
 
     for path in names:
         try:
-            pq.read_metadata(path)
+            metadata = pq.read_metadata(path)
         except OSError as exc:
             reason = exc.strerror or str(exc).splitlines()[0]
             raise _unreadable(entry, path, reason, table) from None
         except Exception as exc:  # ArrowInvalid and friends: not a (complete) Parquet file
             raise _unreadable(entry, path, _first_line(str(exc)), table) from None
+        try:
+            schema = metadata.schema.to_arrow_schema()
+        except Exception:  # noqa: BLE001 - a schema Arrow cannot map: Spark reads it or says why
+            continue
+        for field in schema:
+            if (found := _time_field(field.type, field.name)) is not None:
+                raise InputRefused(
+                    f"column {found[0]!r} is a Parquet TIME ({found[1]}), a type Spark does "
+                    "not read",
+                    table=table,
+                    snapshot=entry.snapshot_id,
+                    path=path,
+                    hint="cast it to a string (e.g. '13:45:00.000000') or a timestamp in the "
+                    "extract, then run again",
+                )
+
+
+def _time_field(dtype: Any, path: str) -> tuple[str, str] | None:
+    """(the column or nested field, its type) of the first TIME in an Arrow type, or None."""
+    import pyarrow as pa
+
+    if pa.types.is_time(dtype):
+        return path, str(dtype)
+    if pa.types.is_struct(dtype):
+        for i in range(dtype.num_fields):
+            child = dtype.field(i)
+            if found := _time_field(child.type, f"{path}.{child.name}"):
+                return found
+    if pa.types.is_list(dtype) or pa.types.is_large_list(dtype):
+        return _time_field(dtype.value_type, f"{path}[]")
+    if pa.types.is_map(dtype):
+        return _time_field(dtype.key_type, f"{path} (map key)") or _time_field(
+            dtype.item_type, f"{path} (map value)")
+    return None
 
 
 def _unreadable(entry: SnapshotEntry, path: str, reason: str, table: str | None) -> InputRefused:

@@ -133,7 +133,14 @@ def replay_change_feed(path: str, keys: list[str], storage_options: dict[str, st
     table = DeltaTable(path, storage_options=storage_options or {})
     feed = feed_of_range(table, 0, table.version())
     rows: dict[tuple[Any, ...], dict[str, Any]] = {}
-    order = pc.sort_indices(feed, sort_keys=[("_commit_version", "ascending")])
+    # within one commit the old rows go first: an overwrite (a full image) deletes and
+    # inserts the same key in one commit
+    rank = pc.if_else(pc.is_in(feed.column("_change_type"),
+                               value_set=pa.array(["delete", "update_preimage"])), 0, 1)
+    feed = feed.append_column("__rank", rank)
+    order = pc.sort_indices(feed, sort_keys=[("_commit_version", "ascending"),
+                                             ("__rank", "ascending")])
+    feed = feed.drop_columns(["__rank"])
     for row in feed.take(order).to_pylist():
         kind = row.pop("_change_type")
         row.pop("_commit_version")

@@ -262,17 +262,20 @@ def merge(table: DeltaTable, source: pa.Table, keys: Sequence[str], version: Ver
             source = source.append_column(field, pa.nulls(source.num_rows, field.type))
     data = [c for c in source.column_names
             if c not in HISTORY_COLUMNS and c != _ACTION and not c.startswith("__diffcdc_mk")]
-    on = " AND ".join(f"t.{quote(k)} = s.{merge_key(i)}" for i, k in enumerate(keys))
+    # every name quoted, the target columns' too (delta-rs parses them as SQL: ``order.id``
+    # unquoted is column ``id`` of a table ``order``)
+    on = " AND ".join(f"t.{quote(k)} = s.{quote(merge_key(i))}" for i, k in enumerate(keys))
+    action = f"s.{quote(_ACTION)}"
     (
-        table.merge(source, predicate=f"{on} AND t.{END_AT} IS NULL", source_alias="s",
+        table.merge(source, predicate=f"{on} AND t.{quote(END_AT)} IS NULL", source_alias="s",
                     target_alias="t", merge_schema=True, commit_properties=props)
         .when_matched_update(
-            updates={END_AT: str(version.number), VALID_TO: f"s.{VALID_FROM}"},
-            predicate=f"s.{_ACTION} = {CLOSE}")
-        .when_matched_update(updates={c: f"s.{quote(c)}" for c in data},
-                             predicate=f"s.{_ACTION} = {RESTATE}")
+            updates={quote(END_AT): str(version.number), quote(VALID_TO): f"s.{quote(VALID_FROM)}"},
+            predicate=f"{action} = {CLOSE}")
+        .when_matched_update(updates={quote(c): f"s.{quote(c)}" for c in data},
+                             predicate=f"{action} = {RESTATE}")
         .when_not_matched_insert(
-            updates={c: f"s.{quote(c)}" for c in [*data, *HISTORY_COLUMNS]},
-            predicate=f"s.{_ACTION} = {OPEN}")
+            updates={quote(c): f"s.{quote(c)}" for c in [*data, *HISTORY_COLUMNS]},
+            predicate=f"{action} = {OPEN}")
         .execute()
     )

@@ -35,12 +35,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+from deltalake import Schema as DeltaSchema
 from deltalake.exceptions import DeltaError, TableNotFoundError
 from deltalake.fs import DeltaStorageHandler
 from pyspark.sql import SparkSession
-from pyspark.sql.types import NullType
 
-from diffcdc.core.arrow_types import spark_type
 from diffcdc.core.changeset import OP, OP_DELETE, OP_INSERT, OP_UPDATE
 from diffcdc.core.column_changes import CHANGED_COLUMNS, partners
 from diffcdc.core.compare import Replayed, arrow_rows
@@ -49,7 +48,6 @@ from diffcdc.errors import (
     ConfigError,
     DiffcdcError,
     InputRefused,
-    SchemaChangeError,
     StorageError,
     TargetMismatch,
 )
@@ -118,8 +116,6 @@ class DeltaSink(Sink):
         self._refuse_file(self.config.path)
         if self.config.changelog_path:
             self._refuse_file(self.config.changelog_path)
-            self._refuse_retyped(self._open(self.config.changelog_path), changes,
-                                 "changelog", self.config.changelog_path)
         if not self.history:
             return
         if changes.snapshot_time is None:
@@ -144,36 +140,6 @@ class DeltaSink(Sink):
         problem = self._mode_problem(table) if table is not None else None
         if problem is not None:
             raise problem
-        self._refuse_retyped(table, changes, "history", self.config.path)
-
-    def _refuse_retyped(self, table: DeltaTable | None, changes: ChangeSet, what: str,
-                        path: str) -> None:
-        """Refuse a snapshot whose column has another type than the same column of a table
-        that keeps its rows (the history, the changelog): the rows would be cast to the old
-        type silently, or fail after the version is committed. A current image is written
-        over on a re-creation and takes the new types."""
-        if table is None:
-            return
-        kept = {f.name.lower(): f for f in pa.schema(table.schema().to_arrow())}
-        for field in changes.schema.fields:
-            old = kept.get(field.name.lower())
-            if old is None or isinstance(field.dataType, NullType):
-                continue
-            try:
-                before = spark_type(old.type).simpleString()
-            except TypeError:  # a type Spark does not read from Parquet: nothing to compare
-                continue
-            after = field.dataType.simpleString()
-            if before != after:
-                raise SchemaChangeError(
-                    f"sink {self.id}: the {what} table's column {field.name} is {before}, the "
-                    f"snapshot's is {after}; the {what} keeps every row and cannot change a "
-                    "column's type",
-                    table=self.table.name, snapshot=changes.snapshot_id, path=path,
-                    hint=f"point the sink's {'changelog_path' if what == 'changelog' else 'path'}"
-                         " at a new table (the old one stays readable), or move the table at it "
-                         "away, then run again",
-                )
 
     def _open(self, path: str | None = None) -> DeltaTable | None:
         path = path or self.config.path
@@ -497,6 +463,8 @@ class DeltaSink(Sink):
                 raise self._not_ours(table)
             elif not manifest.get("recreate"):
                 self._claim_changelog()
+            if manifest.get("initial"):
+                self._check_kept(table, version, os.path.join(staging_dir, "changes"))
             self._commit(table, version, manifest, os.path.join(staging_dir, "changes"))
             crash_point("delta_committed", scope=self.id)
         if self.config.changelog_path:
@@ -606,6 +574,31 @@ class DeltaSink(Sink):
                             mode="append", storage_options=self.config.storage_options,
                             commit_properties=props)
 
+    def _check_kept(self, table: DeltaTable | None, version: int, staged: str) -> None:
+        """Refuse a full image that a table keeping every row cannot take, before anything is
+        written: a history (its full image is merged into the rows it keeps) and the
+        changelog keep the rows of every incarnation, so a column they hold keeps its spelling
+        and type there (a re-creation renamed a column in case, or retyped it)."""
+        kept = [(self.config.changelog_path, "changelog", self._open(self.config.changelog_path))
+                ] if self.config.changelog_path else []
+        if self.history:
+            kept.append((self.config.path, "history", table))
+        filesystem, path = paths.arrow_source(staged)
+        schema = ds.dataset(path, filesystem=filesystem, format="parquet").schema
+        new = DeltaSchema.from_arrow(schema.remove(schema.get_field_index(OP))).fields
+        for where, what, held in kept:
+            if held is None:
+                continue
+            clash = column_clash(held.schema().fields, new)
+            if clash:
+                raise self._mismatch(
+                    f"version {version} re-creates the table with columns the {what} at "
+                    f"{where} cannot hold ({'; '.join(clash)}): it keeps every row it was "
+                    "given, so a column keeps its name and type there",
+                    f"move the {what} table away (or point the sink at a new path), then run "
+                    f"again: a new {what} starts with version {version}",
+                )
+
     @staticmethod
     def _staged(staged: str) -> pa.Table:
         """The change set a version staged for this sink."""
@@ -623,14 +616,16 @@ class DeltaSink(Sink):
         for name in (n for n in target.names if n not in columns):
             data = data.append_column(target.field(name), pa.nulls(data.num_rows, target.field(name).type))
             columns.append(name)
-        values = {c: f"s.{quote(c)}" for c in columns}
+        # delta-rs parses the target column names as SQL too: quoted, or ``order.id`` would
+        # read as column ``id`` of a table ``order``
+        values = {quote(c): f"s.{quote(c)}" for c in columns}
         on = " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in keys)
         (
             table.merge(data, predicate=on, source_alias="s", target_alias="t",
                         merge_schema=True, commit_properties=props)
-            .when_matched_update(updates=values, predicate=f"s.`{OP}` = {OP_UPDATE}")
-            .when_matched_delete(predicate=f"s.`{OP}` = {OP_DELETE}")
-            .when_not_matched_insert(updates=values, predicate=f"s.`{OP}` = {OP_INSERT}")
+            .when_matched_update(updates=values, predicate=f"s.{quote(OP)} = {OP_UPDATE}")
+            .when_matched_delete(predicate=f"s.{quote(OP)} = {OP_DELETE}")
+            .when_not_matched_insert(updates=values, predicate=f"s.{quote(OP)} = {OP_INSERT}")
             .execute()
         )
 
@@ -671,3 +666,17 @@ class DeltaSink(Sink):
             rows, columns = arrow_rows(data), data.column_names
         return Replayed(list(self.table.keys), columns, rows,
                         units=(table.version() + 1) if table is not None else 0)
+
+
+def column_clash(held: list[Any], new: list[Any]) -> list[str]:
+    """Columns of ``new`` (Delta fields) that a table holding ``held`` has under another
+    spelling or type (names match case-blind, as Delta's do), described."""
+    by_lower = {f.name.lower(): f for f in held}
+    return [f"{old.name!r} {_type_text(old.type)} → {f.name!r} {_type_text(f.type)}"
+            for f in new if (old := by_lower.get(f.name.lower())) is not None
+            and (old.name != f.name or _type_text(old.type) != _type_text(f.type))]
+
+
+def _type_text(dtype: Any) -> str:
+    """A Delta column type as text: ``long``, ``decimal(10,2)``, a nested type's JSON."""
+    return str(getattr(dtype, "type", None) or dtype.to_json())
