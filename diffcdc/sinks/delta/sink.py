@@ -55,7 +55,13 @@ from diffcdc.faults import crash_point
 from diffcdc.sinks.base import ChangeSet, Sink, SinkHistory, SinkTable
 from diffcdc.sinks.delta import history as scd2
 from diffcdc.sinks.delta.config import DeltaSinkConfig
-from diffcdc.sinks.delta.feed import CHANGE_COLUMNS, append_changelog, files_dataset, plain_types
+from diffcdc.sinks.delta.feed import (
+    CHANGE_COLUMNS,
+    append_changelog,
+    files_dataset,
+    plain_types,
+    unsliced,
+)
 from diffcdc.sources.snapshot_time import format_time, read_time
 from diffcdc.spark import spark_path
 from diffcdc.storage import paths
@@ -488,7 +494,7 @@ class DeltaSink(Sink):
                 return
             if manifest.get("initial") or table is None:
                 write_deltalake(
-                    self.config.path, data.drop_columns([OP]),
+                    self.config.path, unsliced(data.drop_columns([OP])),
                     mode="overwrite" if table is not None else "error",
                     schema_mode="overwrite" if table is not None else None,
                     configuration=CDF, storage_options=self.config.storage_options,
@@ -509,8 +515,9 @@ class DeltaSink(Sink):
         at = scd2.Version(version, read_time(str(manifest["valid_from"])))
         keys = list(manifest["keys"])
         if table is None:  # the first load: every row opened
-            write_deltalake(self.config.path, scd2.image_rows(data.drop_columns([OP]), at),
-                            mode="error", storage_options=self.config.storage_options,
+            rows = scd2.image_rows(data.drop_columns([OP]), at)
+            write_deltalake(self.config.path, unsliced(rows), mode="error",
+                            storage_options=self.config.storage_options,
                             commit_properties=props)
             return
         newest = scd2.newest_valid_from(table, self.config.storage_options)
@@ -621,7 +628,7 @@ class DeltaSink(Sink):
         values = {quote(c): f"s.{quote(c)}" for c in columns}
         on = " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in keys)
         (
-            table.merge(data, predicate=on, source_alias="s", target_alias="t",
+            table.merge(unsliced(data), predicate=on, source_alias="s", target_alias="t",
                         merge_schema=True, commit_properties=props)
             .when_matched_update(updates=values, predicate=f"s.{quote(OP)} = {OP_UPDATE}")
             .when_matched_delete(predicate=f"s.{quote(OP)} = {OP_DELETE}")
