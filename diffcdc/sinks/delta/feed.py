@@ -41,13 +41,14 @@ def unsliced(table: pa.Table) -> pa.Table:
 
     delta-rs (arrow-rs 59) panics importing a nested struct that is a slice, in a callback
     that cannot unwind: the process aborts. A table whose columns are chunked differently
-    (``pa.concat_tables``, a column appended) is handed over in slices; a sliced batch is
-    copied."""
+    (``pa.concat_tables``, a column appended) is handed over in slices: the sliced arrays of
+    each batch are copied, the rest stay shared."""
     batches = []
     for batch in table.to_batches():
         if any(column.offset for column in batch.columns):
             batch = pa.RecordBatch.from_arrays(
-                [pa.concat_arrays([column]) for column in batch.columns], schema=batch.schema)
+                [pa.concat_arrays([c]) if c.offset else c for c in batch.columns],
+                schema=batch.schema)
         batches.append(batch)
     return pa.Table.from_batches(batches, table.schema)
 
