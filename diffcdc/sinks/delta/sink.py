@@ -246,7 +246,8 @@ class DeltaSink(Sink):
                 f"publish a full image to it again: '{self.reload_command()}'",
             )
         expected = self._table_id(published)
-        if expected is not None and table.metadata().id != expected:
+        if expected is not None and table.metadata().id != expected and (
+                table.metadata().id != self._evolved_id(table, manifest)):
             raise self._mismatch(
                 f"the Delta table was deleted and created again by another writer (table id "
                 f"{table.metadata().id}; diffcdc published version {version} to table id "
@@ -359,6 +360,24 @@ class DeltaSink(Sink):
                 self._harmless(table, e, None) is None for e in later):
             return None
         return f"{table.version()} (not diffcdc's)"
+
+    def _evolved_id(self, table: DeltaTable, manifest: dict[str, Any]) -> str | None:
+        """The table id that the newest of this sink's own commits with a ``metaData`` action
+        gave the table (None: none among the newest 100 commits). delta-rs gives a table a new
+        ``metaData.id`` when a MERGE adds a column, so the id recorded when a version was
+        staged is not the table's any more once this sink's own commit added one; the commits
+        after this sink's are checked apart (:meth:`_foreign_commit`)."""
+        app = self.app_id(manifest)
+        for entry in table.history(limit=100):
+            if entry.get("diffcdc.incarnation") != manifest.get("incarnation"):
+                continue
+            actions = self._log_entry(table, int(entry["version"])) or []
+            if not any(a.get("txn", {}).get("appId") == app for a in actions):
+                continue
+            meta = next((a["metaData"] for a in actions if "metaData" in a), None)
+            if meta is not None:
+                return str(meta.get("id"))
+        return None
 
     def _ours(self, entry: dict[str, Any], actions: list[dict[str, Any]] | None, app: str,
               version: int, manifest: dict[str, Any]) -> bool:
