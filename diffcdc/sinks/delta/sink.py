@@ -245,9 +245,10 @@ class DeltaSink(Sink):
                 f"the Delta table is gone (it held diffcdc version {version})",
                 f"publish a full image to it again: '{self.reload_command()}'",
             )
-        expected = self._table_id(published)
-        if expected is not None and table.metadata().id != expected and (
-                table.metadata().id != self._evolved_id(table, manifest)):
+        recorded = self._recorded_table_id(published)
+        expected = recorded[1] if recorded is not None else None
+        if recorded is not None and table.metadata().id != expected and (
+                table.metadata().id != self._evolved_id(table, manifest, recorded[0])):
             raise self._mismatch(
                 f"the Delta table was deleted and created again by another writer (table id "
                 f"{table.metadata().id}; diffcdc published version {version} to table id "
@@ -329,11 +330,18 @@ class DeltaSink(Sink):
         """The Delta table id (``metaData.id``, new with each created table) the sink's
         versions since its last full image were staged against (None: none recorded yet; the
         full image itself may have created the table)."""
-        for _, manifest in reversed(published):
+        recorded = DeltaSink._recorded_table_id(published)
+        return recorded[1] if recorded is not None else None
+
+    @staticmethod
+    def _recorded_table_id(published: list[tuple[int, dict[str, Any]]]
+                           ) -> tuple[int, str] | None:
+        """:meth:`_table_id` with the version whose manifest recorded it."""
+        for version, manifest in reversed(published):
             if manifest.get("initial"):
                 return None
             if manifest.get("table_id"):
-                return str(manifest["table_id"])
+                return version, str(manifest["table_id"])
         return None
 
     def _foreign_commit(self, table: DeltaTable, version: int, manifest: dict[str, Any]
@@ -361,18 +369,22 @@ class DeltaSink(Sink):
             return None
         return f"{table.version()} (not diffcdc's)"
 
-    def _evolved_id(self, table: DeltaTable, manifest: dict[str, Any]) -> str | None:
-        """The table id that the newest of this sink's own commits with a ``metaData`` action
-        gave the table (None: none among the newest 100 commits). delta-rs gives a table a new
+    def _evolved_id(self, table: DeltaTable, manifest: dict[str, Any], since: int
+                    ) -> str | None:
+        """The table id that the newest of this sink's own commits of a version from ``since``
+        on (the version staged against the recorded id) gave the table with a ``metaData``
+        action (None: none among the newest 100 commits). delta-rs gives a table a new
         ``metaData.id`` when a MERGE adds a column, so the id recorded when a version was
-        staged is not the table's any more once this sink's own commit added one; the commits
-        after this sink's are checked apart (:meth:`_foreign_commit`)."""
+        staged is not the table's any more once this sink's own commit added one; a table made
+        again by another writer has its new id from a commit before ``since`` (its creation),
+        and the commits after this sink's are checked apart (:meth:`_foreign_commit`)."""
         app = self.app_id(manifest)
         for entry in table.history(limit=100):
             if entry.get("diffcdc.incarnation") != manifest.get("incarnation"):
                 continue
             actions = self._log_entry(table, int(entry["version"])) or []
-            if not any(a.get("txn", {}).get("appId") == app for a in actions):
+            if not any(a.get("txn", {}).get("appId") == app
+                       and int(a["txn"].get("version", -1)) >= since for a in actions):
                 continue
             meta = next((a["metaData"] for a in actions if "metaData" in a), None)
             if meta is not None:
