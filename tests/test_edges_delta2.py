@@ -214,3 +214,28 @@ def test_state_of_the_previous_format_goes_on_and_records_the_table_id(spark, tm
     ws.write("4.parquet", _rows(6, "a4-"))
     with pytest.raises(TargetMismatch, match="deleted and created again by another writer"):
         ws.run(spark)
+
+
+def test_a_column_added_by_the_sinks_own_merge_is_not_taken_for_a_recreated_table(spark, tmp_path):
+    """delta-rs gives a table a new metaData.id when a MERGE adds a column: the sink's own
+    commit, so the versions after it go on (both modes) — the table id recorded when the
+    version was staged is not the table's any more, and the sink's commit says why."""
+    lake = tmp_path / "lake"
+    ws = _ws(str(tmp_path), [
+        {"type": "delta", "name": "delta", "path": str(lake / "t")},
+        {"type": "delta", "name": "history", "path": str(lake / "h"), "mode": "scd2"},
+    ])
+    rows = [{"id": i, "v": f"a{i}"} for i in range(4)]
+    ws.write("1.parquet", rows)
+    ws.run(spark)
+    ws.write("2.parquet", [{**r, "extra": f"x{r['id']}"} for r in rows])  # an added column
+    ws.run(spark)
+    ids = {name: DeltaTable(str(lake / name)).metadata().id for name in ("t", "h")}
+    for n in (3, 4):
+        ws.write(f"{n}.parquet", [{**r, "v": f"{n}-{r['id']}", "extra": f"x{r['id']}"}
+                                  for r in rows])
+        assert ws.run(spark).outcome == "ok"
+        results = verify_table(spark, ws.table, ws.state, os.path.join(ws.source, f"{n}.parquet"))
+        assert all(r.identical for r in results.values()), {k: r.to_dict() for k, r in results.items()}
+    assert TableState(ws.state, "T").head().version == 4
+    assert ids == {name: DeltaTable(str(lake / name)).metadata().id for name in ("t", "h")}

@@ -36,6 +36,23 @@ def plain_types(table: pa.Table) -> pa.Table:
     return table.cast(pa.schema(fields))
 
 
+def unsliced(table: pa.Table) -> pa.Table:
+    """``table`` as batches whose arrays start at offset 0, as delta-rs must be handed it.
+
+    delta-rs (arrow-rs 59) panics importing a nested struct that is a slice, in a callback
+    that cannot unwind: the process aborts. A table whose columns are chunked differently
+    (``pa.concat_tables``, a column appended) is handed over in slices: the sliced arrays of
+    each batch are copied, the rest stay shared."""
+    batches = []
+    for batch in table.to_batches():
+        if any(column.offset for column in batch.columns):
+            batch = pa.RecordBatch.from_arrays(
+                [pa.concat_arrays([c]) if c.offset else c for c in batch.columns],
+                schema=batch.schema)
+        batches.append(batch)
+    return pa.Table.from_batches(batches, table.schema)
+
+
 def files_dataset(table: DeltaTable, storage_options: dict[str, str] | None = None) -> ds.Dataset:
     """The table's rows as a pyarrow dataset over its data files (the log's ``add`` actions),
     read as stored. delta-rs's own dataset parses each file's statistics into Python values and
@@ -93,7 +110,7 @@ def append_changelog(
         custom_metadata={"diffcdc.version": str(version)},
         app_transactions=[Transaction(app_id, version)],
     )
-    write_deltalake(path, rows, mode="append", schema_mode="merge",
+    write_deltalake(path, unsliced(rows), mode="append", schema_mode="merge",
                     storage_options=storage_options, commit_properties=props)
 
 

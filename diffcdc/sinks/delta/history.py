@@ -35,7 +35,7 @@ from deltalake import CommitProperties, DeltaTable
 
 from diffcdc.core.column_changes import CHANGED_COLUMNS, changed_columns, key_rows, partners
 from diffcdc.core.sql import quote
-from diffcdc.sinks.delta.feed import files_dataset
+from diffcdc.sinks.delta.feed import files_dataset, unsliced
 
 START_AT, END_AT = "__START_AT", "__END_AT"
 VALID_FROM, VALID_TO = "__VALID_FROM", "__VALID_TO"
@@ -173,8 +173,8 @@ def remove_copies(table: DeltaTable, rows: pa.Table, keys: Sequence[str],
     source = pa.concat_tables([drop, keep])
     on = " AND ".join(f"t.{quote(k)} = s.{merge_key(i)}" for i, k in enumerate(keys))
     (
-        table.merge(source, predicate=f"{on} AND t.{END_AT} IS NULL", source_alias="s",
-                    target_alias="t", commit_properties=props)
+        table.merge(unsliced(source), predicate=f"{on} AND t.{END_AT} IS NULL",
+                    source_alias="s", target_alias="t", commit_properties=props)
         .when_matched_delete(predicate=f"s.{_ACTION} = {CLOSE}")
         .when_not_matched_insert(updates={c: f"s.{quote(c)}" for c in rows.column_names},
                                  predicate=f"s.{_ACTION} = {OPEN}")
@@ -267,8 +267,9 @@ def merge(table: DeltaTable, source: pa.Table, keys: Sequence[str], version: Ver
     on = " AND ".join(f"t.{quote(k)} = s.{quote(merge_key(i))}" for i, k in enumerate(keys))
     action = f"s.{quote(_ACTION)}"
     (
-        table.merge(source, predicate=f"{on} AND t.{quote(END_AT)} IS NULL", source_alias="s",
-                    target_alias="t", merge_schema=True, commit_properties=props)
+        table.merge(unsliced(source), predicate=f"{on} AND t.{quote(END_AT)} IS NULL",
+                    source_alias="s", target_alias="t", merge_schema=True,
+                    commit_properties=props)
         .when_matched_update(
             updates={quote(END_AT): str(version.number), quote(VALID_TO): f"s.{quote(VALID_FROM)}"},
             predicate=f"{action} = {CLOSE}")

@@ -55,7 +55,13 @@ from diffcdc.faults import crash_point
 from diffcdc.sinks.base import ChangeSet, Sink, SinkHistory, SinkTable
 from diffcdc.sinks.delta import history as scd2
 from diffcdc.sinks.delta.config import DeltaSinkConfig
-from diffcdc.sinks.delta.feed import CHANGE_COLUMNS, append_changelog, files_dataset, plain_types
+from diffcdc.sinks.delta.feed import (
+    CHANGE_COLUMNS,
+    append_changelog,
+    files_dataset,
+    plain_types,
+    unsliced,
+)
 from diffcdc.sources.snapshot_time import format_time, read_time
 from diffcdc.spark import spark_path
 from diffcdc.storage import paths
@@ -239,8 +245,10 @@ class DeltaSink(Sink):
                 f"the Delta table is gone (it held diffcdc version {version})",
                 f"publish a full image to it again: '{self.reload_command()}'",
             )
-        expected = self._table_id(published)
-        if expected is not None and table.metadata().id != expected:
+        recorded = self._recorded_table_id(published)
+        expected = recorded[1] if recorded is not None else None
+        if recorded is not None and table.metadata().id != expected and (
+                table.metadata().id != self._evolved_id(table, manifest, recorded[0])):
             raise self._mismatch(
                 f"the Delta table was deleted and created again by another writer (table id "
                 f"{table.metadata().id}; diffcdc published version {version} to table id "
@@ -322,11 +330,18 @@ class DeltaSink(Sink):
         """The Delta table id (``metaData.id``, new with each created table) the sink's
         versions since its last full image were staged against (None: none recorded yet; the
         full image itself may have created the table)."""
-        for _, manifest in reversed(published):
+        recorded = DeltaSink._recorded_table_id(published)
+        return recorded[1] if recorded is not None else None
+
+    @staticmethod
+    def _recorded_table_id(published: list[tuple[int, dict[str, Any]]]
+                           ) -> tuple[int, str] | None:
+        """:meth:`_table_id` with the version whose manifest recorded it."""
+        for version, manifest in reversed(published):
             if manifest.get("initial"):
                 return None
             if manifest.get("table_id"):
-                return str(manifest["table_id"])
+                return version, str(manifest["table_id"])
         return None
 
     def _foreign_commit(self, table: DeltaTable, version: int, manifest: dict[str, Any]
@@ -353,6 +368,28 @@ class DeltaSink(Sink):
                 self._harmless(table, e, None) is None for e in later):
             return None
         return f"{table.version()} (not diffcdc's)"
+
+    def _evolved_id(self, table: DeltaTable, manifest: dict[str, Any], since: int
+                    ) -> str | None:
+        """The table id that the newest of this sink's own commits of a version from ``since``
+        on (the version staged against the recorded id) gave the table with a ``metaData``
+        action (None: none among the newest 100 commits). delta-rs gives a table a new
+        ``metaData.id`` when a MERGE adds a column, so the id recorded when a version was
+        staged is not the table's any more once this sink's own commit added one; a table made
+        again by another writer has its new id from a commit before ``since`` (its creation),
+        and the commits after this sink's are checked apart (:meth:`_foreign_commit`)."""
+        app = self.app_id(manifest)
+        for entry in table.history(limit=100):
+            if entry.get("diffcdc.incarnation") != manifest.get("incarnation"):
+                continue
+            actions = self._log_entry(table, int(entry["version"])) or []
+            if not any(a.get("txn", {}).get("appId") == app
+                       and int(a["txn"].get("version", -1)) >= since for a in actions):
+                continue
+            meta = next((a["metaData"] for a in actions if "metaData" in a), None)
+            if meta is not None:
+                return str(meta.get("id"))
+        return None
 
     def _ours(self, entry: dict[str, Any], actions: list[dict[str, Any]] | None, app: str,
               version: int, manifest: dict[str, Any]) -> bool:
@@ -488,7 +525,7 @@ class DeltaSink(Sink):
                 return
             if manifest.get("initial") or table is None:
                 write_deltalake(
-                    self.config.path, data.drop_columns([OP]),
+                    self.config.path, unsliced(data.drop_columns([OP])),
                     mode="overwrite" if table is not None else "error",
                     schema_mode="overwrite" if table is not None else None,
                     configuration=CDF, storage_options=self.config.storage_options,
@@ -509,8 +546,9 @@ class DeltaSink(Sink):
         at = scd2.Version(version, read_time(str(manifest["valid_from"])))
         keys = list(manifest["keys"])
         if table is None:  # the first load: every row opened
-            write_deltalake(self.config.path, scd2.image_rows(data.drop_columns([OP]), at),
-                            mode="error", storage_options=self.config.storage_options,
+            rows = scd2.image_rows(data.drop_columns([OP]), at)
+            write_deltalake(self.config.path, unsliced(rows), mode="error",
+                            storage_options=self.config.storage_options,
                             commit_properties=props)
             return
         newest = scd2.newest_valid_from(table, self.config.storage_options)
@@ -621,7 +659,7 @@ class DeltaSink(Sink):
         values = {quote(c): f"s.{quote(c)}" for c in columns}
         on = " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in keys)
         (
-            table.merge(data, predicate=on, source_alias="s", target_alias="t",
+            table.merge(unsliced(data), predicate=on, source_alias="s", target_alias="t",
                         merge_schema=True, commit_properties=props)
             .when_matched_update(updates=values, predicate=f"s.{quote(OP)} = {OP_UPDATE}")
             .when_matched_delete(predicate=f"s.{quote(OP)} = {OP_DELETE}")
