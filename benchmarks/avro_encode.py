@@ -83,9 +83,8 @@ def _alternate(repeat: int, sides: dict[str, Callable[[], Any]]) -> dict[str, li
 def avro_part(rows: int, repeat: int) -> dict[str, Any]:
     import fastavro
 
-    from diffcdc import datafs
     from diffcdc.core.arrow_types import spark_schema
-    from diffcdc.sinks.base import OP, OP_DELETE
+    from diffcdc.core.changeset import OP, OP_DELETE
     from diffcdc.sinks.kafka.binary import encode_batch
     from diffcdc.sinks.kafka.config import KafkaSinkConfig
     from diffcdc.sinks.kafka.container import MessageWriter, container_header, sync_marker
@@ -140,8 +139,9 @@ def avro_part(rows: int, repeat: int) -> dict[str, Any]:
                 fastavro.writer(buffer, parsed, body, codec="null", sync_interval=max_bytes,
                                 metadata=columns_meta, sync_marker=sync)
                 raw = buffer.getvalue()
-                path = datafs.join(folder, f"{uuid.uuid4().hex}.avro")
-                datafs.write_bytes(path, raw)
+                path = os.path.join(folder, f"{uuid.uuid4().hex}.avro")
+                with open(path, "wb") as out:
+                    out.write(raw)
                 hashlib.sha256(raw).hexdigest()
                 split["writer"] += time.perf_counter() - started
                 paths.append(path)
@@ -153,7 +153,7 @@ def avro_part(rows: int, repeat: int) -> dict[str, Any]:
         theirs_paths = theirs()
         same = _same_records(fastavro, ours_paths, theirs_paths)
         body_bytes = {
-            name: sum(os.path.getsize(datafs.local_path(p)) for p in paths)
+            name: sum(os.path.getsize(p) for p in paths)
             for name, paths in (("diffcdc", ours_paths), ("fastavro", theirs_paths))
         }
         split.update(to_pylist=0.0, writer=0.0)
@@ -214,10 +214,11 @@ def snappy_part(rows: int, repeat: int) -> dict[str, Any]:
 
     from diffcdc.sinks.openmirroring.text import TextFormat
     from diffcdc.sinks.openmirroring.text_codecs import compress, decompress
+    from diffcdc.sinks.openmirroring.text_encode import encode_table
 
     table = make_rows(np.arange(1, rows + 1, dtype=np.int64), np.random.default_rng(42))
     table = table.append_column("__rowMarker__", pa.array(np.zeros(rows, np.int32)))
-    text = TextFormat("csv").encode_table(table)
+    text = encode_table(TextFormat("csv"), table)
 
     ours_framed, theirs_framed = compress(text, "snappy"), bytes(cramjam.snappy.compress(text))
     for name, framed in (("diffcdc", ours_framed), ("cramjam", theirs_framed)):

@@ -150,6 +150,18 @@ def test_text_benchmark_runs(tmp_path):
     assert all(r["bytes"] > 300 * len(r["columns"]) for r in result["results"].values())
 
 
+def test_encoder_benchmark_runs_and_both_sides_agree(tmp_path):
+    import json
+
+    from benchmarks import avro_encode
+
+    out = tmp_path / "encode.json"
+    avro_encode.main(["--rows", "500", "--repeat", "1", "--out", str(out)])
+    result = json.loads(out.read_text())
+    assert result["avro"]["same_records"] and result["avro"]["rows"] > 0
+    assert result["snappy"]["text_bytes"] > 500 and min(result["snappy"]["framed_bytes"].values()) > 0
+
+
 @pytest.mark.integration
 def test_jdbc_benchmark_loads_every_partition_count(spark, postgres, tmp_path):
     from benchmarks import jdbc
