@@ -212,12 +212,13 @@ def _as_of_time(
     the newest committed time that is not in the future does.
     """
     time = snapshot.time
-    latest = dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=ctx.table.snapshot_time_ahead)
+    now = dt.datetime.now(dt.timezone.utc)
+    latest = now + dt.timedelta(seconds=ctx.table.snapshot_time_ahead)
     if time is not None and time > latest:
         raise InputRefused(
             f"the snapshot's time {format_time(time)} is more than "
             f"{ctx.table.snapshot_time_ahead} s past the run's clock "
-            f"({format_time(dt.datetime.now(dt.timezone.utc))})",
+            f"({format_time(now)})",
             table=ctx.table.name,
             snapshot=snapshot.snapshot_id,
             path=snapshot.path,
