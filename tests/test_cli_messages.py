@@ -12,18 +12,13 @@ import pyarrow.parquet as pq
 import pytest
 
 from diffcdc.cli.main import main
+from tests.support.cli_runs import one_line_error
 
 
 def write(path, rows: list[dict]) -> str:
     os.makedirs(os.path.dirname(str(path)), exist_ok=True)
     pq.write_table(pa.Table.from_pylist(rows), str(path))
     return str(path)
-
-
-def one_line_error(capsys) -> str:
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and err.startswith("diffcdc: error: "), err
-    return err
 
 
 @pytest.fixture

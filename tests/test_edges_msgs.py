@@ -8,12 +8,7 @@ import os
 import pytest
 
 from diffcdc.cli.main import main
-
-
-def one_line_error(capsys) -> str:
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and err.startswith("diffcdc: error: "), err
-    return err
+from tests.support.cli_runs import one_line_error
 
 
 @pytest.fixture

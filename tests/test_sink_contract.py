@@ -25,7 +25,12 @@ from diffcdc.engine.verify import verify_table
 from diffcdc.state.chain import state_chain
 from diffcdc.state.store import TableState
 from tests.support.config_text import table_toml
-from tests.support.contract import assert_replays, companion, table_config, write_rows
+from tests.support.contract import (
+    assert_replays,
+    table_config,
+    two_versions_published,
+    write_rows,
+)
 from tests.support.hypothesis_profiles import examples
 from tests.support.sink_kinds import KINDS, SinkKind
 from tests.support.snapshots import snapshot_sequences, snapshot_table
@@ -235,13 +240,7 @@ def test_a_target_changed_or_gone_is_refused_alone_and_reload_sink_replays_it(
     from diffcdc.errors import PublishConflict, TargetMismatch
 
     root = str(tmp_path)
-    other = companion(kind)
-    table = table_config(root, [kind, other], servers)
-    sink_id, other_id = (s.sink_id for s in table.sinks)
-    state = os.path.join(root, "state")
-    for n, (rows, tag) in enumerate([(12, "a"), (14, "b")], start=1):
-        write_rows(root, f"{n}.parquet", rows, tag)
-        run_table(spark, table, state, RunOptions(quality=PERMISSIVE))
+    table, sink_id, other_id, state = two_versions_published(spark, servers, kind, root)
     assert kind.tamper is not None
     kind.tamper(TableState(state, "T"), sink_id, servers, how)
     write_rows(root, "3.parquet", 13, "c")

@@ -21,7 +21,11 @@ from diffcdc.engine.run import RunOptions, RunRequest, run_table
 from diffcdc.engine.verify import verify_table
 from diffcdc.errors import PublishConflict, TargetMismatch
 from diffcdc.state.store import TableState
-from tests.support.contract import assert_replays, companion, table_config, write_rows
+from tests.support.contract import (
+    assert_replays,
+    two_versions_published,
+    write_rows,
+)
 from tests.support.lookalikes import LOOKALIKES
 from tests.support.sink_kinds import KINDS
 from tests.support.workspace import PERMISSIVE
@@ -33,13 +37,7 @@ pytestmark = pytest.mark.slow
 def test_a_foreign_lookalike_target_is_refused_alone_and_reload_sink_replays_it(
         spark, servers, kind, tmp_path):
     root = str(tmp_path)
-    other = companion(kind)
-    table = table_config(root, [kind, other], servers)
-    sink_id, other_id = (s.sink_id for s in table.sinks)
-    state = os.path.join(root, "state")
-    for n, (rows, tag) in enumerate([(12, "a"), (14, "b")], start=1):
-        write_rows(root, f"{n}.parquet", rows, tag)
-        run_table(spark, table, state, RunOptions(quality=PERMISSIVE))
+    table, sink_id, other_id, state = two_versions_published(spark, servers, kind, root)
     LOOKALIKES[kind.name](TableState(state, "T"), sink_id, servers)
     write_rows(root, "3.parquet", 13, "c")
     for _ in range(2):  # refused again by the next run: nothing resolves it silently

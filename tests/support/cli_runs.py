@@ -24,3 +24,10 @@ def run_args(base, *extra):
     """The arguments of ``diffcdc run`` for table T from ``base/src`` (``extra`` appended)."""
     return ["run", "--source", str(base / "src"), "--keys", "id", "--table", "T",
             "--landing", str(base / "landing"), "--state", str(base / "state"), *extra]
+
+
+def one_line_error(capsys) -> str:
+    """The CLI's error as the user saw it: exactly one line on stderr, ``diffcdc: error: ...``."""
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("diffcdc: error: "), err
+    return err

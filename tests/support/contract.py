@@ -8,9 +8,11 @@ import os
 from typing import Any
 
 from diffcdc.config import StateCompaction, TableConfig
+from diffcdc.engine.run import RunOptions, run_table
 from diffcdc.engine.verify import verify_table
 from diffcdc.state.store import TableState
 from tests.support.sink_kinds import KINDS, SinkKind
+from tests.support.workspace import PERMISSIVE
 
 KEYS = ("k1", "k2")
 
@@ -60,3 +62,16 @@ def write_rows(root: str, sid: str, n: int, tag: str) -> None:
                         ("n", pa.int64())])
     os.makedirs(os.path.join(root, "source"), exist_ok=True)
     pq.write_table(pa.Table.from_pylist(rows, schema), os.path.join(root, "source", sid))
+
+
+def two_versions_published(spark, servers: dict[str, Any], kind: SinkKind, root: str
+                           ) -> tuple[TableConfig, str, str, str]:
+    """Table T with a ``kind`` sink and its companion, two versions run and published:
+    (table, the sink's id, the companion's id, the state root)."""
+    table = table_config(root, [kind, companion(kind)], servers)
+    sink_id, other_id = (s.sink_id for s in table.sinks)
+    state = os.path.join(root, "state")
+    for n, (rows, tag) in enumerate([(12, "a"), (14, "b")], start=1):
+        write_rows(root, f"{n}.parquet", rows, tag)
+        run_table(spark, table, state, RunOptions(quality=PERMISSIVE))
+    return table, sink_id, other_id, state
