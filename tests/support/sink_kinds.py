@@ -186,7 +186,14 @@ def _history_once(state: TableState, sink_id: str, servers: dict[str, Any]) -> N
 
 def _kafka_entry(root: str, servers: dict[str, Any]) -> dict[str, Any]:
     return {"type": "kafka", "name": "kafka", "bootstrap_servers": servers["kafka"].bootstrap,
-            "topic": f"contract-{os.path.basename(root)}", "max_records_per_message": 4}
+            "topic": _topic_of(root), "max_records_per_message": 4}
+
+
+def _topic_of(root: str) -> str:
+    """A topic per work folder: tests share one broker, and several name their folder "work"
+    (the sink refuses a topic holding another state's messages, as it should)."""
+    digest = hashlib.sha1(os.path.abspath(root).encode()).hexdigest()[:10]
+    return f"contract-{os.path.basename(root)}-{digest}"
 
 
 def _kafka_once(state: TableState, sink_id: str, servers: dict[str, Any]) -> None:
