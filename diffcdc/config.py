@@ -23,7 +23,8 @@ from pydantic import (
 from diffcdc.core.fields import STRICT_SETTINGS, PathText
 from diffcdc.core.names import MAX_NAME_BYTES, check_folder_name
 from diffcdc.core.quality_config import QualityConfig
-from diffcdc.sinks.registry import SINKS, TABLE_LEVEL, TABLE_SINK, plugin_of
+from diffcdc.sinks.openmirroring.shorthand import TABLE_LEVEL
+from diffcdc.sinks.registry import builtin_sinks, plugin_of
 from diffcdc.sinks.table import SinkTable
 from diffcdc.sinks.targets import (
     OwnedTarget,
@@ -50,8 +51,9 @@ SourceConfig = Annotated[
     ),
 ]
 
-#: One entry of a table's ``sinks``: the config model of a registered sink, by its ``type``.
-SinkConfig = Annotated[Union[tuple(p.config for p in SINKS)], Field(discriminator="type")]
+#: One entry of a table's ``sinks``: the config model of a built-in sink, by its ``type``.
+SinkConfig = Annotated[Union[tuple(p.config for p in builtin_sinks())],
+                       Field(discriminator="type")]
 
 
 class StateCompaction(BaseModel):
@@ -138,7 +140,7 @@ class TableConfig(BaseModel):
 
         Before sinks existed a table had one landing zone configured by fields at table level
         (``landing``, ``codec``, ``file_format`` ...); such configs keep working unchanged
-        (:data:`~diffcdc.sinks.registry.TABLE_SINK` is the sink type they configure).
+        (Open Mirroring's shorthand, :data:`~diffcdc.sinks.openmirroring.shorthand.TABLE_LEVEL`).
         """
         if not isinstance(data, dict):
             return data
@@ -147,12 +149,12 @@ class TableConfig(BaseModel):
         rest = {k: v for k, v in data.items() if k not in fields}
         if "sinks" not in rest:
             if given:
-                rest["sinks"] = [{"type": TABLE_SINK.type, **given}]
+                rest["sinks"] = [{"type": TABLE_LEVEL.type, **given}]
             return rest
         sinks = rest["sinks"]
         if isinstance(sinks, list) and given:
             rest["sinks"] = [
-                {**given, **s} if isinstance(s, dict) and s.get("type") == TABLE_SINK.type else s
+                {**given, **s} if isinstance(s, dict) and s.get("type") == TABLE_LEVEL.type else s
                 for s in sinks
             ]
         return rest
@@ -240,11 +242,11 @@ class TableConfig(BaseModel):
 
     def with_table_fields(self, **fields: Any) -> TableConfig:
         """A copy whose sinks that take these table-level fields get them (``--landing``,
-        ``--landing-option``: each sink type's plug-in says how; validated)."""
+        ``--landing-option``: Open Mirroring's shorthand; validated)."""
         sinks = []
+        level = TABLE_LEVEL
         for sink in self.sinks:
-            level = plugin_of(sink).table_level
-            if level is not None and set(fields) <= set(level.fields):
+            if sink.type == level.type and set(fields) <= set(level.fields):
                 sink = level.override(sink, fields)
             sinks.append(sink)
         return self.model_copy(update={"sinks": sinks})

@@ -11,10 +11,11 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from diffcdc.errors import ConfigError
-from diffcdc.sinks.registry import SINKS, TABLE_LEVEL, TABLE_SINK
+from diffcdc.sinks.openmirroring.shorthand import TABLE_LEVEL
+from diffcdc.sinks.registry import builtin_sinks
 
 #: The sink models by their ``type`` (the union's tag in a validation error's location).
-_SINK_MODELS: dict[str, type[BaseModel]] = {p.type: p.config for p in SINKS}
+_SINK_MODELS: dict[str, type[BaseModel]] = {p.type: p.config for p in builtin_sinks()}
 
 
 def _location(
@@ -35,7 +36,7 @@ def _location(
         and parts[1] < len(tables)
         and tables[parts[1]] in flat
     ):
-        parts = parts[:2] + parts[5 if parts[4] == TABLE_SINK.type else 4:]
+        parts = parts[:2] + parts[5 if parts[4] == TABLE_LEVEL.type else 4:]
     if len(parts) >= 2 and parts[0] == "tables" and isinstance(parts[1], int):
         name = tables[parts[1]] if parts[1] < len(tables) else str(parts[1])
         if len(parts) == 4 and parts[2] == "sinks" and isinstance(parts[3], int) and sink:
@@ -96,7 +97,7 @@ def _field_names(loc: Sequence[Any]) -> list[str]:
         elif part == "spark":
             names = set(SparkSettings.model_fields)
         elif part == "sinks":
-            names = set(TABLE_SINK.config.model_fields)
+            names = set(TABLE_LEVEL.config.model_fields)
         elif part in _SINK_MODELS:
             names = set(_SINK_MODELS[part].model_fields)
     return sorted(names)

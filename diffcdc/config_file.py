@@ -39,7 +39,8 @@ from pydantic import ValidationError
 from diffcdc.config import RunConfig
 from diffcdc.config_errors import error_from_validation
 from diffcdc.errors import ConfigError
-from diffcdc.sinks.registry import SINKS, TABLE_LEVEL, TABLE_SINK
+from diffcdc.sinks.openmirroring.shorthand import TABLE_LEVEL
+from diffcdc.sinks.registry import builtin_sinks
 from diffcdc.sources.registry import source_kind, source_plugin
 
 if sys.version_info >= (3, 11):
@@ -101,7 +102,7 @@ def load_config(path: str) -> RunConfig:
                 "(diffcdc.run_dataframe), not configured in a file",
                 path=path,
             )
-        for key in ("source", *TABLE_SINK.path_fields):
+        for key in ("source", *TABLE_LEVEL.path_fields):
             if isinstance(merged.get(key), str):
                 merged[key] = _resolve(base, merged[key])
         if isinstance(merged.get("sinks"), list):
@@ -134,7 +135,7 @@ def load_config(path: str) -> RunConfig:
 
 
 #: The sinks' fields that hold local paths (``landing``, ``path``, ``changelog_path`` ...).
-_SINK_PATHS = frozenset(f for p in SINKS for f in p.path_fields)
+_SINK_PATHS = frozenset(f for p in builtin_sinks() for f in p.path_fields)
 
 
 def _resolve_sink_paths(base: str, sink: Any) -> Any:

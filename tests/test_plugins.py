@@ -8,10 +8,13 @@ from typing import get_args
 import pytest
 
 from diffcdc.config import TableConfig
-from diffcdc.sinks.registry import SINKS, TABLE_SINK, headline, sink_result, sink_status
+from diffcdc.sinks.openmirroring.shorthand import TABLE_LEVEL, headline
+from diffcdc.sinks.registry import builtin_sinks, sink_plugin, sink_result, sink_status
 from diffcdc.sources.registry import SOURCES, source_kind
 from tests.support.sink_kinds import KINDS
 
+SINKS = builtin_sinks()
+TABLE_SINK = sink_plugin(TABLE_LEVEL.type)
 LANDING_MANIFEST = {"landing": "/lake/landing", "files": [{"name": "00000000000000000003.parquet"}],
                     "sequence": {"first": 3, "next": 4}, "rows": 5}
 
@@ -22,7 +25,7 @@ def test_every_registered_sink_has_its_type_a_model_and_a_contract_kind():
     for plugin in SINKS:
         assert get_args(plugin.config.model_fields["type"].annotation) == (plugin.type,)
     assert {k.type for k in KINDS} == set(types)  # the contract runs over every sink type
-    assert [p for p in SINKS if p.table_level is not None] == [TABLE_SINK]
+    assert [p for p in SINKS if p.config is TABLE_LEVEL.config] == [TABLE_SINK]
 
 
 def test_a_table_without_sinks_gets_one_table_level_sink_and_its_fields_are_defaults():

@@ -6,7 +6,7 @@ from typing import Any
 
 from diffcdc.cli.settings import table_from_options, url_data
 from diffcdc.errors import UsageError
-from diffcdc.sinks.registry import TABLE_LEVEL
+from diffcdc.sinks.openmirroring.shorthand import TABLE_LEVEL
 
 
 def config_table(config: Any, name: str, path: str) -> Any:

@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from diffcdc.config import RunConfig, TableConfig
 from diffcdc.config_errors import describe_error
 from diffcdc.errors import ConfigError, UsageError
-from diffcdc.sinks.registry import TABLE_LEVEL, TABLE_SINK
+from diffcdc.sinks.openmirroring.shorthand import TABLE_LEVEL
 from diffcdc.state.root import is_url
 
 #: Settings whose command-line option has another name (``--`` and dashes added otherwise).
@@ -37,7 +37,7 @@ def option_name(loc: Sequence[Any]) -> str:
         parts = parts[2:] if len(parts) > 1 and parts[1].isdigit() else parts[1:]
     if parts[:1] == ["sinks"]:  # the landing options of the command line's one sink
         parts = parts[2:] if len(parts) > 1 and parts[1].isdigit() else parts[1:]
-        parts = parts[1:] if parts[:1] == [TABLE_SINK.type] else parts
+        parts = parts[1:] if parts[:1] == [TABLE_LEVEL.type] else parts
     if parts[:1] in _OPTION_GROUPS:
         parts = parts[1:]
     field = ".".join(parts)

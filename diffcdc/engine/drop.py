@@ -25,7 +25,8 @@ from diffcdc.state.store import TableState
 def drop_targets(table: TableConfig) -> list[str]:
     """What a drop of ``table`` deletes of its sinks' output, as its confirmation names it."""
     ident = table.sink_table()
-    return [t for s in table.sinks if (t := plugin_of(s).drop_target(s, ident)) is not None]
+    return [t for s in table.sinks
+            if plugin_of(s).capabilities.drop and (t := plugin_of(s).drop_target(s, ident)) is not None]
 
 
 def drop_table(
@@ -41,7 +42,8 @@ def drop_table(
     with state.lock():
         state.requests.request_drop(folder)
         for sink in table.sinks:
-            where = plugin_of(sink).drop(sink, ident, say)
+            plugin = plugin_of(sink)
+            where = plugin.drop(sink, ident, say) if plugin.capabilities.drop else None
             if where is not None:
                 places.append(where)
         graveyard = None

@@ -208,7 +208,7 @@ def check_state_root(
             record = commits[-1].record
             for sink in table.sinks:
                 entry = record.sinks.get(sink.sink_id)
-                if entry is not None:
+                if entry is not None and plugin_of(sink).capabilities.target_checks:
                     plugin_of(sink).check_target(sink, entry.manifest, table.sink_table(),
                                                  state_given)
         return
@@ -216,7 +216,8 @@ def check_state_root(
             or state.requests.has_drop_request()):
         return
     published = next((found for sink in table.sinks
-                      if (found := plugin_of(sink).published_output(sink, table.sink_table()))),
+                      if plugin_of(sink).capabilities.target_checks
+                      and (found := plugin_of(sink).published_output(sink, table.sink_table()))),
                      None)
     if published is None:
         return

@@ -6,7 +6,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from diffcdc.errors import StateError
-from diffcdc.sinks.registry import headline, sink_status
+from diffcdc.sinks.openmirroring.shorthand import headline
+from diffcdc.sinks.registry import sink_status
 from diffcdc.state.chain import state_chain
 from diffcdc.state.root import StateRoot
 from diffcdc.state.store import Commit, TableState

@@ -1,20 +1,25 @@
-"""What the rest of diffcdc knows of a sink type: one :class:`SinkPlugin`, declared in the sink's
-own package (``plugin.py``) and listed in :mod:`diffcdc.sinks.registry`.
+"""What the rest of diffcdc knows of a sink type: one :class:`SinkPlugin` subclass, declared in
+the sink's own package (``plugin.py``) and registered with :func:`diffcdc.sinks.registry.register_sink`
+(the built-in ones by module path, loaded when a config or a state names their type).
 
-The config union, the config file's and command line's table-level fields, the error texts,
-``status``, ``diffcdc drop``, the executors' import check and the state-root checks read a
-sink's plug-in; none of them names a sink type. A new sink is one folder (its config model, its
-:class:`~diffcdc.sinks.base.Sink`, its ``plugin.py``) plus its line in the registry.
+A plug-in is a class, never instantiated: class attributes declare what the sink is (its
+config model, the libraries it needs and the extra that installs them, the modules its Spark
+tasks run, its capabilities) and classmethods answer for it (build the sink object, what a
+manifest adds to a run's result and to ``status``, what ``diffcdc drop`` deletes, the checks
+of its target made before Spark starts). The sink object a run uses is the
+:class:`~diffcdc.sinks.base.Sink` that :meth:`SinkPlugin.build` returns, as a dlt destination
+factory gives its client. The config union, the config file, the error texts, ``status``,
+``diffcdc drop``, the executors' import check and the state-root checks read a sink's
+plug-in; none of them names a sink type.
 
-Importing a plug-in is cheap: no Spark, no client library; the sink itself is imported when
-:attr:`SinkPlugin.build` runs.
+Importing a plug-in is cheap: no Spark, no client library (those load in :meth:`build`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel
 
@@ -24,7 +29,6 @@ if TYPE_CHECKING:
     from diffcdc.sinks.base import Sink
     from diffcdc.state.store import TableState
 
-C = TypeVar("C", bound=BaseModel)
 #: Progress messages of a command (``diffcdc drop``).
 Say = Callable[[str], None]
 
@@ -39,108 +43,77 @@ class ResultFiles:
 
 
 @dataclass(frozen=True)
-class Headline:
-    """``status``'s table-level ``landing`` and ``next_sequence`` (the view of a table with one
-    landing zone, from before sinks existed), from the table's first sink that gives them."""
+class Capabilities:
+    """What a sink type can do, as the engine and the commands ask it."""
 
-    landing: str | None
-    next_sequence: int | None
-
-
-def _no_files(manifest: Mapping[str, Any]) -> ResultFiles:
-    return ResultFiles()
-
-
-def _target(manifest: Mapping[str, Any]) -> dict[str, Any]:
-    return {"target": manifest.get("target")}
-
-
-def _no_headline(item: Mapping[str, Any]) -> Headline | None:
-    return None
-
-
-def _keeps_target(config: Any, table: SinkTable) -> str | None:
-    return None
-
-
-def _kept(config: Any, table: SinkTable, say: Say) -> str | None:
-    return None
-
-
-def _not_published(config: Any, table: SinkTable) -> str | None:
-    return None
-
-
-def _no_check(config: Any, manifest: Mapping[str, Any], table: SinkTable, state_given: bool) -> None:
-    return None
-
-
-def _no_secrets(config: Any, table: str) -> None:
-    return None
-
-
-@dataclass(frozen=True)
-class TableLevel(Generic[C]):
-    """A sink type configured by fields at table level, as the one landing zone of a table was
-    before sinks existed: a table without ``sinks`` gets one sink of this type from them; with
-    ``sinks``, they are defaults of its sinks of this type. The single-table command line
-    (``diffcdc run --landing ... --codec ...``) and a config file's ``[defaults]`` give them."""
-
-    #: The fields (the config model's, but ``type`` and ``name``).
-    fields: tuple[str, ...]
-    #: The fields the command line's options give (None: not given), from its parsed arguments.
-    from_args: Callable[[Any], dict[str, Any]]
-    #: Refuses (``UsageError``) a value of those options that must not be given on a command
-    #: line (a secret: it would show in process lists).
-    check_args: Callable[[Any], None]
-    #: A copy of a sink's entry with fields given on the command line (``--landing``,
-    #: ``--landing-option``), validated.
-    override: Callable[[C, Mapping[str, Any]], C]
-    #: ``[diffcdc]`` settings of a config file that are defaults of the field of the same name
-    #: (``landing``).
-    global_fields: tuple[str, ...] = ()
-    #: Config file sections that are defaults of the field of the same name (``[partner]``).
-    sections: tuple[str, ...] = ()
-    #: Fields (dotted) whose command-line option is not the field's name with dashes
-    #: (``file_format``: ``format``), for naming an option in an error.
-    option_names: Mapping[str, str] = field(default_factory=dict)
-    #: Nested fields whose own fields are options (``text``: ``--quote-char`` ...).
-    option_groups: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class SinkPlugin(Generic[C]):
-    """One sink type: its config model and everything the engine, the config and the commands
-    need to know of it. Only ``type``, ``config`` and ``build`` are required."""
-
-    #: The ``type`` of a ``[[tables.T.sinks]]`` entry (the config model's ``type`` literal).
-    type: str
-    #: The config model of one such entry (pydantic, ``type`` its discriminator).
-    config: type[C]
-    #: The sink object of one configured sink of a table (its client library loads here).
-    build: Callable[[C, SinkTable, TableState], Sink]
+    #: ``diffcdc drop`` deletes its output (:meth:`SinkPlugin.drop`); without, the target
+    #: stays and the next run gives it a full image, as to a sink added to a table.
+    drop: bool = False
+    #: Its target can be found holding diffcdc's output for a table without state
+    #: (:meth:`SinkPlugin.published_output`) and checked against the last commit's
+    #: (:meth:`SinkPlugin.check_target`) before Spark starts.
+    target_checks: bool = False
     #: Modules whose code runs in Spark tasks on the executors (the import check asks for them).
     executor_modules: tuple[str, ...] = ()
+
+
+class SinkPlugin:
+    """One sink type. Subclass it in the sink's package, set ``type``, ``config`` (and what else
+    applies) and override :meth:`build`; the other classmethods have the neutral answer."""
+
+    #: The ``type`` of a ``[[tables.T.sinks]]`` entry (the config model's ``type`` literal).
+    type: ClassVar[str]
+    #: The config model of one such entry (pydantic, ``type`` its discriminator).
+    config: ClassVar[type[BaseModel]]
+    #: Importable modules (its client library) the sink needs beyond diffcdc's own.
+    requires: ClassVar[tuple[str, ...]] = ()
+    #: The pip extra that installs them (``pip install diffcdc[<extra>]``; None: none needed).
+    extra: ClassVar[str | None] = None
     #: Fields of the entry that hold local paths (relative ones: relative to the config file).
-    path_fields: tuple[str, ...] = ()
-    #: How a table configures this sink type at table level (None: only as an entry of ``sinks``).
-    table_level: TableLevel[C] | None = None
-    #: Refuses (``ConfigError``) a secret the entry names that is not there (table name given).
-    check_secrets: Callable[[C, str], None] = _no_secrets
-    #: What a manifest adds to the snapshot's result.
-    result: Callable[[Mapping[str, Any]], ResultFiles] = _no_files
-    #: ``status``'s fields of the sink after ``rows``, from its manifest (``target`` first).
-    status: Callable[[Mapping[str, Any]], dict[str, Any]] = _target
-    #: ``status``'s table-level headline from the sink's status item (None: it gives none).
-    headline: Callable[[Mapping[str, Any]], Headline | None] = _no_headline
-    #: What ``diffcdc drop`` deletes of the sink's output, as its confirmation names it (None:
-    #: the target stays; the next run gives it a full image, as to a sink added to a table).
-    drop_target: Callable[[C, SinkTable], str | None] = _keeps_target
-    #: Deletes that output (under the table's lease); returns where it was (None: nothing).
-    drop: Callable[[C, SinkTable, Say], str | None] = _kept
-    #: Where the target already holds diffcdc's output, for a table without state (published
-    #: from another state root), or None.
-    published_output: Callable[[C, SinkTable], str | None] = _not_published
-    #: Refuses (``UsageError``) a target other than the one the manifest of the table's last
-    #: commit published to, while that one still exists (``state_given``: ``--state`` was given).
-    check_target: Callable[[C, Mapping[str, Any], SinkTable, bool], None] = _no_check
+    path_fields: ClassVar[tuple[str, ...]] = ()
+    capabilities: ClassVar[Capabilities] = Capabilities()
+
+    if TYPE_CHECKING:  # every plug-in defines it (register_sink refuses one without)
+
+        @classmethod
+        def build(cls, config: Any, table: SinkTable, state: TableState) -> Sink:
+            """The sink object of one configured sink of a table (its client library loads
+            here)."""
+
+    @classmethod
+    def check_secrets(cls, config: Any, table: str) -> None:
+        """Refuse (``ConfigError``) a secret the entry names that is not there."""
+
+    @classmethod
+    def result(cls, manifest: Mapping[str, Any]) -> ResultFiles:
+        """What a manifest adds to the snapshot's result."""
+        return ResultFiles()
+
+    @classmethod
+    def status(cls, manifest: Mapping[str, Any]) -> dict[str, Any]:
+        """``status``'s fields of the sink after ``rows``, from its manifest (``target`` first)."""
+        return {"target": manifest.get("target")}
+
+    @classmethod
+    def drop_target(cls, config: Any, table: SinkTable) -> str | None:
+        """What ``diffcdc drop`` deletes of the sink's output, as its confirmation names it
+        (asked when ``capabilities.drop``)."""
+        return None
+
+    @classmethod
+    def drop(cls, config: Any, table: SinkTable, say: Say) -> str | None:
+        """Deletes that output (under the table's lease); returns where it was (None: nothing)."""
+        return None
+
+    @classmethod
+    def published_output(cls, config: Any, table: SinkTable) -> str | None:
+        """Where the target already holds diffcdc's output, for a table without state
+        (published from another state root), or None (asked when ``capabilities.target_checks``)."""
+        return None
+
+    @classmethod
+    def check_target(cls, config: Any, manifest: Mapping[str, Any], table: SinkTable,
+                     state_given: bool) -> None:
+        """Refuse (``UsageError``) a target other than the one the manifest of the table's last
+        commit published to, while that one still exists (``state_given``: ``--state`` was
+        given); asked when ``capabilities.target_checks``."""

@@ -1,50 +1,89 @@
-"""Every sink type diffcdc has: one line per sink package's plug-in (:mod:`diffcdc.sinks.plugin`).
+"""Every sink type diffcdc knows: a type name → its plug-in (:mod:`diffcdc.sinks.plugin`).
 
-Whatever depends on a sink's type reads it here: the config union and its error texts, the
-table-level landing fields, ``status``, ``diffcdc drop``, the executors' import check, the
-state-root checks and the sink objects a run uses.
+The built-in sinks are registered by module path and loaded when first asked for (a plug-in
+module is cheap: its config model, no client library); another package, or a test, registers
+its own with :func:`register_sink` (and :func:`unregister_sink`, or :func:`registered_sink` for
+a block). Whatever depends on a sink's type reads it here: the config union and its error
+texts, ``status``, ``diffcdc drop``, the executors' import check, the state-root checks and the
+sink objects a run uses.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import importlib
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from diffcdc.errors import ConfigError
-from diffcdc.sinks.delta.plugin import PLUGIN as DELTA
-from diffcdc.sinks.kafka.plugin import PLUGIN as KAFKA
-from diffcdc.sinks.openmirroring.plugin import PLUGIN as OPEN_MIRRORING
-from diffcdc.sinks.plugin import Headline, ResultFiles, SinkPlugin, TableLevel
+from diffcdc.errors import ConfigError, UsageError
+from diffcdc.sinks.plugin import ResultFiles, SinkPlugin
 from diffcdc.sinks.table import SinkTable
 
 if TYPE_CHECKING:
     from diffcdc.sinks.base import Sink
     from diffcdc.state.store import TableState
 
-SINKS: tuple[SinkPlugin[Any], ...] = (OPEN_MIRRORING, DELTA, KAFKA)
+#: The built-in sink types: type → ``module:class`` of its plug-in (loaded when first asked for).
+BUILTIN: Mapping[str, str] = {
+    "open_mirroring": "diffcdc.sinks.openmirroring.plugin:OpenMirroringPlugin",
+    "delta": "diffcdc.sinks.delta.plugin:DeltaPlugin",
+    "kafka": "diffcdc.sinks.kafka.plugin:KafkaPlugin",
+}
+
+_REGISTERED: dict[str, type[SinkPlugin]] = {}
 
 
+def register_sink(plugin: type[SinkPlugin]) -> None:
+    """Make a sink type known (its package calls this once, when it is imported)."""
+    kind = getattr(plugin, "type", None)
+    if not isinstance(kind, str) or not isinstance(getattr(plugin, "config", None), type) or \
+            not callable(getattr(plugin, "build", None)):
+        raise UsageError(f"sink plug-in {plugin.__qualname__} lacks its type, config or build",
+                         hint="subclass diffcdc.sinks.plugin.SinkPlugin and set all three")
+    known = _REGISTERED.get(kind)
+    if (known is not None and known is not plugin) or (kind in BUILTIN and known is None):
+        raise UsageError(f"sink type {kind!r} is registered already",
+                         hint="give the plug-in a type of its own")
+    _REGISTERED[kind] = plugin
 
-def _table_level() -> tuple[SinkPlugin[Any], TableLevel[Any]]:
-    (found,) = [(p, p.table_level) for p in SINKS if p.table_level is not None]
+
+def unregister_sink(sink_type: str) -> None:
+    """Forget a sink type :func:`register_sink` made known (a built-in one stays)."""
+    if sink_type not in BUILTIN:
+        _REGISTERED.pop(sink_type, None)
+
+
+@contextmanager
+def registered_sink(plugin: type[SinkPlugin]) -> Iterator[type[SinkPlugin]]:
+    """``plugin`` registered for the block only."""
+    register_sink(plugin)
+    try:
+        yield plugin
+    finally:
+        unregister_sink(plugin.type)
+
+
+def sink_plugin(sink_type: str) -> type[SinkPlugin] | None:
+    """The plug-in of a sink type (None: not one this diffcdc knows, e.g. in a newer state)."""
+    found = _REGISTERED.get(sink_type)
+    if found is None and sink_type in BUILTIN:
+        module, name = BUILTIN[sink_type].split(":")
+        found = _REGISTERED[sink_type] = getattr(importlib.import_module(module), name)
     return found
 
 
-#: The sink type a table may configure at table level (the one sink of a table without
-#: ``sinks``, as before sinks existed) and how: the one plug-in with a ``table_level``.
-TABLE_SINK, TABLE_LEVEL = _table_level()
-
-_BY_TYPE = {p.type: p for p in SINKS}
+def builtin_sinks() -> tuple[type[SinkPlugin], ...]:
+    """The built-in sink types' plug-ins (the config file's union of sink types)."""
+    return tuple(p for t in BUILTIN if (p := sink_plugin(t)) is not None)
 
 
-def sink_plugin(sink_type: str) -> SinkPlugin[Any] | None:
-    """The plug-in of a sink type (None: not one this diffcdc has, e.g. in a newer state)."""
-    return _BY_TYPE.get(sink_type)
-
-
-def plugin_of(config: Any) -> SinkPlugin[Any]:
+def plugin_of(config: Any) -> type[SinkPlugin]:
     """The plug-in of a validated sink config (its type is always a registered one)."""
-    return _BY_TYPE[config.type]
+    found = sink_plugin(config.type)
+    if found is None:
+        raise ConfigError(f"unknown sink type {config.type!r}",
+                          hint="a sink type registered with diffcdc.sinks.registry.register_sink")
+    return found
 
 
 def build_sink(config: Any, table: SinkTable, state: TableState) -> Sink:
@@ -56,8 +95,9 @@ def build_sink(config: Any, table: SinkTable, state: TableState) -> Sink:
 
 
 def executor_modules() -> tuple[str, ...]:
-    """The sinks' modules whose code runs in Spark tasks on the executors."""
-    return tuple(m for p in SINKS for m in p.executor_modules)
+    """The loaded sinks' modules whose code runs in Spark tasks on the executors."""
+    builtin_sinks()  # every built-in one loaded: their modules are asked for before any run
+    return tuple(m for p in _REGISTERED.values() for m in p.capabilities.executor_modules)
 
 
 def sink_result(sink_type: str, manifest: Mapping[str, Any]) -> ResultFiles:
@@ -70,13 +110,3 @@ def sink_status(sink_type: str, manifest: Mapping[str, Any]) -> dict[str, Any]:
     """``status``'s fields of a committed sink entry after ``rows`` (``target`` first)."""
     plugin = sink_plugin(sink_type)
     return plugin.status(manifest) if plugin is not None else {"target": manifest.get("target")}
-
-
-def headline(items: Sequence[Mapping[str, Any]]) -> Headline | None:
-    """``status``'s table-level headline: from the first of the sink items that gives one."""
-    for item in items:
-        plugin = sink_plugin(item["type"])
-        found = plugin.headline(item) if plugin is not None else None
-        if found is not None:
-            return found
-    return None

@@ -60,9 +60,10 @@ def cli_logging() -> Iterator[None]:
 
 
 @pytest.fixture
-def memory_sinks(monkeypatch: pytest.MonkeyPatch) -> Any:
+def memory_sinks() -> Any:
     """In-memory sinks for this test, told to fail where the test says
     (:class:`tests.support.memory_sink.MemorySinks`); runs build them for its table configs."""
     from tests.support.memory_sink import MemorySinks
 
-    return MemorySinks(monkeypatch)
+    with MemorySinks.registered() as sinks:
+        yield sinks

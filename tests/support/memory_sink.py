@@ -25,9 +25,9 @@ version or any, a given number of times or until :meth:`MemoryTarget.heal`:
 (the table's head + 1).
 
 How a run gets memory sinks: a table config from :meth:`MemorySinks.table` holds a
-:class:`MemorySinkConfig` per memory sink (beside any real sink), and :func:`_install` adds the
-``memory`` sink type's plug-in to the sink registry (:mod:`diffcdc.sinks.registry`) for the
-test, so diffcdc builds a :class:`MemorySink` for it like any sink. The config file's union of
+:class:`MemorySinkConfig` per memory sink (beside any real sink), and
+:meth:`MemorySinks.registered` registers the ``memory`` sink type's plug-in
+(:func:`diffcdc.sinks.registry.register_sink`) for the test, so diffcdc builds a :class:`MemorySink` for it like any sink. The config file's union of
 sink types is fixed when it is imported, so the config is put together without it.
 """
 
@@ -36,12 +36,12 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
-from collections.abc import Callable
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import pyarrow.parquet as pq
-import pytest
 from pydantic import BaseModel, ConfigDict
 
 from diffcdc.config import TableConfig
@@ -50,6 +50,7 @@ from diffcdc.core.compare import Replayed
 from diffcdc.errors import InputRefused, TargetMismatch, TransientStorageError
 from diffcdc.sinks.base import ChangeSet, Sink, SinkHistory, SinkTable
 from diffcdc.sinks.plugin import SinkPlugin
+from diffcdc.sinks.registry import registered_sink
 from diffcdc.spark_compat import to_arrow
 from diffcdc.state.store import TableState
 
@@ -270,12 +271,33 @@ class MemorySink(Sink):
                         units=len(self.target.published))
 
 
-class MemorySinks:
-    """The memory targets of one test, and table configs that use them."""
+class MemoryPlugin(SinkPlugin):
+    """The ``memory`` sink type; a subclass per :class:`MemorySinks` holds its targets."""
 
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+    type = "memory"
+    config = MemorySinkConfig
+    targets: ClassVar[dict[str, MemoryTarget]] = {}
+
+    @classmethod
+    def build(cls, config: MemorySinkConfig, table: SinkTable, state: TableState) -> Sink:
+        return MemorySink(config.sink_id, table, cls.targets[config.name], state)
+
+
+class MemorySinks:
+    """The memory targets of one test, and table configs that use them; :meth:`registered`
+    registers the ``memory`` sink type building sinks over them for a block."""
+
+    def __init__(self) -> None:
         self.targets: dict[str, MemoryTarget] = {}
-        _install(monkeypatch, self._build)
+        self.plugin = type("TestMemoryPlugin", (MemoryPlugin,), {"targets": self.targets})
+
+    @classmethod
+    @contextmanager
+    def registered(cls) -> Iterator[MemorySinks]:
+        """A new set of memory targets, its sink type registered for the block."""
+        sinks = cls()
+        with registered_sink(sinks.plugin):
+            yield sinks
 
     def add(self, name: str) -> MemoryTarget:
         """A new memory target; a table's sink of that name publishes into it."""
@@ -301,15 +323,3 @@ class MemorySinks:
         assert len(set(ids)) == len(ids), ids
         return config.model_copy(update={"sinks": ordered})
 
-    def _build(self, config: MemorySinkConfig, table: SinkTable, state: TableState) -> Sink:
-        return MemorySink(config.sink_id, table, self.targets[config.name], state)
-
-
-def _install(monkeypatch: pytest.MonkeyPatch,
-             build: Callable[[Any, SinkTable, TableState], Sink]) -> None:
-    """Register the ``memory`` sink type's plug-in (building with ``build``) in the sink
-    registry until the test ends."""
-    import diffcdc.sinks.registry as registry
-
-    plugin = SinkPlugin(type="memory", config=MemorySinkConfig, build=build)
-    monkeypatch.setitem(registry._BY_TYPE, plugin.type, plugin)

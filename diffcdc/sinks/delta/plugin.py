@@ -13,15 +13,17 @@ if TYPE_CHECKING:
     from diffcdc.state.store import TableState
 
 
-def _build(config: DeltaSinkConfig, table: SinkTable, state: TableState) -> Sink:
-    from diffcdc.sinks.delta.sink import DeltaSink  # delta-rs loads only when used
+class DeltaPlugin(SinkPlugin):
+    """The ``delta`` sink type: a current image and a change feed, or a history (SCD2)."""
 
-    return DeltaSink(config.sink_id, table, config)
+    type = "delta"
+    config = DeltaSinkConfig
+    requires = ("deltalake",)
+    extra = "delta"
+    path_fields = ("path", "changelog_path")
 
+    @classmethod
+    def build(cls, config: DeltaSinkConfig, table: SinkTable, state: TableState) -> Sink:
+        from diffcdc.sinks.delta.sink import DeltaSink  # delta-rs loads only when used
 
-PLUGIN: SinkPlugin[DeltaSinkConfig] = SinkPlugin(
-    type="delta",
-    config=DeltaSinkConfig,
-    build=_build,
-    path_fields=("path", "changelog_path"),
-)
+        return DeltaSink(config.sink_id, table, config)

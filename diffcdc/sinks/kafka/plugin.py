@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from diffcdc.sinks.kafka.config import KafkaSinkConfig
-from diffcdc.sinks.plugin import SinkPlugin
+from diffcdc.sinks.plugin import Capabilities, SinkPlugin
 from diffcdc.sinks.table import SinkTable
 
 if TYPE_CHECKING:
@@ -14,21 +14,22 @@ if TYPE_CHECKING:
     from diffcdc.state.store import TableState
 
 
-def _build(config: KafkaSinkConfig, table: SinkTable, state: TableState) -> Sink:
-    from diffcdc.sinks.kafka.sink import KafkaSink  # the Kafka client loads only when used
+class KafkaPlugin(SinkPlugin):
+    """The ``kafka`` sink type: Avro container files as messages, one transaction per version."""
 
-    return KafkaSink(config.sink_id, table, config, state)
+    type = "kafka"
+    config = KafkaSinkConfig
+    requires = ("confluent_kafka", "fastavro")
+    extra = "kafka"
+    capabilities = Capabilities(executor_modules=("diffcdc.sinks.kafka.stage",))
 
+    @classmethod
+    def build(cls, config: KafkaSinkConfig, table: SinkTable, state: TableState) -> Sink:
+        from diffcdc.sinks.kafka.sink import KafkaSink  # the Kafka client loads only when used
 
-def _check_secrets(config: KafkaSinkConfig, table: str) -> None:
-    if config.sasl_password_env:
-        config.password(table)
+        return KafkaSink(config.sink_id, table, config, state)
 
-
-PLUGIN: SinkPlugin[KafkaSinkConfig] = SinkPlugin(
-    type="kafka",
-    config=KafkaSinkConfig,
-    build=_build,
-    executor_modules=("diffcdc.sinks.kafka.stage",),
-    check_secrets=_check_secrets,
-)
+    @classmethod
+    def check_secrets(cls, config: KafkaSinkConfig, table: str) -> None:
+        if config.sasl_password_env:
+            config.password(table)
