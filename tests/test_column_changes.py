@@ -15,8 +15,8 @@ from diffcdc.core.compare import norm_value
 from diffcdc.errors import InputRefused
 from diffcdc.sinks.delta.config import DeltaSinkConfig
 from diffcdc.sinks.delta.history import CLOSE, OPEN, RESTATE, Tracking, Version, merge_source
+from diffcdc.sources.identity import FileIdentity
 from diffcdc.sources.snapshot_time import SnapshotTimeRule, format_time, parse_id, read_time
-from diffcdc.state.commit import FileIdentity
 
 UTC = dt.timezone.utc
 

@@ -23,7 +23,7 @@ from diffcdc.engine.repair import repair_table
 from diffcdc.engine.run import RunOptions, run_table
 from diffcdc.engine.verify import verify_table
 from diffcdc.errors import StateError
-from diffcdc.sources.files import identify
+from diffcdc.sources.identity import identify
 from diffcdc.state.chain import state_chain
 from diffcdc.state.commit import LEGACY_SINK_ID
 from diffcdc.state.integrity import checksum

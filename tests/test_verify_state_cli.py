@@ -20,7 +20,7 @@ import pytest
 
 from diffcdc.cli.main import main
 from diffcdc.core.fingerprint import FP
-from diffcdc.sources.files import identify
+from diffcdc.sources.identity import identify
 from diffcdc.state.chain import state_chain
 from diffcdc.state.integrity import describe_state
 from diffcdc.state.store import TableState

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from diffcdc.cli.common import config_table, error_fields, state_root_of
@@ -37,22 +38,41 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
-def _where(args: argparse.Namespace) -> tuple[Any, dict[str, str | None]]:
-    """The state root and each table's source folder (from ``--config`` or ``--source``)."""
+@dataclass(frozen=True)
+class _Listed:
+    """A table's source as ``status`` lists it (a :class:`~diffcdc.sources.plugin.SourceTable`
+    named by the table's state folder)."""
+
+    name: str
+    source: Any
+    csv_infer_schema: bool = False
+    csv_encoding: str = "utf-8"
+    snapshot_time: str | None = None
+
+
+def _listed(name: str, source: Any) -> _Listed | None:
+    """The source whose waiting snapshots ``status`` lists (None: a database's or a DataFrame's
+    are known only when read)."""
+    from diffcdc.sources.registry import source_plugin
+
+    return _Listed(name, source) if source_plugin(source).capabilities.lists_waiting else None
+
+
+def _where(args: argparse.Namespace) -> tuple[Any, dict[str, _Listed | None]]:
+    """The state root and each table's listed source (from ``--config`` or ``--source``)."""
     if args.config:
         from diffcdc.config_file import load_config
 
         config = load_config(args.config)
         tables = [config_table(config, args.table, args.config)] if args.table else config.tables
-        # Folder sources: their waiting snapshots (a database's are known when it is read).
         return state_root_of(args.state, config), {
-            t.state_name: t.source if isinstance(t.source, str) else None for t in tables
+            t.state_name: _listed(t.state_name, t.source) for t in tables
         }
     if args.source:
         if not args.table:
             raise UsageError("status --source needs --table (the table whose snapshots wait "
                              "there)", hint="or use --config FILE for every table")
-        return state_root_of(args.state, None), {args.table: args.source}
+        return state_root_of(args.state, None), {args.table: _listed(args.table, args.source)}
     return state_root_of(args.state, None), {}
 
 
@@ -88,19 +108,21 @@ def _check_root(state_root: Any, args: argparse.Namespace) -> None:
     )
 
 
-def _waiting(state_root: Any, table: str, source: str | None) -> tuple[list[str] | None, str | None]:
-    """The snapshots waiting in the table's source folder (None: no source known)."""
+def _waiting(state_root: Any, table: str, source: _Listed | None
+             ) -> tuple[list[str] | None, str | None]:
+    """The snapshots waiting in the table's source (None: no source known, or one whose
+    snapshots are known only when read)."""
     if source is None:
         return None, None
-    from diffcdc.sources.files import discover, pending_snapshots
+    from diffcdc.sources.registry import build_source
     from diffcdc.state.store import TableState
 
     try:
-        entries = discover(source, table)
-        pending = pending_snapshots(entries, TableState(state_root, table).commits(), table)
+        committed = [c.snapshot_id for c in TableState(state_root, table).commits()]
+        pending = build_source(source).pending(committed)
     except DiffcdcError as exc:
         return None, str(exc)
-    return [e.snapshot_id for e in pending], None
+    return [p.snapshot_id or "" for p in pending], None
 
 
 def format_status(tables: list[dict[str, Any]]) -> str:

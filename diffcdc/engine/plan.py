@@ -164,7 +164,7 @@ def plan_table(
             snapshots = [rollback_snapshot(table, source, commits, request.rollback_to,
                                            plan.reload)]
         else:
-            snapshots = source.pending(commits)
+            snapshots = source.pending([c.snapshot_id for c in commits])
             if plan.reload is not None and not snapshots and head is not None:
                 snapshots = _reload_from_head(source, head, table)
             check_continues(table, head, snapshots, plan.reload)

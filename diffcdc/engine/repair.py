@@ -29,7 +29,8 @@ from diffcdc.config import TableConfig
 from diffcdc.core.fingerprint import FINGERPRINT_VERSION
 from diffcdc.engine.snapshot import state_schema, write_state
 from diffcdc.errors import StateError
-from diffcdc.sources.files import discover, identify, read_snapshot
+from diffcdc.sources.base import PendingSnapshot, Source
+from diffcdc.sources.registry import source_plugin
 from diffcdc.state.chain import state_chain
 from diffcdc.state.commit import CommitRecord
 from diffcdc.state.guard import state_damage
@@ -105,7 +106,7 @@ def _rebuild(
 ) -> None:
     """Rebuild version ``record``'s state whole from its snapshot and point the version at it."""
     refuse = _refuser(table.name, record.version)
-    entry = _proven_snapshot(table, record, refuse)
+    source, entry = _proven_snapshot(table, record, refuse)
     commits = state.commits()
     earlier = [c for c in commits if c.version < record.version]
     base = earlier[-1] if record.recreate is None and earlier else None
@@ -118,7 +119,7 @@ def _rebuild(
     paths.makedirs(vdir, exist_ok=True)
     target = paths.join(vdir, f"state-repair-{new_run_id()}")
     try:
-        df = read_snapshot(spark, entry, table.name, table.csv_infer_schema, table.csv_encoding)
+        df = source.read_again(spark, entry)
         values = write_state(spark, df, [state.abspath(link.path) for link in chain],
                              record.keys, record.exclude, record.fingerprint.bits, target,
                              table.name, schema=state_schema(base.record) if base else None).counts
@@ -167,11 +168,11 @@ def _rebuild_head(
         raise refuse("its state is no delta of its own")
     if find_damage(state.abspath(head.state_path), head.state_manifest, checksums=True):
         raise refuse("its own state folder is damaged too")
-    entry = _proven_snapshot(table, head, refuse)
+    source, entry = _proven_snapshot(table, head, refuse)
     folder = paths.join(state.abspath(head.version_dir), f"state-repair-{new_run_id()}")
     paths.makedirs(state.abspath(head.version_dir), exist_ok=True)
     try:
-        df = read_snapshot(spark, entry, table.name, table.csv_infer_schema, table.csv_encoding)
+        df = source.read_again(spark, entry)
         keys = list(head.keys)
         narrow = df.select(*[quote(k) for k in keys],
                            *fingerprint_exprs(df.schema, keys, head.exclude,
@@ -196,24 +197,27 @@ def _rebuild_head(
         raise
 
 
-def _proven_snapshot(table: TableConfig, record: CommitRecord, refuse: Any) -> Any:
-    """The source folder's entry of ``record``'s snapshot, proven to be the file it was made
-    from (same identity), else ``refuse(why)`` raised."""
+def _proven_snapshot(
+    table: TableConfig, record: CommitRecord, refuse: Any
+) -> tuple[Source, PendingSnapshot]:
+    """The table's source and its entry of ``record``'s snapshot, proven to be the file it was
+    made from (same identity), else ``refuse(why)`` raised."""
     if record.fingerprint.version != FINGERPRINT_VERSION:
         raise refuse(f"it was fingerprinted with version {record.fingerprint.version}")
-    if not isinstance(table.source, str):
+    plugin = source_plugin(table.source)
+    if not plugin.capabilities.reads_again:
         raise refuse("only snapshots from a source folder can be read again here")
-    entry = next((e for e in discover(table.source, table.name)
-                  if e.snapshot_id == record.snapshot_id), None)
+    source = plugin.build(table)
+    entry = source.again(record.snapshot_id)
     if entry is None:
-        raise refuse(f"snapshot {record.snapshot_id} is no longer in {table.source}")
+        raise refuse(f"snapshot {record.snapshot_id} is no longer in {source.describe()}")
     if record.snapshot_identity is None:
         raise refuse("the version predates snapshot identities, so the snapshot cannot be "
                      "proven unchanged")
-    if identify(entry.path, table.name, entry.snapshot_id) != record.snapshot_identity:
+    if not source.proven(entry, record.snapshot_identity):
         raise refuse(f"snapshot {record.snapshot_id} is not the file the version was made "
                      "from (replaced or rewritten since)")
-    return entry
+    return source, entry
 
 
 def _head(state: TableState, table: TableConfig) -> Commit:

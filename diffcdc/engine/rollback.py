@@ -15,7 +15,6 @@ import os
 from diffcdc.config import TableConfig
 from diffcdc.errors import InputRefused, UsageError
 from diffcdc.sources.base import PendingSnapshot, Source
-from diffcdc.sources.files import identify
 from diffcdc.state.requests import ReloadRequest
 from diffcdc.state.store import Commit
 
@@ -39,14 +38,14 @@ def rollback_snapshot(
                          table=table.name)
     record = target.record
     refuse = f"cannot roll back to version {version}: "
-    source.pending(commits)  # a folder source lists its entries (late ones refused)
+    source.pending([c.snapshot_id for c in commits])  # a folder lists its entries (late ones refused)
     entry = source.again(record.snapshot_id)
     if entry is None or not os.path.exists(entry.path):
         raise InputRefused(refuse + f"its snapshot {record.snapshot_id} is no longer in the "
                            "source folder", table=table.name, path=source.describe(),
                            hint="put the snapshot back, or re-create the table from a snapshot "
                            f"you have (diffcdc reload --table {table.name} --yes)")
-    if record.snapshot_identity is None or identify(entry.path) != record.snapshot_identity:
+    if not source.proven(entry, record.snapshot_identity):
         raise InputRefused(refuse + f"snapshot {record.snapshot_id} is not the file version "
                            f"{version} was made from (replaced or rewritten since, or the "
                            "version predates snapshot identities)", table=table.name,

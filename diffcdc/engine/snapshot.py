@@ -164,7 +164,7 @@ def process_snapshot(
             run_id=ctx.run_id,
             snapshot_id=sid,
             snapshot_path=snapshot.path,
-            snapshot_identity=snapshot.identity,
+            snapshot_identity=snapshot.identity_record,
             state_manifest=describe_state(
                 df.sparkSession, paths.join(vdir, "state"), table.name, written.files
             ),

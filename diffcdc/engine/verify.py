@@ -12,7 +12,7 @@ from diffcdc.core.compare import VerifyResult, arrow_rows, compare
 from diffcdc.errors import InputRefused, UsageError
 from diffcdc.sinks.base import Sink, SinkTable
 from diffcdc.sinks.registry import build_sink
-from diffcdc.sources.files import SnapshotEntry, read_snapshot
+from diffcdc.sources.registry import read_snapshot_at
 from diffcdc.spark_compat import to_arrow
 from diffcdc.state.root import StateRoot
 from diffcdc.state.store import TableState
@@ -30,9 +30,7 @@ def verify_sinks(
     """Per sink id: its output replayed from nothing, compared with the snapshot's rows."""
     if not os.path.exists(snapshot_path):
         raise InputRefused("snapshot not found", path=snapshot_path)
-    kind = "csv" if snapshot_path.lower().endswith(".csv") else "parquet"
-    entry = SnapshotEntry(os.path.basename(snapshot_path.rstrip("/")), snapshot_path, kind)
-    snapshot = read_snapshot(spark, entry, infer_csv=infer_csv, encoding=encoding)
+    snapshot = read_snapshot_at(spark, snapshot_path, infer_csv=infer_csv, encoding=encoding)
     results = {}
     for sink_id, sink in sinks.items():
         df = sink.comparable(snapshot)

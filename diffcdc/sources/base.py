@@ -12,15 +12,15 @@ from __future__ import annotations
 
 import datetime as dt
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
-from diffcdc.errors import LateSnapshotError
+from diffcdc.errors import LateSnapshotError, SourceError
 from diffcdc.sources.copies import SnapshotCopies
-from diffcdc.state.commit import FileIdentity
-from diffcdc.state.store import Commit
+from diffcdc.sources.identity import FileIdentity, identity_record
 
 
 @dataclass(frozen=True)
@@ -49,6 +49,11 @@ class Snapshot:
     #: The snapshot's as-of time, UTC (see :mod:`diffcdc.sources.snapshot_time`).
     time: dt.datetime | None = None
 
+    @property
+    def identity_record(self) -> tuple[dict[str, Any], ...] | None:
+        """The identity as the commit records it (JSON; None: not a file snapshot)."""
+        return identity_record(self.identity) if self.identity is not None else None
+
 
 class Source(ABC):
     """A table's snapshots: the pending ones, and reading one of them."""
@@ -57,12 +62,26 @@ class Source(ABC):
     materialized = False
 
     @abstractmethod
-    def pending(self, commits: list[Commit]) -> list[PendingSnapshot]:
-        """Snapshots newer than the last committed one, oldest first (late ones refused)."""
+    def pending(self, committed: Sequence[str]) -> list[PendingSnapshot]:
+        """Snapshots newer than the last committed one, oldest first (late ones refused);
+        ``committed``: the snapshot ids of the table's commits, in commit order."""
 
     def again(self, snapshot_id: str) -> PendingSnapshot | None:
         """The committed snapshot ``snapshot_id`` once more (a reload), if it can be read."""
         return None
+
+    def proven(self, pending: PendingSnapshot, recorded: Sequence[Mapping[str, Any]] | None) -> bool:
+        """Whether ``pending`` (from :meth:`again`) is still the snapshot a commit recorded the
+        identity ``recorded`` of (False: it cannot be proven). Asked of a source whose plug-in
+        declares ``reads_again``."""
+        return False
+
+    def read_again(self, spark: SparkSession, pending: PendingSnapshot) -> DataFrame:
+        """The rows of a committed snapshot (from :meth:`again`, :meth:`proven`) once more, read
+        as the run read them. Asked of a source whose plug-in declares ``reads_again``."""
+        raise SourceError(f"the snapshots of {self.describe()} cannot be read again",
+                          snapshot=pending.snapshot_id,
+                          hint="re-create the table from a snapshot you have (diffcdc reload)")
 
     @abstractmethod
     def read(

@@ -8,6 +8,7 @@ the table's state and the diff runs on the copy.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 
 from pyspark.sql import DataFrame, SparkSession
 
@@ -19,7 +20,6 @@ from diffcdc.sources.jdbc import snapshot_id_now
 from diffcdc.sources.snapshot_time import as_utc
 from diffcdc.spark import in_time_zone, spark_path
 from diffcdc.spark_compat import calendar_interval_column, error_text
-from diffcdc.state.store import Commit
 
 
 def evaluation_error(exc: BaseException) -> str:
@@ -59,9 +59,9 @@ class DataFrameSource(Source):
     def describe(self) -> str:
         return self.description
 
-    def pending(self, commits: list[Commit]) -> list[PendingSnapshot]:
+    def pending(self, committed: Sequence[str]) -> list[PendingSnapshot]:
         sid = self.snapshot_id or snapshot_id_now(self.time)
-        last = commits[-1].snapshot_id if commits else None
+        last = committed[-1] if committed else None
         if not check_order(sid, last, self.table, self.description):
             return []  # this snapshot id is already committed: nothing to do
         return [PendingSnapshot(sid, self.description)]

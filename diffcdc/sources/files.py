@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import codecs
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from diffcdc.errors import InputRefused, LateSnapshotError, UsageError
 from diffcdc.sources.base import PendingSnapshot, Snapshot, Source
 from diffcdc.sources.copies import SnapshotCopies
+from diffcdc.sources.identity import identify, same_files
 from diffcdc.sources.snapshot_time import SnapshotTimeRule
 from diffcdc.spark import literal_path, spark_path
-from diffcdc.state.commit import FileIdentity
-from diffcdc.state.store import Commit
 
 if TYPE_CHECKING:  # discovering snapshots needs no Spark: plan, status, idle runs
     from pyspark.sql import DataFrame, SparkSession
@@ -99,37 +99,6 @@ def _check_link(path: str, name: str, real_source: str, table: str | None) -> No
         path=path,
         hint="remove the link, or rename it to start with '.' or '_' so that it is ignored",
     )
-
-
-def identify(path: str, table: str | None = None, snapshot: str | None = None) -> tuple[FileIdentity, ...]:
-    """The identity of a snapshot's files (see :class:`FileIdentity`), taken without reading them.
-
-    Taken before the first read and again right before the commit: a snapshot replaced or
-    rewritten in place in between, even with its size and mtime put back, is refused.
-    """
-    try:
-        if not os.path.isdir(path):
-            return (_identity("", os.stat(path)),)
-        out = []
-        for root, dirs, names in os.walk(path):
-            dirs.sort()
-            for name in sorted(names):
-                full = os.path.join(root, name)
-                out.append(_identity(os.path.relpath(full, path), os.stat(full)))
-        return tuple(out)
-    except OSError as exc:
-        raise InputRefused(
-            f"cannot read snapshot: {exc.strerror or exc}"
-            + (" (a link to a file that does not exist)" if os.path.islink(path) else ""),
-            table=table,
-            snapshot=snapshot,
-            path=exc.filename or path,
-            hint="fix the snapshot or move it out of the source folder",
-        ) from None
-
-
-def _identity(name: str, st: os.stat_result) -> FileIdentity:
-    return FileIdentity(name, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
 
 
 def read_snapshot(
@@ -308,14 +277,25 @@ class FolderSource(Source):
         self.time_rule = time_rule or SnapshotTimeRule()
         self._entries: dict[str, SnapshotEntry] = {}
 
-    def pending(self, commits: list[Commit]) -> list[PendingSnapshot]:
+    def pending(self, committed: Sequence[str]) -> list[PendingSnapshot]:
         entries = discover(self.folder, self.table)
         self._entries = {e.snapshot_id: e for e in entries}
-        return [PendingSnapshot(e.snapshot_id, e.path) for e in pending_snapshots(entries, commits, self.table)]
+        return [PendingSnapshot(e.snapshot_id, e.path)
+                for e in pending_snapshots(entries, committed, self.table)]
 
     def again(self, snapshot_id: str) -> PendingSnapshot | None:
+        if not self._entries:  # not listed by pending (late entries are no matter here)
+            self._entries = {e.snapshot_id: e for e in discover(self.folder, self.table)}
         entry = self._entries.get(snapshot_id)
         return PendingSnapshot(entry.snapshot_id, entry.path) if entry else None
+
+    def proven(self, pending: PendingSnapshot, recorded: Sequence[Mapping[str, Any]] | None) -> bool:
+        return same_files(pending.path, recorded, self.table, pending.snapshot_id)
+
+    def read_again(self, spark: SparkSession, pending: PendingSnapshot) -> DataFrame:
+        assert pending.snapshot_id is not None
+        return read_snapshot(spark, self._entries[pending.snapshot_id], self.table,
+                             self.infer_csv, self.encoding)
 
     def read(
         self, spark: SparkSession, pending: PendingSnapshot, copies: SnapshotCopies,
@@ -338,12 +318,13 @@ class FolderSource(Source):
 
 
 def pending_snapshots(
-    entries: list[SnapshotEntry], commits: list[Commit], table: str
+    entries: list[SnapshotEntry], committed: Sequence[str], table: str
 ) -> list[SnapshotEntry]:
-    """Entries newer than the last committed snapshot; a late entry is refused."""
-    if not commits:
+    """Entries newer than the last committed snapshot (``committed``: the ids of the table's
+    commits); a late entry is refused."""
+    if not committed:
         return entries
-    done = {c.snapshot_id for c in commits}
+    done = set(committed)
     last = max(done)  # not the head's: a rollback commits an older snapshot again
     late = [e for e in entries if e.snapshot_id <= last and e.snapshot_id not in done]
     if late:

@@ -25,6 +25,7 @@ one consistent state in any database with statement-level read consistency.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal, InvalidOperation
 
 from pyspark.sql import SparkSession
@@ -38,7 +39,6 @@ from diffcdc.sources.jdbc_pg_client import PostgresClientSession
 from diffcdc.sources.jdbc_session import JdbcSession, connection_properties, jdbc_error
 from diffcdc.sources.jdbc_types import ReadPlan, plan_read
 from diffcdc.spark import is_connect, spark_path
-from diffcdc.state.store import Commit
 
 _IN_SNAPSHOT_CHECK = (
     "DO $diffcdc$ BEGIN IF current_setting('transaction_isolation') <> 'repeatable read' THEN "
@@ -80,7 +80,7 @@ class JdbcSource(Source):
     def describe(self) -> str:
         return self.cfg.describe()
 
-    def pending(self, commits: list[Commit]) -> list[PendingSnapshot]:
+    def pending(self, committed: Sequence[str]) -> list[PendingSnapshot]:
         return [PendingSnapshot(None, self.describe())]  # the database always has a state to read
 
     def read(

@@ -1,12 +1,17 @@
-"""What the rest of diffcdc knows of a source type: one :class:`SourcePlugin` per type, listed
-in :mod:`diffcdc.sources.registry` (the config union, its error text, the config file, the JDBC
-driver jars, the secrets checked before Spark starts and the source a run reads read it)."""
+"""What the rest of diffcdc knows of a source type: one :class:`SourcePlugin` subclass per type,
+registered in :mod:`diffcdc.sources.registry` (the config union, its error text, the config
+file, the JDBC driver jars, the secrets checked before Spark starts, the source a run reads and
+what ``status``, ``rollback`` and ``repair`` may ask of it read it).
+
+Like a sink's (:mod:`diffcdc.sinks.plugin`), a plug-in is a class, never instantiated: class
+attributes declare it, classmethods answer for it; the :class:`~diffcdc.sources.base.Source` a
+run reads is what :meth:`SourcePlugin.build` returns.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 if TYPE_CHECKING:
     from diffcdc.sources.base import Source
@@ -22,27 +27,39 @@ class SourceTable(Protocol):
     snapshot_time: str | None
 
 
-def _no_jars(config: Any) -> tuple[str, ...]:
-    return ()
-
-
-def _no_secrets(config: Any, table: str) -> None:
-    return None
-
-
 @dataclass(frozen=True)
+class SourceCapabilities:
+    """What a source type can do beyond a run's read, as the commands ask it."""
+
+    #: Its waiting snapshots are known without reading them (``status`` lists them).
+    lists_waiting: bool = False
+    #: A committed snapshot can be read again and proven the same by the identity its commit
+    #: recorded (:meth:`~diffcdc.sources.base.Source.proven`; ``rollback``, ``repair``).
+    reads_again: bool = False
+
+
 class SourcePlugin:
     """One source type: its config and what the engine and the config need to know of it."""
 
     #: The tag of the table's ``source`` (``folder`` for a path, else the ``type`` of a table).
-    type: str
+    type: ClassVar[str]
     #: The ``source`` setting's type: ``str`` for a folder, else a pydantic model.
-    config: type[Any]
-    #: The source a run reads (its client code loads here).
-    build: Callable[[SourceTable], Source]
+    config: ClassVar[type[Any]]
     #: Whether a config file may name it (``dataframe``: handed over in Python only).
-    in_file: bool = True
-    #: Driver jars it needs on Spark's class path.
-    jars: Callable[[Any], tuple[str, ...]] = _no_jars
-    #: Refuses (``ConfigError``) a secret it names that is not there (table name given).
-    check_secrets: Callable[[Any, str], None] = _no_secrets
+    in_file: ClassVar[bool] = True
+    capabilities: ClassVar[SourceCapabilities] = SourceCapabilities()
+
+    if TYPE_CHECKING:  # every plug-in defines it
+
+        @classmethod
+        def build(cls, table: SourceTable) -> Source:
+            """The source a run reads (its client code loads here)."""
+
+    @classmethod
+    def jars(cls, config: Any) -> tuple[str, ...]:
+        """Driver jars it needs on Spark's class path."""
+        return ()
+
+    @classmethod
+    def check_secrets(cls, config: Any, table: str) -> None:
+        """Refuses (``ConfigError``) a secret it names that is not there."""

@@ -1,53 +1,76 @@
 """Every source type diffcdc has (:class:`~diffcdc.sources.plugin.SourcePlugin`): a folder (a
-string ``source``), a JDBC table (``type = "jdbc"``) and a DataFrame handed over in Python."""
+string ``source``), a JDBC table (``type = "jdbc"``) and a DataFrame handed over in Python. The
+engine and the commands reach sources here, never a source module directly."""
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any
 
 from diffcdc.errors import UsageError
 from diffcdc.sources.config import DataFrameSourceConfig, JdbcSourceConfig
-from diffcdc.sources.plugin import SourcePlugin, SourceTable
+from diffcdc.sources.plugin import SourceCapabilities, SourcePlugin, SourceTable
 
 if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
     from diffcdc.sources.base import Source
 
 
-def _folder(table: SourceTable) -> Source:
-    from diffcdc.sources.files import FolderSource
-    from diffcdc.sources.snapshot_time import SnapshotTimeRule
+class FolderPlugin(SourcePlugin):
+    """Snapshots as entries of a folder (:mod:`diffcdc.sources.files`)."""
 
-    rule = SnapshotTimeRule.parse(table.snapshot_time) if table.snapshot_time else None
-    return FolderSource(table.source, table.name, table.csv_infer_schema, table.csv_encoding,
-                        rule)
+    type = "folder"
+    config = str
+    capabilities = SourceCapabilities(lists_waiting=True, reads_again=True)
 
+    @classmethod
+    def build(cls, table: SourceTable) -> Source:
+        from diffcdc.sources.files import FolderSource
+        from diffcdc.sources.snapshot_time import SnapshotTimeRule
 
-def _jdbc(table: SourceTable) -> Source:
-    from diffcdc.sources.jdbc import JdbcSource
-
-    return JdbcSource(table.source, table.name)
-
-
-def _dataframe(table: SourceTable) -> Source:
-    raise UsageError(
-        "this table's snapshots come from a DataFrame: run it with diffcdc.run_dataframe",
-        table=table.name,
-    )
+        rule = SnapshotTimeRule.parse(table.snapshot_time) if table.snapshot_time else None
+        return FolderSource(table.source, table.name, table.csv_infer_schema, table.csv_encoding,
+                            rule)
 
 
-def _jdbc_jars(config: JdbcSourceConfig) -> tuple[str, ...]:
-    return (config.jar,) if config.jar else ()
+class JdbcPlugin(SourcePlugin):
+    """A database table read over JDBC (:mod:`diffcdc.sources.jdbc`)."""
+
+    type = "jdbc"
+    config = JdbcSourceConfig
+
+    @classmethod
+    def build(cls, table: SourceTable) -> Source:
+        from diffcdc.sources.jdbc import JdbcSource
+
+        return JdbcSource(table.source, table.name)
+
+    @classmethod
+    def jars(cls, config: JdbcSourceConfig) -> tuple[str, ...]:
+        return (config.jar,) if config.jar else ()
+
+    @classmethod
+    def check_secrets(cls, config: JdbcSourceConfig, table: str) -> None:
+        config.password(table)
 
 
-def _jdbc_password(config: JdbcSourceConfig, table: str) -> None:
-    config.password(table)
+class DataFramePlugin(SourcePlugin):
+    """A DataFrame handed over in Python (:mod:`diffcdc.sources.dataframe`)."""
+
+    type = "dataframe"
+    config = DataFrameSourceConfig
+    in_file = False
+
+    @classmethod
+    def build(cls, table: SourceTable) -> Source:
+        raise UsageError(
+            "this table's snapshots come from a DataFrame: run it with diffcdc.run_dataframe",
+            table=table.name,
+        )
 
 
-SOURCES: tuple[SourcePlugin, ...] = (
-    SourcePlugin("folder", str, _folder),
-    SourcePlugin("jdbc", JdbcSourceConfig, _jdbc, jars=_jdbc_jars, check_secrets=_jdbc_password),
-    SourcePlugin("dataframe", DataFrameSourceConfig, _dataframe, in_file=False),
-)
+SOURCES: tuple[type[SourcePlugin], ...] = (FolderPlugin, JdbcPlugin, DataFramePlugin)
 
 _BY_TYPE = {p.type: p for p in SOURCES}
 
@@ -61,7 +84,7 @@ def source_kind(value: Any) -> str | None:
     return kind if kind in _BY_TYPE and _BY_TYPE[kind].config is not str else None
 
 
-def source_plugin(value: Any) -> SourcePlugin:
+def source_plugin(value: Any) -> type[SourcePlugin]:
     """The plug-in of a validated ``source`` setting."""
     return _BY_TYPE[source_kind(value) or ""]
 
@@ -69,3 +92,14 @@ def source_plugin(value: Any) -> SourcePlugin:
 def build_source(table: SourceTable) -> Source:
     """The source a run of ``table`` reads."""
     return source_plugin(table.source).build(table)
+
+
+def read_snapshot_at(spark: SparkSession, path: str, *, infer_csv: bool = False,
+                     encoding: str = "utf-8") -> DataFrame:
+    """The snapshot file or folder at ``path``, read as a folder source reads its entries
+    (``diffcdc verify``'s snapshot to compare with)."""
+    from diffcdc.sources.files import SnapshotEntry, read_snapshot
+
+    kind = "csv" if path.lower().endswith(".csv") else "parquet"
+    entry = SnapshotEntry(os.path.basename(path.rstrip("/")), path, kind)
+    return read_snapshot(spark, entry, infer_csv=infer_csv, encoding=encoding)

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from diffcdc.errors import InputRefused
-from diffcdc.state.commit import FileIdentity
+from diffcdc.sources.identity import FileIdentity
 
 MTIME = "mtime"
 ID_PREFIX = "id:"

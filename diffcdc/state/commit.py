@@ -78,22 +78,6 @@ class SinkEntry:
 
 
 @dataclass(frozen=True)
-class FileIdentity:
-    """What identifies one snapshot file's bytes without reading them.
-
-    Size and mtime can be put back by whoever rewrites a file in place; the inode changes when
-    a file is replaced and the ctime whenever its content or metadata changes, and neither can
-    be set by a user. ``name`` is relative to the snapshot entry ("" for a single file).
-    """
-
-    name: str
-    bytes: int
-    mtime_ns: int
-    ctime_ns: int
-    inode: int
-
-
-@dataclass(frozen=True)
 class CommitRecord:
     """One committed version of a table."""
 
@@ -111,8 +95,9 @@ class CommitRecord:
     sinks: dict[str, SinkEntry] = field(default_factory=dict)
     recreate: Recreate | None = None
     snapshot_path: str | None = None
-    #: The snapshot's files as they were read (None: a version from before identities).
-    snapshot_identity: tuple[FileIdentity, ...] | None = None
+    #: The snapshot's files as they were read, as its source records them (JSON, one object per
+    #: file: :mod:`diffcdc.sources.identity`; None: a version from before identities).
+    snapshot_identity: tuple[dict[str, Any], ...] | None = None
     #: Every state file with size, rows and checksum (None: a version from before manifests).
     state_manifest: StateManifest | None = None
     #: The version whose state this version's state folder is a delta on (None: a base, a
@@ -156,7 +141,7 @@ class CommitRecord:
             if recreate
             else None,
             snapshot_path=data.get("snapshot_path"),
-            snapshot_identity=tuple(FileIdentity(**f) for f in data["snapshot_identity"])
+            snapshot_identity=tuple(dict(f) for f in data["snapshot_identity"])
             if data.get("snapshot_identity") is not None
             else None,
             state_manifest=StateManifest.from_dict(data["state_manifest"])

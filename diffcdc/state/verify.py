@@ -20,6 +20,7 @@ returning a :class:`Check`, appended in :func:`verify_head`:
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -27,7 +28,6 @@ import pyarrow as pa
 
 from diffcdc.core.classify import DUP
 from diffcdc.errors import DiffcdcError, StateError
-from diffcdc.sources.files import identify
 from diffcdc.state.chain import state_chain
 from diffcdc.state.check import StateCheckResult, check_state, compare_with_snapshot, duplicate_keys
 from diffcdc.state.check_read import StateSide, read_state
@@ -36,6 +36,10 @@ from diffcdc.state.guard import state_damage
 from diffcdc.state.store import Commit, TableState
 
 Status = Literal["ok", "failed", "skipped"]
+#: Whether the snapshot at a path is still the files whose identity a commit recorded (the
+#: source's answer: :func:`diffcdc.sources.identity.same_files`; raises a ``DiffcdcError`` when
+#: it cannot be read). The state keeps the identity without knowing its shape.
+SameSnapshot = Callable[[str, Sequence[Mapping[str, Any]]], bool]
 
 
 @dataclass(frozen=True)
@@ -70,8 +74,10 @@ class HeadReport:
                 "checks": [asdict(c) for c in self.checks]}
 
 
-def verify_head(state: TableState, *, csv_encoding: str = "utf-8") -> HeadReport:
-    """Check the head version of ``state`` (see the module docstring)."""
+def verify_head(state: TableState, *, csv_encoding: str = "utf-8",
+                same_snapshot: SameSnapshot | None = None) -> HeadReport:
+    """Check the head version of ``state`` (see the module docstring); ``same_snapshot``
+    proves the head's snapshot unchanged (None: its identity is not checked)."""
     head = state.head()
     if head is None:
         return HeadReport(state.table, None, (Check("head", "skipped", "no committed version yet"),))
@@ -85,7 +91,7 @@ def verify_head(state: TableState, *, csv_encoding: str = "utf-8") -> HeadReport
             checks.append(Check("rows", "failed", f"the state cannot be read: {_line(exc)}"))
         else:
             checks.append(check_rows(record, side))
-            checks.append(check_fingerprints(record, side, csv_encoding))
+            checks.append(check_fingerprints(record, side, csv_encoding, same_snapshot))
     return HeadReport(state.table, record.version, tuple(checks))
 
 
@@ -138,10 +144,11 @@ def check_rows(record: CommitRecord, state: StateSide) -> Check:
                  "tombstones as the commit recorded; live keys unique", data)
 
 
-def check_fingerprints(record: CommitRecord, state: StateSide, csv_encoding: str) -> Check:
+def check_fingerprints(record: CommitRecord, state: StateSide, csv_encoding: str,
+                       same_snapshot: SameSnapshot | None = None) -> Check:
     """Every live key's fingerprint against the reference computed from the head's snapshot."""
     snapshot = record.snapshot_path
-    reason = _cannot_compare(record)
+    reason = _cannot_compare(record, same_snapshot)
     if reason is not None:
         return Check("fingerprints", "skipped", f"{reason}; only the structural checks ran")
     assert snapshot is not None  # _cannot_compare said so
@@ -162,16 +169,16 @@ def fingerprint_check(result: StateCheckResult) -> Check:
                  result.to_dict())
 
 
-def _cannot_compare(record: CommitRecord) -> str | None:
+def _cannot_compare(record: CommitRecord, same_snapshot: SameSnapshot | None) -> str | None:
     """Why the head's snapshot cannot be compared with its state, or None when it can."""
     snapshot = record.snapshot_path
     if not snapshot:
         return "the head version records no snapshot path"
     if not os.path.exists(snapshot):
         return f"the snapshot {snapshot} is gone"
-    if record.snapshot_identity is not None:
+    if record.snapshot_identity is not None and same_snapshot is not None:
         try:
-            same = identify(snapshot) == record.snapshot_identity
+            same = same_snapshot(snapshot, record.snapshot_identity)
         except DiffcdcError as exc:
             return f"the snapshot {snapshot} cannot be read ({exc.message})"
         if not same:
