@@ -1,8 +1,8 @@
 """The Open Mirroring landing-zone sink as the rest of diffcdc sees it (see
-:mod:`diffcdc.sinks.plugin`): a table's landing fields at table level (the single-table command
-line, a config file's ``landing`` and ``[partner]``), its files in a run's result and its next
-sequence number in ``status``, its table folder dropped by ``diffcdc drop``, and the checks that
-a landing root is the one the state published to.
+:mod:`diffcdc.sinks.plugin`): its files in a run's result and its next sequence number in
+``status``, its table folder dropped by ``diffcdc drop``, and the checks that a landing root is
+the one the state published to. Its table-level shorthand (the landing fields of a table
+without ``sinks``) is :mod:`diffcdc.sinks.openmirroring.shorthand`.
 """
 
 from __future__ import annotations
