@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 def cmd_verify_state(args: argparse.Namespace) -> int:
     from diffcdc.config import state_name
     from diffcdc.config_file import load_config
-    from diffcdc.sources.identity import same_files
+    from diffcdc.sources.registry import same_snapshot
     from diffcdc.state.store import TableState
     from diffcdc.state.verify import verify_head
 
@@ -41,7 +41,7 @@ def cmd_verify_state(args: argparse.Namespace) -> int:
         raise UsageError("verify --state needs --table or --config", hint="name the table to check")
     reports = []
     for state, encoding in targets:
-        report = verify_head(state, csv_encoding=encoding, same_snapshot=same_files)
+        report = verify_head(state, csv_encoding=encoding, same_snapshot=same_snapshot)
         if report.version is None and args.table:
             raise StateError("the table has no committed version", table=state.table,
                              path=state.dir, hint="check --state and the table name")

@@ -5,6 +5,7 @@ engine and the commands reach sources here, never a source module directly."""
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from diffcdc.errors import UsageError
@@ -103,3 +104,11 @@ def read_snapshot_at(spark: SparkSession, path: str, *, infer_csv: bool = False,
     kind = "csv" if path.lower().endswith(".csv") else "parquet"
     entry = SnapshotEntry(os.path.basename(path.rstrip("/")), path, kind)
     return read_snapshot(spark, entry, infer_csv=infer_csv, encoding=encoding)
+
+
+def same_snapshot(path: str, recorded: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether the snapshot file or folder at ``path`` is still the one whose identity a commit
+    recorded (``verify --state``; :func:`diffcdc.sources.identity.same_files`)."""
+    from diffcdc.sources.identity import same_files
+
+    return same_files(path, recorded)

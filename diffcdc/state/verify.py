@@ -37,7 +37,7 @@ from diffcdc.state.store import Commit, TableState
 
 Status = Literal["ok", "failed", "skipped"]
 #: Whether the snapshot at a path is still the files whose identity a commit recorded (the
-#: source's answer: :func:`diffcdc.sources.identity.same_files`; raises a ``DiffcdcError`` when
+#: source's answer: :func:`diffcdc.sources.registry.same_snapshot`; raises a ``DiffcdcError`` when
 #: it cannot be read). The state keeps the identity without knowing its shape.
 SameSnapshot = Callable[[str, Sequence[Mapping[str, Any]]], bool]
 
