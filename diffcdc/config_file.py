@@ -39,6 +39,7 @@ from pydantic import ValidationError
 from diffcdc.config import RunConfig
 from diffcdc.config_errors import error_from_validation
 from diffcdc.errors import ConfigError
+from diffcdc.extras_check import check_config
 from diffcdc.sinks.registry import SINKS, TABLE_LEVEL, TABLE_SINK
 from diffcdc.sources.registry import source_kind, source_plugin
 
@@ -130,6 +131,7 @@ def load_config(path: str) -> RunConfig:
     except ConfigError as exc:
         exc.path = exc.path or path
         raise
+    check_config(config)  # a sink's or the gate's library missing: its extra, before Spark
     return config
 
 
