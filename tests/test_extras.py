@@ -183,3 +183,20 @@ def test_a_command_line_option_needing_a_missing_extra_is_refused_too(tmp_path):
     assert line.startswith("diffcdc: error: table T: quality: ") and \
         line.endswith("pip install 'diffcdc[gx]'")
 
+
+
+def test_pyspark_3_5_without_pandas_is_one_line_naming_it(monkeypatch):
+    """PySpark 3.5's Arrow exchange (mapInArrow) needs pandas, which left the core install
+    (4.x's does not): a 3.5 without it stops at start, not deep inside a run."""
+    from diffcdc import spark_version
+
+    monkeypatch.setattr(spark_version, "installed", lambda: "3.5.3")
+    monkeypatch.setitem(sys.modules, "pandas", None)  # as if not installed
+    with pytest.raises(ConfigError) as caught:
+        spark_version.require_pyspark()
+    assert caught.value.exit_code == 2
+    assert str(caught.value) == ('PySpark 3.5.3 needs pandas (for its Arrow exchange), which is '
+                                 'not installed — pip install "pandas>=2,<3" (PySpark 3.5\'s own '
+                                 'sql extra brings it)')
+    monkeypatch.setattr(spark_version, "installed", lambda: "4.0.1")
+    assert spark_version.require_pyspark() == "4.0.1"  # 4.x needs no pandas
