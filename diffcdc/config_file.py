@@ -126,12 +126,12 @@ def load_config(path: str) -> RunConfig:
     except ValidationError as exc:
         flat = {n for n, body in tables_raw.items() if "sinks" not in body}
         raise error_from_validation(exc, path, names, flat) from None
+    check_config(config)  # a sink's or the gate's library missing: its extra, before Spark
     try:
         config.state_root()  # state, state_data and state_options fit together
     except ConfigError as exc:
         exc.path = exc.path or path
         raise
-    check_config(config)  # a sink's or the gate's library missing: its extra, before Spark
     return config
 
 
