@@ -97,6 +97,10 @@ def run_dataframe(
         where = ".".join(str(p) for p in first["loc"]) or "arguments"
         raise ConfigError(f"{where}: {first['msg']}", table=table,
                           hint="fix the arguments of run_dataframe") from None
+    from diffcdc.extras_check import check_state, check_table
+
+    check_table(config, QualityConfig().merged(gate))  # a sink's or the gate's library missing
+    check_state((state, state_data))
     overlap = sinks_apart_from_state(config.targets(), state, state_data)
     if overlap:
         raise ConfigError(overlap, table=table, hint="fix the arguments of run_dataframe")

@@ -39,6 +39,7 @@ from pydantic import ValidationError
 from diffcdc.config import RunConfig
 from diffcdc.config_errors import error_from_validation
 from diffcdc.errors import ConfigError
+from diffcdc.extras_check import check_config
 from diffcdc.sinks.openmirroring.shorthand import TABLE_LEVEL
 from diffcdc.sinks.registry import builtin_sinks
 from diffcdc.sources.registry import source_kind, source_plugin
@@ -126,6 +127,7 @@ def load_config(path: str) -> RunConfig:
     except ValidationError as exc:
         flat = {n for n, body in tables_raw.items() if "sinks" not in body}
         raise error_from_validation(exc, path, names, flat) from None
+    check_config(config)  # a sink's or the gate's library missing: its extra, before Spark
     try:
         config.state_root()  # state, state_data and state_options fit together
     except ConfigError as exc:

@@ -62,6 +62,13 @@ def require_pyspark(*, connect: bool = False) -> str:
             f"(diffcdc runs on {SUPPORTED})",
             hint=f"{INSTALL} for a supported PySpark, or use a runtime with one",
         )
+    if not connect and parse(version) < (4, 0) and importlib.util.find_spec("pandas") is None:
+        # PySpark 3.5's mapInArrow and Arrow collection go through its pandas layer (4.x's do
+        # not); platforms ship pandas, and diffcdc's own [gx] extra brings it.
+        raise ConfigError(
+            f"PySpark {version} needs pandas (for its Arrow exchange), which is not installed",
+            hint='pip install "pandas>=2,<3" (PySpark 3.5\'s own sql extra brings it)',
+        )
     return version
 
 

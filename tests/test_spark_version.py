@@ -70,7 +70,7 @@ def test_pyspark_is_an_extra_not_a_dependency():
     names = [d.split(";")[0].replace(" ", "").lower() for d in project["dependencies"]]
     assert not [d for d in names if d.startswith("pyspark")], names
     assert project["optional-dependencies"]["spark"] == ["pyspark>=3.5,<5"]
-    # the README's set-up commands install the extra
+    # the README's set-up commands install the extra (with every sink's: `all`)
     with open(os.path.join(ROOT, ".ci", "install")) as f:
         install = f.read()
-    assert 'extras="[spark]"' in install and "[spark,connect,test,bench]" in install
+    assert 'extras="[spark,all]"' in install and "[spark,all,connect,test,bench]" in install

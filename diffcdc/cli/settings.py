@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from diffcdc.config import RunConfig, TableConfig
 from diffcdc.config_errors import describe_error
 from diffcdc.errors import ConfigError, UsageError
+from diffcdc.extras_check import check_config
 from diffcdc.sinks.openmirroring.shorthand import TABLE_LEVEL
 from diffcdc.state.root import is_url
 
@@ -145,6 +146,7 @@ def run_config_from_args(args: Any) -> RunConfig:
     if args.landing_options:
         given = dict(args.landing_options)
         config.tables = [t.with_table_fields(landing_options=given) for t in config.tables]
+    check_config(config)  # with the options: a sink's or the gate's library missing, its extra
     return config
 
 

@@ -23,6 +23,7 @@ from typing import Any
 from azure.core.credentials import AzureNamedKeyCredential
 
 from diffcdc.errors import ConfigError
+from diffcdc.extras import ADLS_IDENTITY, require
 from diffcdc.storage.adls_transport import SCRUB
 from diffcdc.storage.adls_url import AdlsLocation
 
@@ -89,12 +90,9 @@ def resolve_credential(
             return key_credential(location, os.environ[name]), name, False
     if os.environ.get(ENV_SAS_TOKEN):
         return sas_credential(os.environ[ENV_SAS_TOKEN]), ENV_SAS_TOKEN, False
-    try:
-        from azure.identity import DefaultAzureCredential
-    except ImportError as exc:  # pragma: no cover - a declared dependency
-        raise ConfigError(
-            "azure-identity is not installed", hint="pip install azure-identity"
-        ) from exc
+    require(ADLS_IDENTITY, where=location.display)  # in [adls]; absent if the SDK came apart
+    from azure.identity import DefaultAzureCredential
+
     return DefaultAzureCredential(), "DefaultAzureCredential", True
 
 

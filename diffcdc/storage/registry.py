@@ -14,6 +14,8 @@ from collections.abc import Callable
 from typing import Any
 
 from diffcdc.errors import ConfigError
+from diffcdc.extras import ADLS as ADLS_SDK
+from diffcdc.extras import require
 from diffcdc.storage.base import ByteStore
 
 
@@ -24,6 +26,7 @@ def _local(location: str, **options: Any) -> ByteStore:
 
 
 def _adls(location: str, **options: Any) -> ByteStore:
+    require(ADLS_SDK, where=location.split("?", 1)[0])  # a query may hold a SAS
     from diffcdc.storage.adls import AdlsStore
 
     return AdlsStore.from_url(location, **options)
