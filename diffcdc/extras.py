@@ -49,12 +49,6 @@ GX = Extra("gx", "the quality gate's great-expectations part",
 #: Every extra of diffcdc by name (``all`` is their union, in pyproject.toml).
 EXTRAS: dict[str, Extra] = {e.name: e for e in (DELTA, KAFKA, ADLS, GX)}
 
-#: The extra a sink type needs (a sink type not here needs none).
-SINK_EXTRAS: dict[str, Extra] = {"delta": DELTA, "kafka": KAFKA}
-
-#: Sink types whose locations diffcdc's own byte store writes (one on ADLS needs ``[adls]``);
-#: delta-rs reaches object stores on its own.
-BYTE_STORE_SINKS: frozenset[str] = frozenset({"open_mirroring"})
 
 
 @lru_cache(maxsize=None)

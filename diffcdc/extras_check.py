@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
-from diffcdc.extras import ADLS, BYTE_STORE_SINKS, GX, SINK_EXTRAS, Extra, require
+from diffcdc.extras import ADLS, GX, Extra, require
 from diffcdc.sinks.registry import sink_plugin
 from diffcdc.storage.registry import ADLS_SCHEMES, scheme
 
@@ -26,11 +26,12 @@ def table_needs(table: TableConfig, quality: QualityConfig) -> Iterator[tuple[st
     """What in ``table`` (gated by ``quality``: the global settings merged with the table's)
     needs an extra, as (what, extra) pairs: ``("sink delta", DELTA)``."""
     for sink in table.sinks:
-        extra = SINK_EXTRAS.get(sink.type)
-        if extra is not None:
-            yield f"sink {sink.sink_id}", extra
         plugin = sink_plugin(sink.type)
-        if sink.type in BYTE_STORE_SINKS and plugin is not None:
+        if plugin is None:
+            continue
+        if plugin.extra is not None:
+            yield f"sink {sink.sink_id}", plugin.extra
+        if plugin.capabilities.byte_store:
             for field in plugin.path_fields:
                 if _is_adls(getattr(sink, field, None)):
                     yield f"sink {sink.sink_id} {field}", ADLS

@@ -76,9 +76,10 @@ def test_the_memory_sink_is_built_through_the_registry():
 def test_builtin_sinks_declare_their_library_extra_and_capabilities():
     delta, kafka, landing = (sink_plugin(t) for t in ("delta", "kafka", "open_mirroring"))
     assert delta is not None and kafka is not None and landing is not None
-    assert (delta.requires, delta.extra) == (("deltalake",), "delta")
-    assert (kafka.requires, kafka.extra) == (("confluent_kafka", "fastavro"), "kafka")
-    assert landing.requires == () and landing.extra is None
+    assert delta.extra is not None and (delta.extra.name, delta.extra.modules) == ("delta", ("deltalake",))
+    assert kafka.extra is not None and (kafka.extra.name, kafka.extra.modules) == (
+        "kafka", ("confluent_kafka", "fastavro"))
+    assert landing.extra is None and landing.capabilities.byte_store
     assert landing.capabilities.drop and landing.capabilities.target_checks
     assert not delta.capabilities.drop and not kafka.capabilities.target_checks
     assert set(executor_modules()) == {"diffcdc.sinks.openmirroring.staging",

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel
 
+from diffcdc.extras import Extra
 from diffcdc.sinks.table import SinkTable
 
 if TYPE_CHECKING:
@@ -55,6 +56,9 @@ class Capabilities:
     target_checks: bool = False
     #: Modules whose code runs in Spark tasks on the executors (the import check asks for them).
     executor_modules: tuple[str, ...] = ()
+    #: Its ``path_fields`` are written through diffcdc's own byte store (:mod:`diffcdc.storage`),
+    #: so one on ADLS Gen2 / OneLake needs the ``adls`` extra (delta-rs reaches stores itself).
+    byte_store: bool = False
 
 
 class SinkPlugin:
@@ -65,10 +69,10 @@ class SinkPlugin:
     type: ClassVar[str]
     #: The config model of one such entry (pydantic, ``type`` its discriminator).
     config: ClassVar[type[BaseModel]]
-    #: Importable modules (its client library) the sink needs beyond diffcdc's own.
-    requires: ClassVar[tuple[str, ...]] = ()
-    #: The pip extra that installs them (``pip install diffcdc[<extra>]``; None: none needed).
-    extra: ClassVar[str | None] = None
+    #: The pip extra that installs the client library the sink needs beyond diffcdc's own
+    #: (``pip install diffcdc[<name>]``, the modules to find: :class:`~diffcdc.extras.Extra`;
+    #: None: none needed). A config naming the sink is refused at load when it is missing.
+    extra: ClassVar[Extra | None] = None
     #: Fields of the entry that hold local paths (relative ones: relative to the config file).
     path_fields: ClassVar[tuple[str, ...]] = ()
     capabilities: ClassVar[Capabilities] = Capabilities()

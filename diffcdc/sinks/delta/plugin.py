@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from diffcdc.extras import DELTA
 from diffcdc.sinks.delta.config import DeltaSinkConfig
 from diffcdc.sinks.plugin import SinkPlugin
 from diffcdc.sinks.table import SinkTable
@@ -18,8 +19,7 @@ class DeltaPlugin(SinkPlugin):
 
     type = "delta"
     config = DeltaSinkConfig
-    requires = ("deltalake",)
-    extra = "delta"
+    extra = DELTA
     path_fields = ("path", "changelog_path")
 
     @classmethod

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from diffcdc.extras import KAFKA
 from diffcdc.sinks.kafka.config import KafkaSinkConfig
 from diffcdc.sinks.plugin import Capabilities, SinkPlugin
 from diffcdc.sinks.table import SinkTable
@@ -19,8 +20,7 @@ class KafkaPlugin(SinkPlugin):
 
     type = "kafka"
     config = KafkaSinkConfig
-    requires = ("confluent_kafka", "fastavro")
-    extra = "kafka"
+    extra = KAFKA
     capabilities = Capabilities(executor_modules=("diffcdc.sinks.kafka.stage",))
 
     @classmethod

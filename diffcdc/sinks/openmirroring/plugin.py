@@ -28,7 +28,7 @@ class OpenMirroringPlugin(SinkPlugin):
     config = OpenMirroringSinkConfig
     path_fields = ("landing",)
     capabilities = Capabilities(
-        drop=True, target_checks=True,
+        drop=True, target_checks=True, byte_store=True,
         executor_modules=("diffcdc.sinks.openmirroring.staging",),
     )
 
