@@ -16,7 +16,7 @@ from diffcdc.errors import InputRefused, LateSnapshotError, UsageError
 from diffcdc.sources.base import PendingSnapshot, Snapshot, Source
 from diffcdc.sources.copies import SnapshotCopies
 from diffcdc.sources.snapshot_time import SnapshotTimeRule
-from diffcdc.spark import literal_path, spark_path
+from diffcdc.spark.paths import literal_path, spark_path
 from diffcdc.state.commit import FileIdentity
 from diffcdc.state.store import Commit
 
