@@ -7,7 +7,7 @@ UNION the state's rows, repartitioned by key, one hash aggregate). Every run the
 bucketed by key into as many buckets as the session's shuffle partitions, a join of the
 snapshot (shuffled by key) with the state would need no exchange on the state side.
 
-Everything runs in one warm session built by :func:`diffcdc.spark.build_spark` (diffcdc's
+Everything runs in one warm session built by :func:`diffcdc.spark.session.build_spark` (diffcdc's
 settings, ``local[2]``, the in-memory catalog), on the steady scenario's snapshots
 (``snap-001`` → its state, ``snap-002`` the new snapshot). Untimed set-up: the state of
 ``snap-001`` written the normal way (Parquet) and as two bucketed tables (``bucketBy(N, key)``
@@ -138,7 +138,8 @@ def main(argv: list[str] | None = None) -> None:
         delta_rows,
     )
     from diffcdc.core.fingerprint import FP, fingerprint_columns
-    from diffcdc.spark import build_spark, read_written
+    from diffcdc.spark.paths import read_written
+    from diffcdc.spark.session import build_spark
 
     from .floor import _spark_probes
 

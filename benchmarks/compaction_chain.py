@@ -4,7 +4,7 @@ A version's state is a base plus the deltas on top of it (:mod:`diffcdc.state.ch
 next run reads every link and resolves the chain in its one aggregate (``max_by`` the link's
 position). Compaction (``compaction_due``: default ``max_deltas`` 30, ``max_delta_ratio`` 0.5)
 bounds the chain. This measures what a longer chain costs, in one warm session built by
-:func:`diffcdc.spark.build_spark` (``local[2]``):
+:func:`diffcdc.spark.session.build_spark` (``local[2]``):
 
 * base: the state of the steady scenario's ``snap-001`` (``classify`` with no previous state);
 * deltas: synthesized, each ~``--change`` of the base's keys (default 2%): 8 in 9 of them updated
@@ -53,7 +53,8 @@ def main(argv: list[str] | None = None) -> None:
     os.environ.setdefault("DIFFCDC_SPARK_LOG_LEVEL", "ERROR")
     from diffcdc.core.classify import CHANGE, DELETE, DUP, INSERT, UPDATE, classify, delta_rows
     from diffcdc.core.fingerprint import FP, fingerprint_columns
-    from diffcdc.spark import build_spark, read_written
+    from diffcdc.spark.paths import read_written
+    from diffcdc.spark.session import build_spark
 
     prev, cur = steady_pair(args)
     spark = build_spark(master=args.master, app_name="diffcdc-compaction-chain")

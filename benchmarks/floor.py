@@ -88,7 +88,7 @@ def cold_floor(snapshot: str) -> dict[str, float]:
     """In this (fresh) process: diffcdc's session start, then one cold floor job on ``snapshot``
     (read, fingerprint every row, shuffle ``(key, fingerprint)`` by key); seconds of each."""
     os.environ.setdefault("DIFFCDC_SPARK_LOG_LEVEL", "ERROR")
-    from diffcdc.spark import build_spark
+    from diffcdc.spark.session import build_spark
 
     started = time.perf_counter()
     spark = build_spark(app_name="diffcdc-floor")  # as `diffcdc run`: no extra settings
@@ -176,7 +176,7 @@ def main(argv: list[str] | None = None) -> None:
         print(json.dumps(cold_floor(args.cold)))
         return
 
-    from diffcdc.spark import build_spark
+    from diffcdc.spark.session import build_spark
 
     prev, cur, _ = prepare(args.data, args.rows, "steady", args.seed)
     assert prev is not None and SCENARIOS["steady"] is not None

@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
 
     from diffcdc.core.quality_config import QualityConfig
-    from diffcdc.spark import build_spark
+    from diffcdc.spark.session import build_spark
 
     here = os.path.dirname(os.path.abspath(__file__))
     data = os.path.join(here, "data", f"gate-n{args.rows}")

@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
 
     from diffcdc.sources.config import DEFAULT_JARS
-    from diffcdc.spark import build_spark
+    from diffcdc.spark.session import build_spark
     from tests.support.postgres_server import PostgresServer
 
     server = PostgresServer()

@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> None:
 
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("DIFFCDC_SPARK_LOG_LEVEL", "ERROR")
-    from diffcdc.spark import build_spark
+    from diffcdc.spark.session import build_spark
 
     work = tempfile.mkdtemp(prefix="kafka-bench-")
     broker = None

@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
 
     from diffcdc.engine.run import table_parallelism
-    from diffcdc.spark import build_spark
+    from diffcdc.spark.session import build_spark
 
     here = os.path.dirname(os.path.abspath(__file__))
     small = os.path.join(here, "data", f"many-n{args.rows}")

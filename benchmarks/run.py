@@ -83,7 +83,7 @@ def spark_conf(driver_memory: str | None, extra: list[str]) -> dict[str, str]:
 def start_spark(master: str | None, conf: dict[str, str]) -> tuple[Any, float]:
     """Build the SparkSession; the time taken is the JVM start-up figure."""
     os.environ.setdefault("DIFFCDC_SPARK_LOG_LEVEL", "ERROR")
-    from diffcdc.spark import build_spark
+    from diffcdc.spark.session import build_spark
 
     started = time.perf_counter()
     spark = build_spark(master=master, conf=conf, app_name="diffcdc-bench")

@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=list(VARIANTS))
     args = parser.parse_args(argv)
 
-    from diffcdc.spark import build_spark
+    from diffcdc.spark.session import build_spark
 
     here = os.path.dirname(os.path.abspath(__file__))
     data = os.path.join(here, "data", f"sinks-n{args.rows}")

@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> None:
     from diffcdc.config import RunConfig, TableConfig
     from diffcdc.core.quality_config import QualityConfig
     from diffcdc.engine.run import run_many
-    from diffcdc.spark import build_spark
+    from diffcdc.spark.session import build_spark
 
     here = os.path.dirname(os.path.abspath(__file__))
     data = os.path.join(here, "data", f"many-n{args.rows}")

@@ -19,7 +19,7 @@ from .report import print_and_save
 
 _SAMPLE = (
     "import time; t0 = time.perf_counter()\n"
-    "from diffcdc.spark import build_spark\n"
+    "from diffcdc.spark.session import build_spark\n"
     "build_spark('local[2]').range(10).count()\n"
     "print(round(time.perf_counter() - t0, 3))\n"
 )

@@ -413,7 +413,7 @@ def cmd_steady(args: argparse.Namespace) -> dict[str, Any]:
 def warm(prev: str, cur: str, work: str, rounds: int) -> dict[str, Any]:
     """``floor.py``'s warm comparison, alternating: a complete steady ``run_table`` on a copy of
     the first load's state against the floor job, in this process's one JVM."""
-    from diffcdc.spark import build_spark
+    from diffcdc.spark.session import build_spark
 
     from .diffcdc_runner import steady_runs
     from .floor import _spark_probes

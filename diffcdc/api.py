@@ -68,7 +68,8 @@ def run_dataframe(
 
     from diffcdc.engine.run import RunOptions, run_table
     from diffcdc.sources.dataframe import DataFrameSource
-    from diffcdc.spark import borrowed_session, is_connect
+    from diffcdc.spark.session import is_connect
+    from diffcdc.spark.settings import borrowed_session
     from diffcdc.spark_version import require_server
     from diffcdc.state.root import StateRoot
 

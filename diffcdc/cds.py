@@ -99,14 +99,14 @@ def _alive(pid: int) -> bool:
 
 
 def build() -> str | None:
-    """Write the archive now: a small job in a child process (:func:`diffcdc.spark.warm_up`,
+    """Write the archive now: a small job in a child process (:func:`diffcdc.spark.session.warm_up`,
     whose session takes its JVM options from here), then put it in place."""
     key = archive_key()
     if key is None or os.environ.get(ENV, "1") == "0":
         return None
     final = os.path.join(cache_dir(), f"{key}.jsa")
     if not os.path.exists(final):
-        subprocess.run([sys.executable, "-c", "from diffcdc.spark import warm_up; warm_up()"],
+        subprocess.run([sys.executable, "-c", "from diffcdc.spark.session import warm_up; warm_up()"],
                        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                        timeout=600)
         deadline = time.time() + 120  # the JVM writes the archive as it exits

@@ -35,7 +35,7 @@ from diffcdc.sinks.targets import (
 )
 from diffcdc.sources.registry import SOURCES, source_kind, source_plugin
 from diffcdc.sources.snapshot_time import SnapshotTimeRule
-from diffcdc.spark import DEFAULT_CONNECT_TIMEOUT
+from diffcdc.spark.connect import DEFAULT_CONNECT_TIMEOUT
 from diffcdc.state.chain import MAX_DELTA_RATIO, MAX_DELTAS
 from diffcdc.state.root import StateRoot
 

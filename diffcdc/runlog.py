@@ -75,7 +75,7 @@ def logged_spark(
 ) -> tuple[Any, RunLog | None]:
     """Start Spark with its console output in this run's log files (on the terminal with
     ``debug``, or when the log folder cannot be written); returns the session and the log."""
-    from diffcdc.spark import build_spark
+    from diffcdc.spark.session import build_spark
 
     opened = None if debug else open_run_log(state_root)
     spark = build_spark(master, conf, log4j_config=opened.log4j_config if opened else None,

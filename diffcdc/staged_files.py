@@ -26,7 +26,8 @@ from typing import Any, TypeVar
 from pyspark.sql import SparkSession
 
 from diffcdc.errors import StateError, StorageError
-from diffcdc.spark import is_connect, on_this_machine
+from diffcdc.spark.per_session import PerSession
+from diffcdc.spark.session import is_connect, on_this_machine
 from diffcdc.storage import paths, registry
 
 T = TypeVar("T")
@@ -119,9 +120,7 @@ def _reachable(spark: SparkSession, folder: str, table: str) -> str:
             return folder
         qualified_text = folder
     else:
-        jvm = spark._jvm  # type: ignore[attr-defined]
-        assert jvm is not None
-        hadoop_path = _path_class(jvm)
+        hadoop_path = _path_class(spark)
         conf = spark.sparkContext._jsc.hadoopConfiguration()  # type: ignore[attr-defined]
         qualified = hadoop_path(folder).getFileSystem(conf).makeQualified(hadoop_path(folder))
         uri = qualified.toUri()
@@ -139,17 +138,16 @@ def _reachable(spark: SparkSession, folder: str, table: str) -> str:
     )
 
 
-#: Per JVM gateway: Hadoop's ``Path`` class. Py4J finds ``jvm.org.apache.hadoop.fs.Path`` one
+#: Per classic session: Hadoop's ``Path`` class. Py4J finds ``jvm.org.apache.hadoop.fs.Path`` one
 #: package at a time, each step a class lookup through every jar (~2 ms); the class object it
-#: returns can be kept.
-_CLASSES: dict[int, tuple[Any, Any]] = {}
+#: returns can be kept while the session lives.
+_PATH_CLASSES: PerSession[Any] = PerSession()
 
 
-def _path_class(jvm: Any) -> Any:
-    found = _CLASSES.get(id(jvm))
-    if found is None or found[0] is not jvm:
-        found = _CLASSES[id(jvm)] = (jvm, jvm.org.apache.hadoop.fs.Path)
-    return found[1]
+def _path_class(spark: SparkSession) -> Any:
+    jvm = spark._jvm  # type: ignore[attr-defined]
+    assert jvm is not None
+    return _PATH_CLASSES.get_or_make(spark, lambda: jvm.org.apache.hadoop.fs.Path)
 #: Work over at most this many bytes of input files runs in the driver's own process when the
 #: executors share the driver's machine (``local[...]``): a Spark job costs 60-150 ms of
 #: scheduling and planning, more than reading a few small files (measured: a 20k-row table's

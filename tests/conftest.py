@@ -58,7 +58,7 @@ def _unit_tests_start_no_jvm(request: pytest.FixtureRequest, monkeypatch: pytest
 @pytest.fixture(scope="session")
 def spark():
     from diffcdc.cds import build
-    from diffcdc.spark import build_spark
+    from diffcdc.spark.session import build_spark
     from tests.support.postgres_server import JDBC_JAR
 
     # The class-data-sharing archive (.ci/install builds it; built here if missing): this

@@ -17,7 +17,7 @@ import diffcdc
 from diffcdc.config import TableConfig
 from diffcdc.engine.verify import verify_table
 from diffcdc.errors import InputRefused
-from diffcdc.spark import SESSION_KEYS
+from diffcdc.spark.settings import SESSION_KEYS
 from tests.support.sink_kinds import KINDS
 
 pytestmark = pytest.mark.slow

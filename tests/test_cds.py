@@ -13,7 +13,7 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _JOB = (
-    "from diffcdc.spark import build_spark\n"
+    "from diffcdc.spark.session import build_spark\n"
     "s = build_spark('local[1]')\n"
     "assert s.range(5).count() == 5\n"
     "print(s.sparkContext.getConf().get('spark.driver.extraJavaOptions'))\n"

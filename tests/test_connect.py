@@ -34,7 +34,7 @@ from hypothesis import HealthCheck, given, settings
 
 from diffcdc.config import TableConfig
 from diffcdc.engine.verify import verify_table
-from diffcdc.spark import SESSION_KEYS
+from diffcdc.spark.settings import SESSION_KEYS
 from diffcdc.state.store import TableState
 from tests.support.config_text import table_toml
 from tests.support.connect_server import client_env

@@ -190,7 +190,7 @@ def test_a_connect_server_killed_or_hung_mid_run_ends_the_run_and_the_rerun_is_e
 
 
 class _Session:
-    """What :class:`diffcdc.spark.ConnectWatch` uses of a Spark Connect session: its client's
+    """What :class:`diffcdc.spark.connect.ConnectWatch` uses of a Spark Connect session: its client's
     channel builder, channel and ``close``."""
 
     def __init__(self, target: str) -> None:
@@ -227,7 +227,7 @@ def _silent_socket():
 
 
 def _watched(session: _Session, timeout: float):
-    from diffcdc.spark import ConnectWatch
+    from diffcdc.spark.connect import ConnectWatch
 
     watch = ConnectWatch(session, session.target, timeout)  # type: ignore[arg-type]
     watch.start()
@@ -240,7 +240,7 @@ def test_a_hung_server_is_lost_after_the_timeout_and_a_call_in_flight_ends_at_on
 
     import grpc
 
-    from diffcdc.spark import connect_lost
+    from diffcdc.spark.connect import connect_lost
 
     sock = _silent_socket()
     try:
@@ -308,7 +308,7 @@ def test_retries_of_an_unreachable_server_end_within_the_budget():
     import grpc
     from pyspark.sql.connect.client.retries import Retrying
 
-    from diffcdc.spark import BoundedPolicy
+    from diffcdc.spark.connect import BoundedPolicy
 
     class Unavailable(grpc.RpcError):
         def code(self):
@@ -363,15 +363,16 @@ def test_a_lost_server_under_verify_or_repair_is_one_line(monkeypatch):
 
     import grpc
 
-    from diffcdc import spark as module
+    from diffcdc.spark import connect as module
     cli_main = importlib.import_module("diffcdc.cli.main")
     from diffcdc.errors import SparkConnectLost
+    from diffcdc.spark.per_session import PerSession
     from tests.support.kafka_broker import free_port
 
-    monkeypatch.setattr(module, "_WATCHES", {})
+    monkeypatch.setattr(module, "_WATCHES", PerSession())
     session = _Session(f"127.0.0.1:{free_port()}")
     watch = module.ConnectWatch(session, "sc://h:1", 600)  # type: ignore[arg-type]
-    module._WATCHES[id(session)] = watch  # registered, its thread not started
+    module._WATCHES.put(session, watch)  # registered, its thread not started
 
     class Unavailable(grpc.RpcError):
         def code(self):

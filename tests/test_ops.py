@@ -30,12 +30,12 @@ def base(tmp_path, monkeypatch):
 @pytest.fixture
 def no_spark(monkeypatch):
     """Fail the test if anything asks for a SparkSession."""
-    import diffcdc.spark
+    import diffcdc.spark.session
 
     def refuse(*args, **kwargs):
         raise AssertionError("Spark was started")
 
-    monkeypatch.setattr(diffcdc.spark, "build_spark", refuse)
+    monkeypatch.setattr(diffcdc.spark.session, "build_spark", refuse)
 
 
 def config_file(base, *tables: str) -> str:
@@ -52,9 +52,9 @@ def config_file(base, *tables: str) -> str:
 def test_idle_run_and_early_refusals_start_no_spark(spark, base, capsys, monkeypatch):
     write(str(base / "src" / "1.parquet"), rows(3))
     assert main(run_args(base)) == 0
-    import diffcdc.spark
+    import diffcdc.spark.session
 
-    monkeypatch.setattr(diffcdc.spark, "build_spark", lambda *a, **k: pytest.fail("Spark started"))
+    monkeypatch.setattr(diffcdc.spark.session, "build_spark", lambda *a, **k: pytest.fail("Spark started"))
     capsys.readouterr()
     assert main(run_args(base)) == 0
     out = capsys.readouterr().out
@@ -79,10 +79,10 @@ def test_idle_run_subprocess_is_fast_and_starts_no_jvm(spark, base):
         "import json, resource, sys, time\n"
         "from diffcdc.cli.main import main\n"
         "code = main(sys.argv[1:])\n"
-        "import diffcdc.spark\n"
+        "import diffcdc.spark.session\n"
         "ctx = sys.modules.get('pyspark.core.context')\n"
         "use = resource.getrusage(resource.RUSAGE_SELF)\n"
-        "print(json.dumps({'code': code, 'jvm_starts': diffcdc.spark.jvm_starts,\n"
+        "print(json.dumps({'code': code, 'jvm_starts': diffcdc.spark.session.jvm_starts,\n"
         "    'gateway': bool(ctx and ctx.SparkContext._gateway),\n"
         "    'cpu': use.ru_utime + use.ru_stime}))\n"
     )
@@ -208,9 +208,9 @@ def test_plan_shows_work_without_spark(spark, base, capsys, monkeypatch):
     state = TableState(str(base / "state"), "A")
     os.unlink(os.path.join(state.storage.describe("log"), f"{1:020d}.published.open_mirroring.json"))
     state.requests.save_reload(reload_wanted(None, "requested with diffcdc reload"))
-    import diffcdc.spark
+    import diffcdc.spark.session
 
-    monkeypatch.setattr(diffcdc.spark, "build_spark", lambda *a, **k: pytest.fail("Spark started"))
+    monkeypatch.setattr(diffcdc.spark.session, "build_spark", lambda *a, **k: pytest.fail("Spark started"))
     capsys.readouterr()
     assert main(["plan", "--config", cfg]) == 0
     out = capsys.readouterr().out

@@ -145,7 +145,7 @@ def test_state_written_on_spark35_is_read_on_spark4_and_back(spark, servers, tmp
         kind.assert_once(state, sink.sink_id, servers)
 
     # The golden rows, every type: 3.5 computes the fingerprints 4.x computes, the pinned ones.
-    script = ("import json; from diffcdc.spark import build_spark; "
+    script = ("import json; from diffcdc.spark.session import build_spark; "
               "from tests.support.fingerprint_golden import golden_fingerprints; "
               "print(json.dumps(golden_fingerprints(build_spark('local[1]'))))")
     done = subprocess.run([spark35, "-c", script], cwd=ROOT, env=checkout_env(),

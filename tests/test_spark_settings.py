@@ -6,7 +6,7 @@ import logging
 import os
 
 from diffcdc.engine.executors import executor_failure
-from diffcdc.spark import DEFAULT_CONF, REQUIRED_CONF, session_settings
+from diffcdc.spark.settings import DEFAULT_CONF, REQUIRED_CONF, session_settings
 
 
 def test_a_jvm_diffcdc_starts_itself_gets_the_defaults_and_local_loopback():
@@ -41,7 +41,7 @@ def test_the_executor_failure_is_the_last_error_line_of_the_task_trace():
 
 
 def test_the_log_names_the_master_a_run_will_use(monkeypatch):
-    from diffcdc.spark import master_label
+    from diffcdc.spark.session import master_label
 
     monkeypatch.delenv("DIFFCDC_SPARK_MASTER", raising=False)
     monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
@@ -79,7 +79,7 @@ def test_a_setting_the_session_refuses_is_one_line_and_the_session_is_put_back()
     import pytest
 
     from diffcdc.errors import ConfigError
-    from diffcdc.spark import borrowed_session
+    from diffcdc.spark.settings import borrowed_session
 
     conf = _Conf({"spark.sql.session.timeZone": "Asia/Tokyo"},
                  {"spark.sql.parquet.outputTimestampType"})
@@ -93,7 +93,7 @@ def test_a_setting_the_session_refuses_is_one_line_and_the_session_is_put_back()
 
 
 def test_a_setting_the_session_refuses_but_already_has_or_can_miss_is_fine(caplog):
-    from diffcdc.spark import REQUIRED_CONF, borrowed_session
+    from diffcdc.spark.settings import REQUIRED_CONF, borrowed_session
 
     have = {"spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS"}
     conf = _Conf(have, {"spark.sql.parquet.outputTimestampType", "spark.sql.legacy.javaCharsets"})
@@ -111,7 +111,7 @@ def test_a_setting_the_session_refuses_but_already_has_or_can_miss_is_fine(caplo
 
 def test_remote_comes_from_the_option_then_the_environment_unless_a_master_was_chosen(
         monkeypatch):
-    from diffcdc.spark import chosen_remote, master_label
+    from diffcdc.spark.session import chosen_remote, master_label
 
     monkeypatch.delenv("SPARK_REMOTE", raising=False)
     assert chosen_remote(None, None) is None
@@ -125,7 +125,7 @@ def test_remote_comes_from_the_option_then_the_environment_unless_a_master_was_c
 
 
 def test_an_explicit_master_is_classic_even_with_spark_remote_set(spark, monkeypatch):
-    from diffcdc import spark as sessions
+    from diffcdc.spark import session as sessions
 
     def refuse(*args, **kwargs):
         raise AssertionError("went to Spark Connect")

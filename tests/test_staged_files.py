@@ -14,7 +14,7 @@ from diffcdc.errors import StateError
 from diffcdc.sinks.openmirroring.landing import file_sha256
 from diffcdc.sinks.openmirroring.staging import stage_parquet_files
 from diffcdc.sinks.openmirroring.text import TextFormat
-from diffcdc.spark import read_written, spark_path
+from diffcdc.spark.paths import read_written, spark_path
 from diffcdc.staged_files import StagedFolder, on_executors
 from diffcdc.state.integrity import StateFile, checksum, describe_state, footer_rows
 from diffcdc.storage.local import LocalStore

@@ -53,7 +53,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         log.debug("the error's trace:", exc_info=True)
         if debug:
             traceback.print_exc()
-        from diffcdc.spark import lost_server_error
+        from diffcdc.spark.connect import lost_server_error
 
         lost = lost_server_error(exc)  # a Spark Connect server lost under verify, repair ...
         if lost is not None:

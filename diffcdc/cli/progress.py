@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from diffcdc.engine.progress import RunObserver
-from diffcdc.spark import is_connect
+from diffcdc.spark.per_session import PerSession
+from diffcdc.spark.session import is_connect
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -116,16 +117,11 @@ class _ConnectFeed:
 
 
 #: Per Spark Connect session: its feed (a handler stays registered with its session).
-_FEEDS: dict[int, tuple[Any, _ConnectFeed]] = {}
-_FEEDS_LOCK = threading.Lock()
+_FEEDS: PerSession[_ConnectFeed] = PerSession()
 
 
 def _connect_feed(spark: SparkSession) -> _ConnectFeed:
-    with _FEEDS_LOCK:
-        found = _FEEDS.get(id(spark))
-        if found is None or found[0] is not spark:
-            found = _FEEDS[id(spark)] = (spark, _ConnectFeed(spark))
-        return found[1]
+    return _FEEDS.get_or_make(spark, lambda: _ConnectFeed(spark))
 
 
 class _StageWatcher:

@@ -116,7 +116,7 @@ def _run_busy(args: argparse.Namespace, config: Any, busy: list[Any],
     from diffcdc.engine.executors import check_executor_python
     from diffcdc.engine.run import RunOptions, run_many
     from diffcdc.runlog import logged_spark
-    from diffcdc.spark import master_label
+    from diffcdc.spark.session import master_label
 
     log.info("starting Spark (%s) for %d table(s)",
              master_label(config.spark.master, config.spark.remote), len(busy))

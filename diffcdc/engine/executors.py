@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from diffcdc.errors import ConfigError
 from diffcdc.sinks.registry import executor_modules
-from diffcdc.spark import on_this_machine, spark_label
+from diffcdc.spark.session import on_this_machine, spark_label
 from diffcdc.staged_files import on_executors
 
 if TYPE_CHECKING:

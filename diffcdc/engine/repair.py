@@ -152,7 +152,7 @@ def _rebuild_head(
     from diffcdc.core.classify import CHANGE, DUP, UNCHANGED, state_metrics
     from diffcdc.core.fingerprint import fingerprint_exprs
     from diffcdc.core.sql import quote
-    from diffcdc.spark import read_written, spark_path
+    from diffcdc.spark.paths import read_written, spark_path
     from diffcdc.state.integrity import find_damage
 
     def refuse(reason: str) -> StateError:

@@ -48,7 +48,7 @@ from diffcdc.sinks.base import ChangeSet, SinkHistory, SinkTable
 from diffcdc.sinks.registry import sink_result
 from diffcdc.sources.base import PendingSnapshot, Snapshot
 from diffcdc.sources.snapshot_time import format_time, read_time
-from diffcdc.spark import literal_path, read_written, spark_path
+from diffcdc.spark.paths import literal_path, read_written, spark_path
 from diffcdc.staged_files import StagedFile, StagedFolder, in_process
 from diffcdc.state.chain import StateLink, compaction_due, state_chain
 from diffcdc.state.commit import CommitRecord, Counts, Fingerprint, SinkEntry

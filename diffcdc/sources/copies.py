@@ -16,7 +16,7 @@ import uuid
 from pyspark.sql import DataFrame
 
 from diffcdc.errors import InputRefused
-from diffcdc.spark import spark_path
+from diffcdc.spark.paths import spark_path
 from diffcdc.staged_files import StagedFolder
 from diffcdc.storage import paths
 

@@ -18,7 +18,8 @@ from diffcdc.sources.base import PendingSnapshot, Snapshot, Source, check_order
 from diffcdc.sources.copies import SnapshotCopies
 from diffcdc.sources.jdbc import snapshot_id_now
 from diffcdc.sources.snapshot_time import as_utc
-from diffcdc.spark import in_time_zone, spark_path
+from diffcdc.spark.paths import spark_path
+from diffcdc.spark.settings import in_time_zone
 from diffcdc.spark_compat import calendar_interval_column, error_text
 
 

@@ -18,7 +18,7 @@ from diffcdc.sources.base import PendingSnapshot, Snapshot, Source
 from diffcdc.sources.copies import SnapshotCopies
 from diffcdc.sources.identity import identify, same_files
 from diffcdc.sources.snapshot_time import SnapshotTimeRule
-from diffcdc.spark import literal_path, spark_path
+from diffcdc.spark.paths import literal_path, spark_path
 
 if TYPE_CHECKING:  # discovering snapshots needs no Spark: plan, status, idle runs
     from pyspark.sql import DataFrame, SparkSession

@@ -38,7 +38,8 @@ from diffcdc.sources.jdbc_mysql import plan_mysql, session_statement
 from diffcdc.sources.jdbc_pg_client import PostgresClientSession
 from diffcdc.sources.jdbc_session import JdbcSession, connection_properties, jdbc_error
 from diffcdc.sources.jdbc_types import ReadPlan, plan_read
-from diffcdc.spark import is_connect, spark_path
+from diffcdc.spark.paths import spark_path
+from diffcdc.spark.session import is_connect
 
 _IN_SNAPSHOT_CHECK = (
     "DO $diffcdc$ BEGIN IF current_setting('transaction_isolation') <> 'repeatable read' THEN "

@@ -70,7 +70,7 @@ class Workspace:
 
     def assert_mirror_equals(self, spark: Any, snapshot_id: str, upto: int | None = None, ignore=()) -> None:
         from diffcdc.sinks.openmirroring.rows import to_landing_columns
-        from diffcdc.spark import literal_path
+        from diffcdc.spark.paths import literal_path
 
         df = to_landing_columns(spark.read.parquet(literal_path(os.path.join(self.source, snapshot_id))))
         result = compare(self.mirror(upto).replayed(), to_arrow(df).to_pylist(), df.columns, ignore)

@@ -63,7 +63,7 @@ from diffcdc.sinks.delta.feed import (
     unsliced,
 )
 from diffcdc.sources.snapshot_time import format_time, read_time
-from diffcdc.spark import spark_path
+from diffcdc.spark.paths import spark_path
 from diffcdc.storage import paths
 from diffcdc.storage.registry import is_url, local_path
 

@@ -25,7 +25,7 @@ from diffcdc.sinks.kafka.binary import FieldPlan, encode_batch
 from diffcdc.sinks.kafka.container import MessageWriter, container_header, sync_marker
 from diffcdc.sinks.kafka.errors import MessageTooLarge
 from diffcdc.sinks.kafka.schema import AvroLayout, to_publish_frame
-from diffcdc.spark import spark_path
+from diffcdc.spark.paths import spark_path
 from diffcdc.staged_files import StagedFolder, on_executors
 from diffcdc.storage import paths
 

@@ -21,7 +21,7 @@ from diffcdc.sinks.openmirroring.contract import data_file_name
 from diffcdc.sinks.openmirroring.landing import file_sha256
 from diffcdc.sinks.openmirroring.text import TextFormat
 from diffcdc.sinks.openmirroring.text_encode import write_text_file
-from diffcdc.spark import spark_path
+from diffcdc.spark.paths import spark_path
 from diffcdc.staged_files import StagedFolder, on_executors
 from diffcdc.storage import paths
 
