@@ -7,7 +7,7 @@ import os
 import pyspark  # noqa: F401 - imported early: it raises the recursion limit on import
 import pytest
 
-from tests.support import hypothesis_profiles
+from tests.support import hypothesis_profiles, tiers
 
 os.environ.setdefault("DIFFCDC_SPARK_LOG_LEVEL", "ERROR")
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # tests stay on the loopback interface
@@ -27,17 +27,28 @@ HEAVY_FIXTURES = frozenset({"spark", "broker", "postgres", "mariadb", "spark_clu
 HEAVY_MARKERS = ("slow", "integration", "cluster", "exhaustive")
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "property: set by tests/conftest.py on property tests (a Hypothesis test, or a "
+        "test that defines and runs one): the only tests the Hypothesis profile changes")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark the unit tier: tests that need no Spark session, no server and no subprocess.
+    """Mark the unit tier: tests that need no Spark session, no server and no subprocess; and
+    the property tests.
 
     The default tier (the README's first test command, ``-m "unit or default_tier"``) is the
     unit tier plus the tests marked ``default_tier``: one contract run per sink kind, the
-    commit-boundary kill over every sink, and engine tests with the in-memory sink.
+    commit-boundary kill over every sink, and engine tests with the in-memory sink. The whole
+    suite's command after it (``--hypothesis-profile=full``) runs the rest and, again, the
+    default tier's ``property`` tests: only their example counts differ by profile.
     """
     for item in items:
         heavy = HEAVY_FIXTURES & set(getattr(item, "fixturenames", ()))
         if not heavy and not any(item.get_closest_marker(m) for m in HEAVY_MARKERS):
             item.add_marker(pytest.mark.unit)
+        if tiers.is_property_test(getattr(item, "obj", None)):
+            item.add_marker(pytest.mark.property)
 
 
 @pytest.fixture(autouse=True)
