@@ -41,6 +41,7 @@ from diffcdc.config_errors import error_from_validation
 from diffcdc.errors import ConfigError
 from diffcdc.sinks.registry import SINKS, TABLE_LEVEL, TABLE_SINK
 from diffcdc.sources.registry import source_kind, source_plugin
+from diffcdc.state.root import StateRoot
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -125,11 +126,8 @@ def load_config(path: str) -> RunConfig:
     except ValidationError as exc:
         flat = {n for n, body in tables_raw.items() if "sinks" not in body}
         raise error_from_validation(exc, path, names, flat) from None
-    try:
-        config.state_root()  # state, state_data and state_options fit together
-    except ConfigError as exc:
-        exc.path = exc.path or path
-        raise
+    # state, state_data and state_options fit together
+    StateRoot(config.state, config.state_data, config.state_options, config_file=path)
     return config
 
 
