@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from diffcdc.errors import LandingZoneMismatch
-from diffcdc.sinks.openmirroring.contract import alone_hint
 from diffcdc.sinks.openmirroring.landing import PublishItem, file_sha256, put_staged, read_file
 from diffcdc.sinks.openmirroring.text import TextFormat
 from diffcdc.storage import paths
@@ -60,14 +59,12 @@ def metadata_item(staging_dir: str, folder: str, document: dict[str, Any]) -> Pu
 
 
 def check_published_metadata(
-    storage: ByteStore, folder: str, manifest: dict[str, Any], table: str,
-    alone: str | None = None,
+    storage: ByteStore, folder: str, manifest: dict[str, Any], table: str
 ) -> None:
     """Before a commit: the table's ``_metadata.json`` is still the one we published.
 
     Someone else's edit is refused here, before anything is committed, not at publish time.
-    A missing file is put back by the next publish. ``alone``: the command that publishes a
-    full image to this sink alone (named in the hint).
+    A missing file is put back by the next publish.
     """
     ours = manifest.get("metadata_document")
     target = join(folder, METADATA_FILE)
@@ -80,9 +77,8 @@ def check_published_metadata(
             f"{existing}, this engine published {ours})",
             table=table,
             path=f"{storage.describe()}/{target}",
-            hint=alone_hint("put back the published content (the table's consumer may already "
-                            f"have read it), or re-create the table (diffcdc reload --table "
-                            f"{table} --yes)", alone),
+            hint="put back the published content (the table's consumer may already have read "
+            f"it), or re-create the table (diffcdc reload --table {table} --yes)",
         )
 
 
