@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from diffcdc import __version__
 from diffcdc.cli.arguments import Parser, add_landing_option_arg, csv_list, folder_name
-from diffcdc.sinks.registry import TABLE_LEVEL
+from diffcdc.sinks.openmirroring.command_line import add_options as add_landing_options
 
 #: The argument types of names made folders of (checked as the config checks them).
 TABLE = folder_name("table name")
@@ -150,7 +150,10 @@ def _run_options(p: argparse.ArgumentParser) -> None:
     gate.add_argument("--max-row-ratio", type=float, help="gate: rows / previous rows at most")
     gate.add_argument("--min-rows-for-ratios", type=int,
                       help="gate: the ratio checks apply from this many rows (default 1000)")
-    TABLE_LEVEL.add_options(p)  # the landing zone's file and format options, as one group
+    # The table-level sink's file and format options, as one group declared by its package
+    # (read back by its plug-in's TableLevel.from_args); a cheap import: --help loads no
+    # config models.
+    add_landing_options(p)
 
 
 RUN = Command(

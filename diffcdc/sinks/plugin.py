@@ -12,7 +12,6 @@ Importing a plug-in is cheap: no Spark, no client library; the sink itself is im
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -80,10 +79,6 @@ def _no_secrets(config: Any, table: str) -> None:
     return None
 
 
-def _no_options(parser: argparse.ArgumentParser) -> None:
-    return None
-
-
 @dataclass(frozen=True)
 class TableLevel(Generic[C]):
     """A sink type configured by fields at table level, as the one landing zone of a table was
@@ -111,8 +106,6 @@ class TableLevel(Generic[C]):
     option_names: Mapping[str, str] = field(default_factory=dict)
     #: Nested fields whose own fields are options (``text``: ``--quote-char`` ...).
     option_groups: tuple[str, ...] = ()
-    #: Adds the options ``from_args`` reads to a command's parser (one argument group).
-    add_options: Callable[[argparse.ArgumentParser], None] = _no_options
 
 
 @dataclass(frozen=True)

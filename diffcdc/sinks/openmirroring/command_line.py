@@ -2,6 +2,7 @@
 option group, so ``--help`` shows the sink's format flags apart from the run's own options.
 
 Read back by the plug-in's ``TableLevel.from_args`` (:mod:`diffcdc.sinks.openmirroring.plugin`).
+Imports nothing but argparse: ``diffcdc --help`` loads no config model.
 """
 
 from __future__ import annotations

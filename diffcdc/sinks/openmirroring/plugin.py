@@ -12,7 +12,6 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from diffcdc.errors import DiffcdcError, UsageError
-from diffcdc.sinks.openmirroring.command_line import add_options
 from diffcdc.sinks.openmirroring.config import LANDING_FIELDS, OpenMirroringSinkConfig
 from diffcdc.sinks.plugin import Headline, ResultFiles, SinkPlugin, TableLevel
 from diffcdc.sinks.table import SinkTable
@@ -166,7 +165,6 @@ PLUGIN: SinkPlugin[OpenMirroringSinkConfig] = SinkPlugin(
         },
         option_groups=("text",),
         override=_override,
-        add_options=add_options,
     ),
     result=_result,
     status=_status,
