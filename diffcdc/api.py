@@ -105,11 +105,7 @@ def run_dataframe(
     overlap = sinks_apart_from_state(config.targets(), state, state_data)
     if overlap:
         raise ConfigError(overlap, table=table, hint="fix the arguments of run_dataframe")
-    try:
-        root = StateRoot(state, state_data, state_options)
-    except ConfigError as exc:
-        exc.table = table
-        raise
+    root = StateRoot(state, state_data, state_options, table=table)
     try:
         options = RunOptions(keep_versions=keep_versions, quality=gate,
                              overrides=frozenset(override_checks), progress=progress)

@@ -43,6 +43,7 @@ from diffcdc.extras_check import check_config
 from diffcdc.sinks.openmirroring.shorthand import TABLE_LEVEL
 from diffcdc.sinks.registry import builtin_sinks
 from diffcdc.sources.registry import source_kind, source_plugin
+from diffcdc.state.root import StateRoot
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -128,11 +129,8 @@ def load_config(path: str) -> RunConfig:
         flat = {n for n, body in tables_raw.items() if "sinks" not in body}
         raise error_from_validation(exc, path, names, flat) from None
     check_config(config)  # a sink's or the gate's library missing: its extra, before Spark
-    try:
-        config.state_root()  # state, state_data and state_options fit together
-    except ConfigError as exc:
-        exc.path = exc.path or path
-        raise
+    # state, state_data and state_options fit together
+    StateRoot(config.state, config.state_data, config.state_options, config_file=path)
     return config
 
 

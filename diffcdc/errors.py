@@ -111,6 +111,12 @@ class SchemaChangeError(InputRefused):
 class QualityGateFailed(InputRefused):
     """A blocking data-quality check failed."""
 
+    def __init__(self, message: str, *, gate: list[dict[str, object]] | None = None,
+                 **where: str | None) -> None:
+        super().__init__(message, **where)
+        #: The gate's reports of the refused snapshot (JSON-friendly; kept in the run's report).
+        self.gate = list(gate or [])
+
 
 class ConcurrentRunError(DiffcdcError):
     """Another run of the same table holds the lock or committed first."""

@@ -20,6 +20,7 @@ from diffcdc.core.quality import (
 )
 from diffcdc.core.quality_config import QualityConfig
 from diffcdc.core.quality_report import CheckResult, GateReport
+from diffcdc.engine.gate import read_suite
 from diffcdc.errors import ConfigError, QualityGateFailed
 
 DATA = Path(__file__).parent / "data" / "quality"
@@ -253,7 +254,7 @@ def orders(spark):
 
 def test_suite_file_failing_expectation_blocks(orders):
     cfg = QualityConfig(expectation_suite=str(DATA / "orders_suite.json"))
-    report = gate_snapshot(orders, keys=KEYS, previous_rows=5, cfg=cfg,
+    report = gate_snapshot(orders, keys=KEYS, previous_rows=5, cfg=cfg, suite=read_suite(cfg),
                            table="orders", snapshot="s3")
     amount = check(report, "expect_column_values_to_be_between:amount")
     assert (amount.passed, amount.blocking, amount.observed) == (False, True, 1)
@@ -270,7 +271,7 @@ def test_suite_file_failing_expectation_blocks(orders):
 
 def test_suite_file_warn_only_reports_but_never_blocks(orders):
     cfg = QualityConfig(expectation_suite=str(DATA / "orders_suite.json"), suite_blocking=False)
-    report = gate_snapshot(orders, keys=KEYS, previous_rows=5, cfg=cfg)
+    report = gate_snapshot(orders, keys=KEYS, previous_rows=5, cfg=cfg, suite=read_suite(cfg))
     assert report.passed
     assert {c.name for c in report.warnings} == {"expect_column_values_to_be_between:amount",
                                                  "expect_column_values_to_be_in_set:status"}
@@ -315,10 +316,10 @@ def test_bad_user_expectations_are_config_errors(orders, tmp_path):
     with pytest.raises(ConfigError, match="invalid expectation"):
         gate_snapshot(orders, keys=KEYS, previous_rows=5, cfg=no_column)
     with pytest.raises(ConfigError, match="cannot read expectation suite"):
-        check_names(QualityConfig(expectation_suite=str(tmp_path / "missing.json")))
+        read_suite(QualityConfig(expectation_suite=str(tmp_path / "missing.json")))
     (tmp_path / "bad.json").write_text("{not json")
     with pytest.raises(ConfigError, match="not valid JSON"):
-        check_names(QualityConfig(expectation_suite=str(tmp_path / "bad.json")))
+        read_suite(QualityConfig(expectation_suite=str(tmp_path / "bad.json")))
     twice = [{"type": "expect_table_row_count_to_equal", "name": "delete_ratio"}]
     with pytest.raises(ConfigError, match="used twice or is built in"):
         check_names(QualityConfig(expectations=twice))
@@ -328,10 +329,10 @@ def test_legacy_suite_names_and_blocking():
     from diffcdc.core.quality_gx import planned_expectations
 
     cfg = QualityConfig(expectation_suite=str(DATA / "legacy_suite.json"))
-    plans = planned_expectations(cfg)
+    plans = planned_expectations(cfg, read_suite(cfg))
     assert [(p.name, p.blocking, p.config["type"]) for p in plans] == [
         ("expect_column_values_to_not_be_null:status", False,
          "expect_column_values_to_not_be_null"),
         ("has_rows", True, "expect_table_row_count_to_be_between"),
     ]
-    validate_overrides({"has_rows"}, cfg)
+    validate_overrides({"has_rows"}, cfg, read_suite(cfg))

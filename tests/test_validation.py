@@ -13,9 +13,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from diffcdc.cli.main import main
-from diffcdc.cli.run import _parse_overrides
 from diffcdc.config import TableConfig
 from diffcdc.config_file import load_config
+from diffcdc.core.quality import parse_overrides
 from diffcdc.errors import UsageError
 
 
@@ -145,13 +145,13 @@ def test_help_has_a_description_examples_and_the_exit_codes(capsys, argv):
 
 def test_override_names_may_hold_a_colon():
     check = "expect_column_values_to_not_be_null:amount"
-    assert _parse_overrides([f"T:{check}"], ["T"]) == {"T": frozenset({check})}
-    assert _parse_overrides([check], ["T"]) == {"T": frozenset({check})}
-    assert _parse_overrides(["a:b:delete_ratio"], ["a:b", "c"]) == {"a:b": frozenset({"delete_ratio"})}
+    assert parse_overrides([f"T:{check}"], ["T"]) == {"T": frozenset({check})}
+    assert parse_overrides([check], ["T"]) == {"T": frozenset({check})}
+    assert parse_overrides(["a:b:delete_ratio"], ["a:b", "c"]) == {"a:b": frozenset({"delete_ratio"})}
     with pytest.raises(UsageError, match="no table of this run is named 'U'"):
-        _parse_overrides(["U:delete_ratio"], ["T"])
+        parse_overrides(["U:delete_ratio"], ["T"])
     with pytest.raises(UsageError, match="name the table"):
-        _parse_overrides(["delete_ratio"], ["T", "V"])
+        parse_overrides(["delete_ratio"], ["T", "V"])
 
 
 # -- names: one state folder per table -----------------------------------------------------

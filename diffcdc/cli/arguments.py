@@ -83,28 +83,3 @@ def add_landing_option_arg(parser: argparse.ArgumentParser) -> None:
         "connection_verify=ca.pem, account_key_env=VAR, ...); repeatable; secrets only from "
         "the environment or a config file",
     )
-
-
-def add_landing_contract_args(run: argparse.ArgumentParser) -> None:
-    add = run.add_argument
-    add("--format", dest="file_format", choices=["parquet", "csv", "tsv", "psv", "text"],
-        help="landing files: parquet (default) or delimited text")
-    add("--file-extension", help="extension of text files (needed with --format text)")
-    add("--row-separator", help="text: \\r\\n (default), \\n or \\r")
-    add("--column-separator", help="text: one character (default from --format; \\t for tab)")
-    add("--quote-char", dest="quote_character", help='text: quote character (default "), or ""')
-    add("--escape-char", dest="escape_character", help="text: escape character (default \\), or ''")
-    add("--null-value", help="text: how NULL is written (default: empty)")
-    add("--encoding", help="text: character encoding (default UTF-8)")
-    add("--upsert-default", action="store_true", default=None,
-        help="_metadata.json isUpsertDefaultRowMarker: inserts and updates land as UPSERT (4)")
-    add("--file-detection", choices=["sequential", "last_update_time"],
-        help="last_update_time: fileDetectionStrategy LastUpdateTimeFileDetection")
-    add("--schema-policy", choices=["fail", "recreate"],
-        help="removed, renamed or retyped columns: fail (default, exit 3) or recreate the table")
-    add("--removed-columns", choices=["policy", "null"],
-        help="null: a removed column continues as NULL instead of following --schema-policy")
-    add("--partner-name", help="_partnerEvents.json partnerName (with --partner-source-type)")
-    add("--partner-source-type", help="_partnerEvents.json sourceInfo.sourceType (SQL, Oracle...)")
-    add("--partner-source-version", help="_partnerEvents.json sourceInfo.sourceVersion")
-    add("--drop-timeout", type=float, help="seconds to wait for a dropped table folder to vanish")

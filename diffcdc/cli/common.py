@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from diffcdc.cli.settings import table_from_options, url_data
 from diffcdc.errors import UsageError
 from diffcdc.sinks.openmirroring.shorthand import TABLE_LEVEL
+
+if TYPE_CHECKING:
+    from diffcdc.config import RunConfig, TableConfig
+    from diffcdc.state.root import StateRoot
 
 
 def config_table(config: Any, name: str, path: str) -> Any:
@@ -40,9 +45,19 @@ def state_root_of(given: str | None, config: Any | None) -> Any:
 _NO_SOURCE = {"type": "dataframe", "description": "none: the table is located by --landing"}
 
 
-def located_table(args: Any, command: str) -> tuple[Any, Any]:
-    """The table a command names (from ``--config``, or only its location from ``--landing``)
-    and the state root; ``--landing`` overrides a configured landing root, and
+@dataclass(frozen=True)
+class Located:
+    """The table a command names, its state root, and the config file it came from."""
+
+    table: TableConfig
+    state_root: StateRoot
+    #: The loaded ``--config`` (None: the table is located by ``--landing`` alone).
+    config: RunConfig | None
+
+
+def located_table(args: Any, command: str) -> Located:
+    """The table a command names (from ``--config``, loaded once, or only its location from
+    ``--landing``) and the state root; ``--landing`` overrides a configured landing root, and
     ``--landing-option`` values are added to the table's landing zones."""
     from diffcdc.config_file import load_config
 
@@ -64,7 +79,7 @@ def located_table(args: Any, command: str) -> tuple[Any, Any]:
         table = table.with_table_fields(landing_options=dict(args.landing_options))
     state_root = state_root_of(args.state, config)
     check_state_owner(table, state_root)
-    return table, state_root
+    return Located(table, state_root, config)
 
 
 def check_state_owner(table: Any, state_root: Any) -> None:

@@ -15,7 +15,8 @@ log = logging.getLogger("diffcdc")
 def cmd_drop(args: argparse.Namespace) -> int:
     from diffcdc.engine.drop import drop_table, drop_targets
 
-    table, state_root = located_table(args, "drop")
+    located = located_table(args, "drop")
+    table, state_root = located.table, located.state_root
     where = ", ".join(drop_targets(table)) or "no landing zone"
     if not args.yes:
         raise UsageError(

@@ -17,8 +17,8 @@ from collections.abc import Sequence
 
 from diffcdc import errors
 from diffcdc.cli.hints import Invocation
-from diffcdc.cli.parser import build_parser
-from diffcdc.errors import DiffcdcError, UsageError
+from diffcdc.cli.parser import BY_NAME, build_parser
+from diffcdc.errors import DiffcdcError
 
 log = logging.getLogger("diffcdc")
 
@@ -97,31 +97,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     from diffcdc.spark_version import require_pyspark
 
     require_pyspark()  # before any module that imports it: one line, not an ImportError
-    from diffcdc.cli import drop, repair, run, status, verify
-
-    if args.command == "run":
-        return run.cmd_run(args)
-    if args.command == "plan":
-        from diffcdc.cli.plan import cmd_plan
-
-        return cmd_plan(args)
-    if args.command == "status":
-        return status.cmd_status(args)
-    if args.command == "verify":
-        return verify.cmd_verify(args)
-    if args.command == "reload":
-        return run.cmd_reload(args)
-    if args.command == "rollback":
-        return run.cmd_rollback(args)
-    if args.command == "drop":
-        return drop.cmd_drop(args)
-    if args.command == "repair":
-        return repair.cmd_repair(args)
-    if args.command == "demo":
-        from diffcdc.demo import run_demo
-
-        return run_demo(args.dir, args.state, as_json=args.json, debug=args.debug)
-    raise UsageError(f"unknown command {args.command}")  # pragma: no cover
+    return BY_NAME[args.command].run(args)
 
 
 if __name__ == "__main__":  # pragma: no cover

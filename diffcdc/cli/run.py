@@ -9,9 +9,9 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
-from diffcdc.cli.common import error_fields
 from diffcdc.cli.progress import choose_progress
-from diffcdc.errors import DiffcdcError, UsageError
+from diffcdc.cli.summary import format_summary, totals_line
+from diffcdc.errors import UsageError
 
 if TYPE_CHECKING:
     from diffcdc.config import RunConfig
@@ -23,11 +23,16 @@ log = logging.getLogger("diffcdc")
 def cmd_run(args: argparse.Namespace) -> int:
     """Check everything that needs no Spark first (config, paths, names, override names,
     pending snapshots); start Spark only when some table has work."""
+    started = time.monotonic()
+    return _run(args, build_run_config(args), {}, started)
+
+
+def _run(args: argparse.Namespace, config: RunConfig, requests: dict[str, RunRequest],
+         started: float) -> int:
+    """Run the tables of ``config`` (loaded once, by the command) with what the command asks
+    of them (``reload``, ``rollback``: ``requests``)."""
     from diffcdc.engine.idle import idle_report
 
-    started = time.monotonic()
-    config = build_run_config(args)
-    requests = _requests(args)
     plans = plan_tables(args, config, requests)
     overrides = check_overrides(args.override_check, config)
     observer = choose_progress(args.quiet, terminal=sys.stderr.isatty())
@@ -83,30 +88,11 @@ def plan_tables(args: argparse.Namespace, config: RunConfig,
 
 
 def check_overrides(values: list[str], config: RunConfig) -> dict[str, frozenset[str]]:
-    """``--override-check`` options per table, each a check the table's gate knows (before
-    Spark: a mistyped check name is exit 2 at once)."""
-    from diffcdc.core.quality import validate_overrides
+    """``--override-check`` options per table, checked by the gate before Spark."""
+    from diffcdc.engine.gate import check_overrides as gate_overrides
 
-    overrides = _parse_overrides(values, [t.name for t in config.tables])
-    for table in config.tables:
-        try:
-            validate_overrides(overrides.get(table.name, ()), config.quality.merged(table.quality))
-        except DiffcdcError as exc:
-            exc.table = exc.table or table.name
-            raise
-    return overrides
-
-
-def _requests(args: argparse.Namespace) -> dict[str, RunRequest]:
-    """What ``reload`` and ``rollback`` ask of their tables (``run`` asks nothing)."""
-    from diffcdc.engine.plan import RunRequest
-
-    sinks = tuple(getattr(args, "reload_sinks", ()))
-    out = {name: RunRequest(reload=True, reload_sinks=sinks)
-           for name in getattr(args, "reload_tables", ())}
-    for name, version in dict(getattr(args, "rollback_tables", {})).items():
-        out[name] = RunRequest(rollback_to=version)
-    return out
+    return gate_overrides(values, {t.name: config.quality.merged(t.quality)
+                                   for t in config.tables})
 
 
 def _run_busy(args: argparse.Namespace, config: Any, busy: list[Any],
@@ -132,103 +118,10 @@ def _run_busy(args: argparse.Namespace, config: Any, busy: list[Any],
                     RunOptions(observer=observer), overrides=overrides, requests=requests)
 
 
-def totals_line(reports: list[dict[str, Any]], seconds: float) -> str:
-    """One line of totals over every table of the run."""
-    outcomes: dict[str, int] = {}
-    for r in reports:
-        outcomes[r["outcome"]] = outcomes.get(r["outcome"], 0) + 1
-    snaps = [s for r in reports for s in r.get("snapshots", [])]
-    kinds = ", ".join(f"{n} {o}" for o, n in sorted(outcomes.items())) or "none"
-    backlog = sum(len(r.get("resumed_versions") or ()) for r in reports)
-    return (f"total: {len(reports)} table(s) ({kinds}); {len(snaps)} snapshot(s), "
-            f"+{sum(s['inserted'] for s in snaps)} ~{sum(s['updated'] for s in snaps)} "
-            f"-{sum(s['deleted'] for s in snaps)}, {sum(len(s['files']) for s in snaps)} "
-            f"file(s)" + (f", {backlog} version(s) of the backlog published" if backlog else "")
-            + f"; {seconds:.1f} s")
-
-
-def backlog_line(report: dict[str, Any]) -> str | None:
-    """What a run published of the versions an earlier run committed and left unpublished."""
-    done = report.get("backlog_published") or {}
-    if not done:
-        return None
-    by_versions: dict[tuple[int, ...], list[str]] = {}
-    for sink, versions in done.items():
-        by_versions.setdefault(tuple(versions), []).append(sink)
-    parts = [f"version{'s' if len(v) > 1 else ''} {', '.join(map(str, v))} to sink"
-             f"{'s' if len(sinks) > 1 else ''} {', '.join(sinks)}"
-             for v, sinks in by_versions.items()]
-    return (f"{report['table']}: published {'; '.join(parts)} (committed by an earlier run, "
-            "left unpublished)")
-
-
-def _parse_overrides(values: list[str], tables: list[str]) -> dict[str, frozenset[str]]:
-    """``[TABLE:]CHECK`` options → {table: checks}; a bare CHECK needs exactly one table.
-
-    Check names may hold a colon themselves (``expect_column_values_to_not_be_null:amount``):
-    the part before a colon is a table only when it names a table of this run.
-    """
-    out: dict[str, set[str]] = {}
-    for value in values:
-        table, check = _split_override(value, tables)
-        if table is None:
-            if len(tables) != 1:
-                raise UsageError(
-                    f"--override-check {value}: name the table as TABLE:{value} when several "
-                    "tables run",
-                    hint="tables of this run: " + ", ".join(tables),
-                )
-            table = tables[0]
-        if not check:
-            raise UsageError(f"--override-check {value}: no check name",
-                             hint=f"e.g. --override-check {table}:delete_ratio")
-        out.setdefault(table, set()).add(check)
-    return {t: frozenset(c) for t, c in out.items()}
-
-
-def _split_override(value: str, tables: list[str]) -> tuple[str | None, str]:
-    """(table, check) of one ``--override-check`` value; table None for a bare check."""
-    for at in (i for i, c in enumerate(value) if c == ":"):
-        if value[:at] in tables:
-            return value[:at], value[at + 1:]
-    from diffcdc.core.quality_config import BUILTIN_CHECKS
-
-    prefix, _, rest = value.partition(":")
-    if ":" in value and (len(tables) > 1 or rest in BUILTIN_CHECKS):
-        raise UsageError(
-            f"--override-check {value}: no table of this run is named {prefix!r}",
-            hint="tables of this run: " + ", ".join(tables),
-        )
-    return None, value
-
-
-def format_summary(reports: list[dict[str, Any]]) -> str:
-    """The end-of-run table for people."""
-    header = ("table", "outcome", "snapshots", "inserted", "updated", "deleted", "files", "seconds")
-    rows = [header]
-    for r in reports:
-        snaps = r.get("snapshots", [])
-        rows.append((
-            r["table"],
-            r["outcome"],
-            str(len(snaps)),
-            str(sum(s["inserted"] for s in snaps)),
-            str(sum(s["updated"] for s in snaps)),
-            str(sum(s["deleted"] for s in snaps)),
-            str(sum(len(s["files"]) for s in snaps)),
-            f"{r.get('seconds', 0):.1f}",
-        ))
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
-    for r in reports:
-        if (line := backlog_line(r)) is not None:
-            lines.append(line)
-        if r.get("error"):
-            lines.append(f"{r['table']}: {DiffcdcError(**error_fields(r['error']))}")
-    return "\n".join(lines)
-
-
 def cmd_reload(args: argparse.Namespace) -> int:
+    from diffcdc.engine.plan import RunRequest
+
+    started = time.monotonic()
     if not args.table and not args.only:
         raise UsageError("reload needs --table (with --config: the table to re-create)")
     names = list(args.only or [args.table])
@@ -241,32 +134,32 @@ def cmd_reload(args: argparse.Namespace) -> int:
     if args.config:
         args.only_option = "--only" if args.only else "--table"
         args.only, args.table = names, None
-    args.reload_tables = names
-    args.reload_sinks = _reload_sinks(args, names)
-    return cmd_run(args)
-
-
-def _reload_sinks(args: argparse.Namespace, names: list[str]) -> tuple[str, ...]:
-    """The sinks of ``reload --sink``, each a sink of the one table reloaded (exit 2 else)."""
-    wanted = tuple(dict.fromkeys(getattr(args, "reload_sink", None) or ()))
-    if not wanted:
-        return ()
-    if len(names) != 1:
+    wanted = tuple(dict.fromkeys(args.reload_sink))
+    if wanted and len(names) != 1:
         raise UsageError("reload --sink takes one table", hint="give one --table")
-    from diffcdc.cli.settings import run_config_from_args
+    config = build_run_config(args)
+    sinks = _reload_sinks(config, names[0], wanted) if wanted else ()
+    requests = {name: RunRequest(reload=True, reload_sinks=sinks) for name in names}
+    return _run(args, config, requests, started)
 
-    tables = [t for t in run_config_from_args(args).tables if t.name == names[0]]
+
+def _reload_sinks(config: RunConfig, name: str, wanted: tuple[str, ...]) -> tuple[str, ...]:
+    """The sinks of ``reload --sink``, each a sink of the one table reloaded (exit 2 else)."""
+    tables = [t for t in config.tables if t.name == name]
     known = [s.sink_id for t in tables for s in t.sinks]
     unknown = [s for s in wanted if s not in known]
     if unknown:
         raise UsageError(
-            f"reload --sink {unknown[0]}: table {names[0]} has no sink of that name",
+            f"reload --sink {unknown[0]}: table {name} has no sink of that name",
             hint="its sinks: " + (", ".join(known) or "none"),
         )
     return wanted
 
 
 def cmd_rollback(args: argparse.Namespace) -> int:
+    from diffcdc.engine.plan import RunRequest
+
+    started = time.monotonic()
     if not args.table:
         raise UsageError("rollback needs --table (with --config: the table to roll back)")
     if not args.yes:
@@ -280,5 +173,5 @@ def cmd_rollback(args: argparse.Namespace) -> int:
         name = args.only[0]
     else:
         name = args.table
-    args.rollback_tables = {name: args.to_version}
-    return cmd_run(args)
+    requests = {name: RunRequest(rollback_to=args.to_version)}
+    return _run(args, build_run_config(args), requests, started)

@@ -24,7 +24,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
     from diffcdc.state.store import TableState
 
     args.state = args.state or None  # a bare --state with --snapshot: the default root
-    table, state_root = located_table(args, "verify")
+    located = located_table(args, "verify")
+    table, state_root = located.table, located.state_root
     ignore = args.ignore
     if ignore is None:  # the columns the table leaves out of its fingerprint, from its state
         state = TableState(state_root, table.state_name)
@@ -40,10 +41,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
         ignore = list(head.record.exclude)
     master, remote, conf = args.master, args.remote, {}
     timeout = args.connect_timeout
-    if args.config:  # the file's Spark, unless the command line names one
-        from diffcdc.config_file import load_config
-
-        spark_settings = load_config(args.config).spark
+    if located.config is not None:  # the file's Spark, unless the command line names one
+        spark_settings = located.config.spark
         conf = spark_settings.conf
         timeout = timeout or spark_settings.connect_timeout
         if master is None and remote is None:

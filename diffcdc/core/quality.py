@@ -27,10 +27,12 @@ from typing import TYPE_CHECKING, Any
 from diffcdc.core.quality_config import BUILTIN_CHECKS, NOT_OVERRIDABLE, QualityConfig
 from diffcdc.core.quality_report import SAMPLE_SIZE, CheckResult, GateReport, to_jsonable
 from diffcdc.core.sql import quote
-from diffcdc.errors import ConfigError
+from diffcdc.errors import ConfigError, UsageError
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, Row
+
+    from diffcdc.core.quality_gx import Suite
 
 
 @dataclass(frozen=True)
@@ -93,29 +95,72 @@ def compute_snapshot_stats(df: DataFrame, keys: Sequence[str]) -> SnapshotStats:
     return SnapshotStats.from_row(df.agg(*snapshot_stats_exprs(keys)).collect()[0])
 
 
-def check_names(cfg: QualityConfig) -> list[str]:
-    """Every check name a run with ``cfg`` reports (built-in and user expectations)."""
+def check_names(cfg: QualityConfig, suite: Suite | None = None) -> list[str]:
+    """Every check name a run with ``cfg`` reports (built-in and user expectations; ``suite``:
+    the content of its suite file)."""
     from diffcdc.core.quality_gx import planned_expectations
 
-    return [*BUILTIN_CHECKS, *(p.name for p in planned_expectations(cfg))]
+    return [*BUILTIN_CHECKS, *(p.name for p in planned_expectations(cfg, suite))]
 
 
-def validate_overrides(overrides: Collection[str], cfg: QualityConfig) -> None:
-    """Raise :class:`ConfigError` for an override naming no check or a key check."""
+def validate_overrides(overrides: Collection[str], cfg: QualityConfig, suite: Suite | None = None,
+                       table: str | None = None) -> None:
+    """Raise :class:`ConfigError` (naming ``table``) for an override naming no check or a key
+    check."""
     if not overrides:
         return
     for name in sorted(overrides):
         if name in NOT_OVERRIDABLE:
             raise ConfigError(
                 f"check {name!r} cannot be overridden: the diff needs present, unique, "
-                "non-NULL keys"
+                "non-NULL keys", table=table,
             )
-    unknown = sorted(set(overrides) - set(check_names(cfg)))
+    known = check_names(cfg, suite)
+    unknown = sorted(set(overrides) - set(known))
     if unknown:
         raise ConfigError(
             f"unknown check name(s) to override: {', '.join(unknown)}",
-            hint="known checks: " + ", ".join(check_names(cfg)),
+            table=table, hint="known checks: " + ", ".join(known),
         )
+
+
+def parse_overrides(values: Sequence[str], tables: Sequence[str]) -> dict[str, frozenset[str]]:
+    """``--override-check [TABLE:]CHECK`` values → {table: checks}; a bare CHECK needs exactly
+    one table.
+
+    Check names may hold a colon themselves (``expect_column_values_to_not_be_null:amount``):
+    the part before a colon is a table only when it names a table of this run.
+    """
+    out: dict[str, set[str]] = {}
+    for value in values:
+        table, check = _split_override(value, tables)
+        if table is None:
+            if len(tables) != 1:
+                raise UsageError(
+                    f"--override-check {value}: name the table as TABLE:{value} when several "
+                    "tables run",
+                    hint="tables of this run: " + ", ".join(tables),
+                )
+            table = tables[0]
+        if not check:
+            raise UsageError(f"--override-check {value}: no check name",
+                             hint=f"e.g. --override-check {table}:delete_ratio")
+        out.setdefault(table, set()).add(check)
+    return {t: frozenset(c) for t, c in out.items()}
+
+
+def _split_override(value: str, tables: Sequence[str]) -> tuple[str | None, str]:
+    """(table, check) of one ``--override-check`` value; table None for a bare check."""
+    for at in (i for i, c in enumerate(value) if c == ":"):
+        if value[:at] in tables:
+            return value[:at], value[at + 1:]
+    prefix, _, rest = value.partition(":")
+    if ":" in value and (len(tables) > 1 or rest in BUILTIN_CHECKS):
+        raise UsageError(
+            f"--override-check {value}: no table of this run is named {prefix!r}",
+            hint="tables of this run: " + ", ".join(tables),
+        )
+    return None, value
 
 
 def gate_snapshot(
@@ -124,6 +169,7 @@ def gate_snapshot(
     keys: Sequence[str],
     previous_rows: int | None,
     cfg: QualityConfig,
+    suite: Suite | None = None,
     overrides: Collection[str] = frozenset(),
     stats: SnapshotStats | None = None,
     table: str | None = None,
@@ -131,6 +177,7 @@ def gate_snapshot(
 ) -> GateReport:
     """Run the snapshot checks; never raises for a failed check (see ``raise_if_failed``).
 
+    ``suite`` is the content of ``cfg``'s suite file (read by the caller: no IO here).
     ``stats`` from the engine's own pass avoids another job; ``previous_rows`` is the last
     committed snapshot's row count (``None`` on the first load). ``table``/``snapshot`` only
     label the Data Docs. ``overrides`` are valid for ``cfg`` (:func:`validate_overrides`: the
@@ -174,7 +221,7 @@ def gate_snapshot(
         from diffcdc.core.quality_gx import run_expectations
 
         checks += run_expectations(
-            df, cfg=cfg, keys=keys, overrides=overrides,
+            df, cfg=cfg, suite=suite, keys=keys, overrides=overrides,
             table=table, snapshot=snapshot,
         )
     return GateReport("snapshot", checks)

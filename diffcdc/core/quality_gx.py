@@ -12,12 +12,12 @@ import re
 import threading
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, Any
 
 from diffcdc.core.quality_config import BUILTIN_CHECKS, QualityConfig
 from diffcdc.core.quality_report import SAMPLE_SIZE, CheckResult, to_jsonable
-from diffcdc.errors import ConfigError
+from diffcdc.errors import ConfigError, DiffcdcError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -40,12 +40,21 @@ class PlannedExpectation:
     """The suite file it came from, or ``None`` for the diffcdc config."""
 
 
-def load_suite(path: str) -> dict[str, Any]:
-    """Read an ExpectationSuite JSON file (GX 1.x, or 0.x with ``expectation_type`` keys)."""
+@dataclass(frozen=True)
+class Suite:
+    """The content of an ExpectationSuite JSON file (GX 1.x, or 0.x with ``expectation_type``
+    keys), read at the edge (:func:`diffcdc.engine.gate.read_suite`)."""
+
+    name: str
+    expectations: tuple[dict[str, Any], ...]
+    path: str
+    """The file it was read from (named in errors and results)."""
+
+
+def parse_suite(text: str, path: str) -> Suite:
+    """The suite in ``text``, the content of the file at ``path``; a ConfigError names the file."""
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"cannot read expectation suite: {exc.strerror}", path=path) from exc
+        data = json.loads(text)
     except ValueError as exc:
         raise ConfigError(f"expectation suite is not valid JSON: {exc}", path=path) from exc
     if not isinstance(data, dict) or not isinstance(data.get("expectations"), list):
@@ -60,12 +69,13 @@ def load_suite(path: str) -> dict[str, Any]:
         if not isinstance(exp.get("type"), str):
             raise ConfigError(f"expectation #{i + 1} has no 'type'", path=path)
         expectations.append(exp)
-    name = data.get("name") or data.get("expectation_suite_name") or Path(path).stem
-    return {"name": str(name), "expectations": expectations}
+    name = data.get("name") or data.get("expectation_suite_name") or PurePath(path).stem
+    return Suite(str(name), tuple(expectations), path)
 
 
-def planned_expectations(cfg: QualityConfig) -> list[PlannedExpectation]:
-    """The user expectations of ``cfg`` (config first, then suite file), with unique names."""
+def planned_expectations(cfg: QualityConfig, suite: Suite | None = None) -> list[PlannedExpectation]:
+    """The user expectations of ``cfg`` (config first, then its suite file's, ``suite``), with
+    unique names."""
     plans: list[PlannedExpectation] = []
     seen: set[str] = set(BUILTIN_CHECKS)
 
@@ -87,7 +97,11 @@ def planned_expectations(cfg: QualityConfig) -> list[PlannedExpectation]:
         config = {"type": spec.type, "kwargs": dict(spec.kwargs)}
         plans.append(PlannedExpectation(unique(spec.name, config), spec.blocking, config))
     if cfg.expectation_suite:
-        for exp in load_suite(cfg.expectation_suite)["expectations"]:
+        if suite is None:
+            raise DiffcdcError(f"the expectation suite {cfg.expectation_suite} was not read "
+                               "before its checks were planned (a bug in diffcdc: please "
+                               "report it)")
+        for exp in suite.expectations:
             meta = exp.get("meta") or {}
             severity = str(exp.get("severity") or "critical").lower()
             blocking = cfg.suite_blocking and severity == "critical" and (
@@ -95,7 +109,7 @@ def planned_expectations(cfg: QualityConfig) -> list[PlannedExpectation]:
             config = {k: exp[k] for k in ("type", "kwargs", "meta", "severity", "notes")
                       if exp.get(k) is not None}
             plans.append(PlannedExpectation(
-                unique(meta.get(_NAME_META), config), blocking, config, cfg.expectation_suite
+                unique(meta.get(_NAME_META), config), blocking, config, suite.path
             ))
     return plans
 
@@ -104,13 +118,15 @@ def run_expectations(
     df: DataFrame,
     *,
     cfg: QualityConfig,
+    suite: Suite | None,
     keys: Sequence[str],
     overrides: Collection[str],
     table: str | None = None,
     snapshot: str | None = None,
 ) -> list[CheckResult]:
-    """Validate ``df`` against the user expectations of ``cfg``; one result per expectation."""
-    plans = planned_expectations(cfg)
+    """Validate ``df`` against the user expectations of ``cfg`` and ``suite`` (the content of
+    its suite file); one result per expectation."""
+    plans = planned_expectations(cfg, suite)
     if not plans:
         return []
     import great_expectations as gx

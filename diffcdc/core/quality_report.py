@@ -126,6 +126,7 @@ def raise_if_refused(reports: Sequence[GateReport], table: str | None,
         table=table,
         snapshot=snapshot,
         hint=gate_hint(failed, table),
+        gate=[r.to_dict() for r in reports],
     )
 
 

@@ -54,7 +54,8 @@ class RunOptions:
 
     def gate(self, table: TableConfig) -> Gate:
         """The table's quality gate for this run (raises on an unknown override)."""
-        return Gate((self.quality or QualityConfig()).merged(table.quality), self.overrides)
+        return Gate.of((self.quality or QualityConfig()).merged(table.quality), self.overrides,
+                       table.name)
 
 
 @dataclass

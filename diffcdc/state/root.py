@@ -39,20 +39,24 @@ class StateRoot:
     """A state root: where the documents are (:attr:`location`) and the data (:attr:`data`)."""
 
     def __init__(
-        self, location: str, data: str | None = None, options: Mapping[str, Any] | None = None
+        self, location: str, data: str | None = None, options: Mapping[str, Any] | None = None,
+        *, table: str | None = None, config_file: str | None = None,
     ) -> None:
+        """``table`` and ``config_file``: named in the errors of settings that do not fit."""
         self.remote = is_url(location)
         if self.remote:
             if not data:
                 raise ConfigError(
                     f"the state root {_shown(location)} is a URL: the state Parquet needs a "
                     "folder of its own",
+                    table=table, path=config_file,
                     hint="set state_data in [diffcdc] to a folder the Spark driver and every "
                     "executor open at the same path (docs/state.md)",
                 )
             if "?" in location:
                 raise ConfigError(
                     "the state root URL must not carry a query string (a SAS token is a secret)",
+                    table=table, path=config_file,
                     hint="use sas_token or sas_token_env in [diffcdc] state_options",
                 )
             self.location = location.rstrip("/")
@@ -60,12 +64,14 @@ class StateRoot:
             if "://" in location:
                 raise ConfigError(
                     f"unsupported state root {_shown(location)!r}",
+                    table=table, path=config_file,
                     hint="use a local folder (or a mount), abfss://... or https://...",
                 )
             if options:
                 raise ConfigError(
                     "state_options are for a URL state root; this one is the local folder "
                     f"{location}",
+                    table=table, path=config_file,
                     hint="remove state_options, or give state as an abfss:// or https:// URL",
                 )
             self.location = os.path.abspath(location)
@@ -73,10 +79,11 @@ class StateRoot:
                 raise ConfigError(
                     f"state_data is a folder for a URL state root; this one is the local folder "
                     f"{self.location}, which holds its data itself",
+                    table=table, path=config_file,
                     hint="remove state_data, give it as a webhdfs:// URL, or give state as an "
                     "abfss:// or https:// URL",
                 )
-        self.data = _data_folder(data) if data else self.location
+        self.data = _data_folder(data, table, config_file) if data else self.location
         self.options = dict(options or {})
         self._remote_store: ByteStore | None = None
         self._data_store: ByteStore | None = None
@@ -162,7 +169,7 @@ class StateRoot:
             self._remote_store = self._data_store = None
 
 
-def _data_folder(data: str) -> str:
+def _data_folder(data: str, table: str | None = None, config_file: str | None = None) -> str:
     """``state_data`` as the state's data folder: an absolute path, or a URL of a file system
     that both Spark and diffcdc's own reads reach (:data:`diffcdc.storage.registry.DATA_SCHEMES`)."""
     if not registry.is_url(data):
@@ -172,6 +179,7 @@ def _data_folder(data: str) -> str:
             f"state_data {_shown(data)!r} is not a folder diffcdc can use: executors and the "
             "driver open the state's files by local path or by a "
             f"{' or '.join(s + '://' for s in registry.DATA_SCHEMES)} URL",
+            table=table, path=config_file,
             hint="give a webhdfs://namenode:port/path URL, or mount the store on the driver "
             "and every executor (Fabric /lakehouse/default/Files/..., Databricks "
             "/Volumes/...) and give that path",

@@ -8,6 +8,7 @@ replays the landing files and checks they give the last snapshot.
 
 from __future__ import annotations
 
+import argparse
 import datetime as dt
 import json
 import os
@@ -100,9 +101,13 @@ def _write(rows: list[dict[str, Any]], schema: pa.Schema, path: str) -> None:
     pq.write_table(pa.Table.from_pylist(rows, schema=schema), path)
 
 
+def cmd_demo(args: argparse.Namespace) -> int:
+    return run_demo(args.dir, args.state, as_json=args.json, debug=args.debug)
+
+
 def run_demo(base: str, state_root: str, as_json: bool = False, debug: bool = False) -> int:
     """Generate the data, run three nights, verify; returns an exit status."""
-    from diffcdc.cli.run import format_summary
+    from diffcdc.cli.summary import format_summary
     from diffcdc.engine.run import run_many
     from diffcdc.engine.verify import verify_table
     from diffcdc.runlog import logged_spark
