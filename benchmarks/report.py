@@ -54,6 +54,10 @@ def machine_info() -> dict[str, Any]:
         "python": platform.python_version(),
         "versions": versions,
         "git_commit": commit,
+        # the last commit that changed the engine (diffcdc/): what the figures are about
+        "engine_commit": subprocess.run(
+            ["git", "log", "-1", "--format=%h", "--", "diffcdc"], check=False, cwd=REPO,
+            capture_output=True, text=True).stdout.strip(),
         "command": " ".join([f"python -m {_main_module()}", *sys.argv[1:]]),
     }
 

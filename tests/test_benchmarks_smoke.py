@@ -224,7 +224,8 @@ def _goals(tmp_path, *argv: str) -> dict:
                        str(tmp_path / "work"), "--out", str(out)]) == 0
     doc = json.loads(out.read_text())
     assert doc["all_match_truth"] and doc["meta"]["git_commit"]
-    assert set(doc["goal"]) == {next(k for k in doc["goal"] if k != "met"), "met"}
+    if "goal" in doc:  # one bound and whether it was met
+        assert len(doc["goal"]) == 2 and isinstance(doc["goal"]["met"], bool)
     return doc
 
 
