@@ -12,7 +12,7 @@ ratio compares runs made seconds apart on a noisy machine:
   where diffcdc cut, a help fastavro would not have alone), one block each, the same sync
   marker and ``diffcdc.columns`` metadata, written and hashed the same way. Its two steps are
   also timed apart (*to_pylist*, *writer*). The change rows are those of
-  ``benchmarks.kafka_throughput`` (the generator's ten columns, 70% inserts, 20% updates,
+  ``benchmarks.generate.change_rows`` (the generator's ten columns, 70% inserts, 20% updates,
   10% deletes carrying only the key, ``sys_op`` last); both outputs are decoded with
   ``fastavro.reader`` and must give the same records.
 * ``snappy``: snappy-compressed text landing files (the Snappy framing format). The CSV text
@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from .generate import make_rows
+from .generate import change_rows, make_rows
 from .report import print_and_save
 
 
@@ -90,8 +90,6 @@ def avro_part(rows: int, repeat: int) -> dict[str, Any]:
     from diffcdc.sinks.kafka.container import MessageWriter, container_header, sync_marker
     from diffcdc.sinks.kafka.schema import avro_layout
     from diffcdc.sinks.kafka.stage import BATCH_ROWS
-
-    from .kafka_throughput import change_rows
 
     changes = change_rows(rows, seed=42)
     ops = changes.column(OP).to_numpy()

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from typing import Any
 
 from .report import _engine_order
@@ -97,6 +96,15 @@ def draw(results: dict[str, Any], path: str) -> str:
     return path
 
 
+def main(argv: list[str] | None = None) -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("results", help="a results JSON of benchmarks.run (the PNG goes beside it)")
+    args = parser.parse_args(argv)
+    with open(args.results) as handle:
+        print(draw(json.load(handle), os.path.splitext(args.results)[0] + ".png"))
+
+
 if __name__ == "__main__":
-    with open(sys.argv[1]) as handle:
-        print(draw(json.load(handle), os.path.splitext(sys.argv[1])[0] + ".png"))
+    main()

@@ -132,6 +132,22 @@ def make_rows(ids: np.ndarray, rng: np.random.Generator) -> pa.Table:
     return pa.Table.from_arrays(columns, schema=SCHEMA)
 
 
+def change_rows(rows: int, seed: int) -> pa.Table:
+    """``rows`` change rows as a sink receives them: the generator's columns plus the change
+    kind (diffcdc's ``OP`` column), 70% inserts, 20% updates, 10% deletes (NULL outside the key)."""
+    from diffcdc.core.changeset import OP, OP_DELETE, OP_INSERT, OP_UPDATE
+
+    rng = np.random.default_rng(seed)
+    table = make_rows(np.arange(1, rows + 1, dtype=np.int64), rng)
+    draw = rng.random(rows)
+    ops = np.where(draw < 0.7, OP_INSERT, np.where(draw < 0.9, OP_UPDATE, OP_DELETE)).astype(np.int32)
+    deleted = pa.array(ops == OP_DELETE)
+    columns = [table.column(0)] + [
+        pc.if_else(deleted, pa.scalar(None, col.type), col) for col in table.columns[1:]
+    ]
+    return pa.Table.from_arrays([*columns, pa.array(ops)], names=[*table.column_names, OP])
+
+
 def _changed(name: str, old: pa.Array, rng: np.random.Generator) -> pa.Array:
     """A value different from ``old`` in every row (NULL <-> value changes included)."""
     n = len(old)
@@ -358,6 +374,33 @@ def generate(
         json.dump(meta, handle, indent=2)
     os.replace(meta_path + ".tmp", meta_path)
     return meta
+
+
+#: The scenarios of the benchmarks (rates are fractions of snapshot 1's rows; None: a first load).
+SCENARIOS: dict[str, Rates | None] = {
+    "steady": Rates(updates=0.01, deletes=0.005, inserts=0.005, key_changes=0.001),
+    "first-load": None,
+    "zero": Rates(updates=0.0, deletes=0.0, inserts=0.0, key_changes=0.0),
+    "half": Rates(updates=0.40, deletes=0.05, inserts=0.05, key_changes=0.0),
+}
+
+
+def prepare(
+    data_root: str, rows: int, scenario: str, seed: int
+) -> tuple[str | None, str, str | None]:
+    """Generate (or reuse) the files of one scenario; return (prev, cur, truth parquet)."""
+    base = os.path.join(data_root, f"n{rows}-s{seed}", "base")
+    rates = SCENARIOS[scenario]
+    if rates is None:
+        cached_base(base, rows, seed)
+        return None, os.path.join(base, "snap-001"), None
+    out = os.path.join(data_root, f"n{rows}-s{seed}", scenario)
+    generate(out, rows, seed, rates, snapshots=2, base_cache=base)
+    return (
+        os.path.join(out, "snap-001"),
+        os.path.join(out, "snap-002"),
+        os.path.join(out, "truth-002.parquet"),
+    )
 
 
 def main(argv: list[str] | None = None) -> None:

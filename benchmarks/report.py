@@ -6,10 +6,73 @@ python -m benchmarks.report benchmarks/results/run-....json
 from __future__ import annotations
 
 import json
+import os
+import platform
+import subprocess
 import sys
+import time
 from typing import Any
 
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
 ORDER = ["diffcdc", "duckdb", "delta", "exceptall"]
+
+
+def git_commit() -> str:
+    """Short HEAD commit, with ``+dirty`` when tracked files under ``diffcdc/`` are modified."""
+
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", *args], check=False, cwd=REPO, capture_output=True, text=True
+        ).stdout.strip()
+
+    head = git("rev-parse", "--short", "HEAD")
+    return head + (
+        "+dirty" if git("status", "--porcelain", "--untracked-files=no", "diffcdc") else ""
+    )
+
+
+def machine_info() -> dict[str, Any]:
+    mem = 0
+    try:
+        with open("/proc/meminfo") as handle:
+            mem = int(handle.readline().split()[1]) * 1024
+    except OSError:
+        pass
+    versions = {}
+    for name in ("pyspark", "duckdb", "deltalake", "pyarrow", "numpy"):
+        try:
+            versions[name] = __import__(name).__version__
+        except Exception:  # noqa: BLE001
+            versions[name] = None
+    commit = git_commit()
+    return {
+        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "cpus": os.cpu_count(),
+        "memory_bytes": mem,
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "versions": versions,
+        "git_commit": commit,
+        # the last commit that changed the engine (diffcdc/): what the figures are about
+        "engine_commit": subprocess.run(
+            ["git", "log", "-1", "--format=%h", "--", "diffcdc"], check=False, cwd=REPO,
+            capture_output=True, text=True).stdout.strip(),
+        "command": " ".join([f"python -m {_main_module()}", *sys.argv[1:]]),
+    }
+
+
+def _main_module() -> str:
+    """The ``-m`` module this process runs (benchmarks.cluster runs benchmarks.run's matrix)."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    return spec.name if spec is not None else "benchmarks.run"
+
+
+def save(results: dict[str, Any], path: str) -> None:
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path + ".tmp", "w") as handle:
+        json.dump(results, handle, indent=1, default=str)
+    os.replace(path + ".tmp", path)
 
 
 def print_and_save(document: dict[str, Any], out: str | None, indent: int = 2) -> None:
@@ -92,6 +155,15 @@ def markdown(results: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-if __name__ == "__main__":
-    with open(sys.argv[1]) as handle:
+def main(argv: list[str] | None = None) -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("results", help="a results JSON of benchmarks.run")
+    args = parser.parse_args(argv)
+    with open(args.results) as handle:
         print(markdown(json.load(handle)))
+
+
+if __name__ == "__main__":
+    main()

@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import subprocess
 import sys
@@ -33,40 +32,16 @@ from typing import Any
 
 from .baselines import ENGINES, NEEDS_SPARK, Case, EngineUnavailable
 from .diffcdc_runner import run_diffcdc
-from .generate import Rates, cached_base, generate
+from .generate import SCENARIOS, prepare
 from .measure import tree_rss
+from .report import REPO, git_commit, machine_info, save
 from .verify import compare, read_changes, summarize, truth_changes
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
 ALL_ENGINES = {"diffcdc": run_diffcdc, **ENGINES}
-SCENARIOS: dict[str, Rates | None] = {
-    "steady": Rates(updates=0.01, deletes=0.005, inserts=0.005, key_changes=0.001),
-    "first-load": None,
-    "zero": Rates(updates=0.0, deletes=0.0, inserts=0.0, key_changes=0.0),
-    "half": Rates(updates=0.40, deletes=0.05, inserts=0.05, key_changes=0.0),
-}
 
 
 # --- data --------------------------------------------------------------------------------------
-
-
-def prepare(
-    data_root: str, rows: int, scenario: str, seed: int
-) -> tuple[str | None, str, str | None]:
-    """Generate (or reuse) the files of one scenario; return (prev, cur, truth parquet)."""
-    base = os.path.join(data_root, f"n{rows}-s{seed}", "base")
-    rates = SCENARIOS[scenario]
-    if rates is None:
-        cached_base(base, rows, seed)
-        return None, os.path.join(base, "snap-001"), None
-    out = os.path.join(data_root, f"n{rows}-s{seed}", scenario)
-    generate(out, rows, seed, rates, snapshots=2, base_cache=base)
-    return (
-        os.path.join(out, "snap-001"),
-        os.path.join(out, "snap-002"),
-        os.path.join(out, "truth-002.parquet"),
-    )
 
 
 # --- Spark -------------------------------------------------------------------------------------
@@ -258,7 +233,7 @@ def run_matrix(
                     scenario=scenario,
                     engine=engine,
                     load_average=os.getloadavg(),
-                    git_commit=_git_commit(),  # others may commit to the engine during a long run
+                    git_commit=git_commit(),  # others may commit to the engine during a long run
                 )
                 if record["status"] == "ok":
                     got = read_changes(record.pop("output_files"), case.key)
@@ -322,59 +297,6 @@ def ratios(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
             }
         out.append(entry)
     return out
-
-
-def _git_commit() -> str:
-    """Short HEAD commit, with ``+dirty`` when tracked files under ``diffcdc/`` are modified."""
-
-    def git(*args: str) -> str:
-        return subprocess.run(
-            ["git", *args], check=False, cwd=REPO, capture_output=True, text=True
-        ).stdout.strip()
-
-    head = git("rev-parse", "--short", "HEAD")
-    return head + (
-        "+dirty" if git("status", "--porcelain", "--untracked-files=no", "diffcdc") else ""
-    )
-
-
-def machine_info() -> dict[str, Any]:
-    mem = 0
-    try:
-        with open("/proc/meminfo") as handle:
-            mem = int(handle.readline().split()[1]) * 1024
-    except OSError:
-        pass
-    versions = {}
-    for name in ("pyspark", "duckdb", "deltalake", "pyarrow", "numpy"):
-        try:
-            versions[name] = __import__(name).__version__
-        except Exception:  # noqa: BLE001
-            versions[name] = None
-    commit = _git_commit()
-    return {
-        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "cpus": os.cpu_count(),
-        "memory_bytes": mem,
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "versions": versions,
-        "git_commit": commit,
-        "command": " ".join([f"python -m {_main_module()}", *sys.argv[1:]]),
-    }
-
-
-def _main_module() -> str:
-    """The ``-m`` module this process runs (benchmarks.cluster runs benchmarks.run's matrix)."""
-    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
-    return spec.name if spec is not None else "benchmarks.run"
-
-
-def save(results: dict[str, Any], path: str) -> None:
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path + ".tmp", "w") as handle:
-        json.dump(results, handle, indent=1, default=str)
-    os.replace(path + ".tmp", path)
 
 
 def parse_size(text: str) -> int | None:

@@ -1,6 +1,8 @@
-"""Benchmark smoke test: tiny snapshots, every engine, all must find exactly the true changes.
+"""The benchmark suite's smoke tests: every script in benchmarks/ runs here on tiny data.
 
-Not a timing test (times at 2,000 rows mean nothing); CI runs the benchmark only this way.
+Not timing tests (times at 2,000 rows mean nothing): they keep the suite from rotting. Whole
+``diffcdc run`` processes are run inline (``--inline``: the same commands in this process, on
+the test session), so each test takes seconds.
 """
 
 from __future__ import annotations
@@ -14,16 +16,50 @@ import pytest
 pytest.importorskip("duckdb")
 pytest.importorskip("deltalake")
 
-from benchmarks.generate import Rates, generate
-from benchmarks.run import SCENARIOS, run_matrix
+from benchmarks.generate import SCENARIOS, Rates, generate
+from benchmarks.run import run_matrix
 
-pytestmark = pytest.mark.slow
+BENCHMARKS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks")
+#: Every module of the suite; a new script must be added here (and get a smoke test below).
+MODULES = ("avro_encode", "baselines", "chart", "diffcdc_runner", "floor", "generate", "goals",
+           "jdbc", "measure", "processes", "report", "run", "sinks", "sparkjobs", "state_growth",
+           "text_encode", "verify")
+#: Those that are commands: ``python -m benchmarks.<name> --help`` answers.
+#: Commands that are also shared modules: the generator, the result files' table and chart.
+SHARED_COMMANDS = {"chart", "generate", "report"}
+COMMANDS = ("avro_encode", "chart", "floor", "generate", "goals", "jdbc", "report", "run",
+            "sinks", "state_growth", "text_encode")
 
 
 def _rows(path: str) -> dict[int, tuple]:
     table = pq.read_table(path)
     cols = [table.column(n).to_pylist() for n in table.column_names]
     return {row[0]: row[1:] for row in zip(*cols)}
+
+
+def test_every_module_of_the_suite_is_listed_and_every_command_answers_help(capsys):
+    import importlib
+
+    found = sorted(n[:-3] for n in os.listdir(BENCHMARKS) if n.endswith(".py") and n != "__init__.py")
+    assert found == sorted(MODULES)
+    for name in MODULES:
+        module = importlib.import_module(f"benchmarks.{name}")
+        assert (name in COMMANDS) == hasattr(module, "main"), name
+        if name in COMMANDS:
+            with pytest.raises(SystemExit) as done:
+                module.main(["--help"])
+            assert done.value.code == 0
+            assert "usage:" in capsys.readouterr().out
+    # a command imports only the suite's shared modules, never another command's internals
+    import ast
+
+    for name in MODULES:
+        with open(os.path.join(BENCHMARKS, f"{name}.py"), encoding="utf-8") as handle:
+            tree = ast.parse(handle.read())
+        imported = {node.module.rsplit(".", 1)[-1] for node in ast.walk(tree)
+                    if isinstance(node, ast.ImportFrom) and node.module
+                    and (node.level == 1 or node.module.startswith("benchmarks."))}
+        assert not imported & (set(COMMANDS) - SHARED_COMMANDS), (name, imported)
 
 
 def test_generator_truth_matches_a_brute_force_diff(tmp_path):
@@ -58,6 +94,7 @@ def test_generator_truth_matches_a_brute_force_diff(tmp_path):
     assert _rows(str(tmp_path / "e" / "snap-003")) == _rows(str(tmp_path / "d" / "snap-003"))
 
 
+@pytest.mark.default_tier
 def test_all_engines_agree_with_ground_truth(spark, tmp_path):
     engines = ["duckdb", "delta", "exceptall"]
     if importlib.util.find_spec("diffcdc.engine.run") is not None:
@@ -91,10 +128,11 @@ def test_all_engines_agree_with_ground_truth(spark, tmp_path):
     assert os.path.getsize(draw(results, str(tmp_path / "chart.png"))) > 1000
 
 
+@pytest.mark.default_tier
 def test_floor_benchmark_runs_and_reads_an_event_log(spark, tmp_path):
     import json
 
-    from benchmarks import floor
+    from benchmarks import floor, sparkjobs
 
     out = tmp_path / "floor.json"
     floor.main(["--rows", "2000", "--repeat", "1", "--data", str(tmp_path / "data"),
@@ -110,7 +148,7 @@ def test_floor_benchmark_runs_and_reads_an_event_log(spark, tmp_path):
     log.parent.mkdir(parents=True)
     events = [
         {"Event": "SparkListenerJobStart", "Job ID": 1, "Submission Time": 1000,
-         "Stage IDs": [4], "Properties": {"spark.jobGroup.id": floor.PROFILE_GROUP}},
+         "Stage IDs": [4], "Properties": {"spark.jobGroup.id": sparkjobs.PROFILE_GROUP}},
         {"Event": "SparkListenerJobStart", "Job ID": 2, "Submission Time": 1000,
          "Stage IDs": [5], "Properties": {}},
         {"Event": "SparkListenerStageCompleted", "Stage Info": {
@@ -122,11 +160,13 @@ def test_floor_benchmark_runs_and_reads_an_event_log(spark, tmp_path):
         {"Event": "SparkListenerJobEnd", "Job ID": 2, "Completion Time": 9000},
     ]
     log.write_text("\n".join(json.dumps(e) for e in events) + "\n")
-    assert floor.profile_jobs(str(tmp_path / "events")) == [{
+    assert sparkjobs.jobs_per_pool(str(tmp_path / "events")) == {"(none)": 2}
+    assert sparkjobs.profile_jobs(str(tmp_path / "events")) == [{
         "job": 1, "wall_s": 1.5, "tasks": 3, "task_run_s": 3.0, "task_cpu_s": 2.5,
         "gc_s": 0.0, "records_read": 42}]
 
 
+@pytest.mark.default_tier
 def test_sinks_benchmark_runs_every_variant(spark, tmp_path):
     from benchmarks import sinks
 
@@ -172,3 +212,62 @@ def test_jdbc_benchmark_loads_every_partition_count(spark, postgres, tmp_path):
     for kind in ("diffcdc", "plain"):
         assert [result[kind][n]["rows"] for n in ("1", "2")] == [3000, 3000]
         assert all(result[kind][n]["rows_per_s"] > 0 for n in ("1", "2"))
+
+
+def _goals(tmp_path, *argv: str) -> dict:
+    import json
+
+    from benchmarks import goals
+
+    out = tmp_path / "goals.json"
+    assert goals.main([*argv, "--inline", "--data", str(tmp_path / "data"), "--work",
+                       str(tmp_path / "work"), "--out", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["all_match_truth"] and doc["meta"]["git_commit"]
+    if "goal" in doc:  # one bound and whether it was met
+        assert len(doc["goal"]) == 2 and isinstance(doc["goal"]["met"], bool)
+    return doc
+
+
+@pytest.mark.default_tier
+def test_goals_many_tables_and_per_table(spark, tmp_path):
+    many = _goals(tmp_path / "many", "many", "--tables", "2", "--rows", "300", "--rounds", "1")
+    assert many["many_x_one"] > 0 and many["spark_jobs"]["many"]["per_table_median"] > 0
+    assert many["goal"]["many_x_one_at_most"] == 2.0
+    per = _goals(tmp_path / "per", "per-table", "--tables", "2", "--rows", "300", "--rounds", "1")
+    assert per["goal"]["extra_seconds_per_table_at_most"] == 0.15
+    assert set(per["median_seconds"]) == {"many", "one"} and "extra_seconds_per_table" in per
+
+
+@pytest.mark.default_tier
+def test_goals_steady_against_the_floor(spark, tmp_path):
+    doc = _goals(tmp_path, "floor", "--rows", "2000", "--rounds", "1")
+    assert doc["steady_x_floor"] > 0 and doc["goal"]["steady_x_floor_at_most"] == 1.6
+    assert doc["runs"]["floor"][0]["job_seconds"] > 0
+
+
+@pytest.mark.default_tier
+def test_goals_delta_check_on_a_table_of_many_files(spark, tmp_path):
+    doc = _goals(tmp_path, "delta-check", "--rows", "2000", "--files", "12", "--rounds", "1")
+    assert doc["data_files"]["many"] == 12 and doc["data_files"]["few"] < 12
+    many = doc["per_variant"]["many"]
+    assert many["verify_calls"] >= 1 and many["listings"] >= 1 and many["verify_seconds"] > 0
+
+
+@pytest.mark.default_tier
+def test_state_growth_bytes_and_others(spark, tmp_path):
+    import json
+
+    from benchmarks import state_growth
+
+    common = ["--inline", "--data", str(tmp_path / "data"), "--work", str(tmp_path / "work")]
+    out = tmp_path / "bytes.json"
+    assert state_growth.main(["bytes", "--rows", "2000", "--versions", "2", "--keep-versions", "2",
+                              "--out", str(out), *common]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["all_match_truth"] and doc["state_bytes_per_row"] > 0
+    out = tmp_path / "others.json"
+    assert state_growth.main(["others", "--rows", "2000", "--out", str(out), *common]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["all_match_truth"] and set(doc["median_seconds"]) == {
+        "first_load", "half", "zero", "verify_state", "rollback"}
