@@ -212,7 +212,7 @@ def check_state_root(
             record = commits[-1].record
             for sink in table.sinks:
                 entry = record.sinks.get(sink.sink_id)
-                if entry is not None:
+                if entry is not None:  # a wrong --landing / state root, before anything runs
                     plugin_of(sink).check_target(sink, entry.manifest, table.sink_table(),
                                                  state_given)
         return

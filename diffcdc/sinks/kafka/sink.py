@@ -333,7 +333,7 @@ class KafkaSink(Sink):
     ) -> None:
         """Check the topic is where this sink left it (unless ``checked`` just now), then send
         the staged parts not yet in it, in one transaction (see publish.py)."""
-        if manifest["parts"] and not checked:
+        if manifest["parts"] and not checked:  # published runs after its commit: changed since?
             before = [(v, m) for v, m in (history.manifests if history else ()) if v < version]
             self._verify(before, manifest)
         publish_version(self.clients, version, manifest, staging_dir)
