@@ -1,8 +1,9 @@
 """The per-snapshot step carries out the plan: each decision and each target check once.
 
 * counts per version of a steady run (a Delta, a Kafka and a landing sink on one table): each
-  sink's target is checked once (right before the commit), a Delta table's files are listed
-  once, Kafka's ``accept`` runs once, and the state log is listed a bounded number of times;
+  sink's target is checked twice (quickly before the diff, in full right before the commit;
+  never again when publishing it), a Delta table's files are listed once, Kafka's ``accept``
+  runs once, and the state log is listed a bounded number of times;
 * a target changed between the stage and the commit (Delta, Kafka) is refused by the check
   right before the commit: nothing is committed, nothing published, and the target holds
   exactly what the other writer left.
@@ -52,6 +53,7 @@ def _counters(monkeypatch: pytest.MonkeyPatch) -> Counter:
 
     calls: Counter = Counter()
     _count(monkeypatch, calls, DeltaSink, "_verify", "delta check")
+    _count(monkeypatch, calls, DeltaSink, "quick_check", "delta quick check")
     _count(monkeypatch, calls, DeltaTable, "repair", "delta file listing")
     _count(monkeypatch, calls, KafkaSink, "_verify", "kafka check")
     _count(monkeypatch, calls, KafkaSink, "accept", "kafka accept")
@@ -62,8 +64,9 @@ def _counters(monkeypatch: pytest.MonkeyPatch) -> Counter:
 
 
 def test_a_steady_version_checks_each_target_once(spark, servers, tmp_path, monkeypatch):
-    """One new snapshot, three sinks: one check per sink (before the commit), one listing of
-    the Delta table's files, one ``accept`` per sink; the state log is listed a few times."""
+    """One new snapshot, three sinks: per sink a quick check before the diff and a full one
+    before the commit, none when publishing; one listing of the Delta table's files, one
+    ``accept`` per sink; the state log is listed a few times."""
     root = str(tmp_path)
     table = table_config(root, [DELTA, KAFKA, LANDING], servers)
     state = os.path.join(root, "state")
@@ -75,11 +78,11 @@ def test_a_steady_version_checks_each_target_once(spark, servers, tmp_path, monk
     report = run_table(spark, table, state, RunOptions(quality=PERMISSIVE))
     assert report.outcome == "ok" and [s.version for s in report.snapshots] == [3]
     print(dict(calls))
-    assert calls["delta check"] == 1
+    assert calls["delta check"] == 2 and calls["delta quick check"] == 1
     assert calls["delta file listing"] == 1
-    assert calls["kafka check"] == 1
+    assert calls["kafka check"] == 2
     assert calls["kafka accept"] == 1
-    assert calls["landing check"] == 1
+    assert calls["landing check"] == 2
     assert calls["state log listing"] <= 4
 
 

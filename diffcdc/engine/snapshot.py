@@ -115,6 +115,9 @@ def process_snapshot(
     if snapshot is None:
         return None
     step = plan_version(ctx, snapshot, commits, reload)
+    # Before the diff (protects the run's time): no work for a version no sink can take; a
+    # sink whose target is gone fails alone here (quick: no Delta file listing).
+    _check_sinks(ctx, step, quick=True)
     crash_point("after_read")
     sid, version = snapshot.snapshot_id, step.version
     vdir = state.new_version_dir(version, ctx.run_id)
@@ -137,7 +140,7 @@ def process_snapshot(
         _refuse_changed(ctx, snapshot)
         # Right before the commit (protects the commit): a target changed while the version
         # was staged is refused before anything of it is committed or published.
-        _check_sinks(ctx, step)
+        _check_sinks(ctx, step, quick=False)
         record = _record(ctx, step, written, sinks, vdir)
         ctx.stage(sid, f"commit version {version}")
         state.claim(record)
@@ -329,17 +332,21 @@ def _newest_past_time(commits: list[Commit], latest: dt.datetime) -> dt.datetime
     return max((t for t in times if t <= latest), default=None)
 
 
-def _check_sinks(ctx: RunContext, step: VersionPlan) -> None:
-    """Each sink that continues checks its target is where it left it (once per version,
-    right before the commit). A sink whose target changed (or is down, or its disk fails)
-    fails on its own: the version is still committed and staged for it, and it publishes
-    nothing in this run while the other sinks go on."""
+def _check_sinks(ctx: RunContext, step: VersionPlan, *, quick: bool) -> None:
+    """Each sink that continues checks its target is where it left it (``quick``: before the
+    diff, :meth:`~diffcdc.sinks.base.Sink.quick_check`; else in full, right before the
+    commit). A sink whose target changed (or is down, or its disk fails) fails on its own:
+    the version is still committed and staged for it, and it publishes nothing in this run
+    while the other sinks go on."""
     for sink_id in step.checked:
         sink = ctx.sinks[sink_id]
         if sink_id in ctx.failed:
             continue
         try:
-            sink.check(step.histories[sink_id])
+            if quick:
+                sink.quick_check(step.histories[sink_id])
+            else:
+                sink.check(step.histories[sink_id])
         except Exception as exc:  # noqa: BLE001 - its disk, server or library: its own
             ctx.fail_sink(sink_id, sink_error(sink, exc, "checking its target"),
                           "before the commit")

@@ -7,6 +7,9 @@ rows carry the key values and NULL elsewhere). Nothing of a particular output fo
 
 Per snapshot, for every sink of the table, in this order:
 
+0. ``quick_check(history)`` — before the diff: the part of ``check`` (below) that tells
+   cheaply whether the target can take a version at all, so no work is spent on a version
+   no sink can take (the default runs ``check``). Fails the sink as ``check`` does.
 1. ``accept(changes)`` — once the change set is known, for every sink before any stages: can
    this target take it at all (an insert-only target handed updates or deletes)? Raises an
    :class:`~diffcdc.errors.InputRefused`; nothing is staged or committed for any sink then.
@@ -132,6 +135,11 @@ class Sink(ABC):
 
     def check(self, history: SinkHistory) -> None:  # noqa: B027 - most sinks check something
         """Refuse (raise) before the commit when the target is not where this sink left it."""
+
+    def quick_check(self, history: SinkHistory) -> None:
+        """Before the diff: refuse (raise) a target that cannot take a version at all; what
+        costs time (a listing of every file) may wait for :meth:`check` before the commit."""
+        self.check(history)
 
     def schema_problem(self, schema: T.StructType, history: SinkHistory) -> str | None:
         """A schema change this sink cannot follow (beyond the table's own rules), or None.
