@@ -7,18 +7,20 @@ rows carry the key values and NULL elsewhere). Nothing of a particular output fo
 
 Per snapshot, for every sink of the table, in this order:
 
-0. ``quick_check(history)`` — before the diff: the part of ``check`` (below) that tells
-   cheaply whether the target can take a version at all, so no work is spent on a version
-   no sink can take (the default runs ``check``). Fails the sink as ``check`` does.
-1. ``accept(changes)`` — once the change set is known, for every sink before any stages: can
+1. ``quick_check(history)`` — before the diff (a sink that starts afresh is not checked):
+   the part of ``check`` (3.) that tells cheaply whether the target can take a version at
+   all, so no work is spent on a version no sink can take (the default runs ``check``). Fails
+   the sink as ``check`` does.
+2. ``accept(changes)`` — once the change set is known, for every sink before any stages: can
    this target take it at all (an insert-only target handed updates or deletes)? Raises an
    :class:`~diffcdc.errors.InputRefused`; nothing is staged or committed for any sink then.
-2. ``stage(changes, staging_dir, history)`` — write everything the sink will publish under
+   Then ``stage(changes, staging_dir, history)`` — write everything the sink will publish under
    ``staging_dir`` (a folder inside the uncommitted state version, private to this sink) and
    return its *manifest*: a small JSON-able dict that the commit record keeps for this sink
    (file names and checksums, message counts, ...). Staging must not touch the target.
-3. ``check(history)`` — once per version, right before the commit (a sink that starts afresh
-   is not checked): is the target where this sink left it?
+3. ``check(history)`` — in full, once per version, right before the commit (a target changed
+   while the version was staged is refused before anything of it is committed): is the
+   target where this sink left it?
    (a foreign file, a lost table, a changed schema, a server that is down). Raises a
    :class:`~diffcdc.errors.DiffcdcError`: this sink fails for the run, publishes nothing and
    is named in the run's error; the version is still committed (and staged for it) when
@@ -34,9 +36,9 @@ Per snapshot, for every sink of the table, in this order:
    first, in a later run, while the table's other sinks go on.
 
 An exception other than a :class:`~diffcdc.errors.DiffcdcError` (an ``OSError`` of the target's
-disk: read-only, full, no permission; a library's error) at ``prepare``, ``check``, ``accept``
-or ``publish`` is this sink's failure all the same: the engine names the sink and its target
-(:mod:`diffcdc.engine.sink_errors`) and the table's other sinks go on. At ``stage`` (which
+disk: read-only, full, no permission; a library's error) at ``prepare``, ``quick_check``,
+``check``, ``accept`` or ``publish`` is this sink's failure all the same: the engine names the
+sink and its target (:mod:`diffcdc.engine.sink_errors`) and the table's other sinks go on. At ``stage`` (which
 writes to the state's version folder) any failure stops the version for every sink.
 
 ``history`` is this sink's manifests of earlier versions, oldest first, since the table was
