@@ -91,7 +91,7 @@ class RunContext:
         source: Source,
     ) -> RunContext:
         # the keys as the head's snapshot spelled them (the config may spell them in another
-        # case); each snapshot resolves them again (:meth:`use_keys`)
+        # case) until a snapshot's version gives every sink its own view (:meth:`use_table`)
         ident = table.sink_table(plan.head.record.keys if plan.head is not None else None)
         sinks = {cfg.sink_id: build_sink(cfg, ident, state) for cfg in table.sinks}
         return cls(
@@ -116,13 +116,11 @@ class RunContext:
         self.failed.setdefault(sink_id, error)
         self.say(f"{when}: sink {sink_id} failed: {error.message}")
 
-    def use_keys(self, keys: list[str]) -> SinkTable:
-        """Every sink's table with ``keys`` as the snapshot at hand spells them (resolved once,
-        :func:`~diffcdc.core.schema.resolve_columns`): what each sink writes as key names."""
-        ident = self.table.sink_table(keys)
+    def use_table(self, ident: SinkTable) -> None:
+        """Every sink's table for the version at hand: the one view of it, with the columns as
+        the snapshot spells them (:func:`~diffcdc.engine.snapshot.plan_version`)."""
         for sink in self.sinks.values():
             sink.table = ident
-        return ident
 
     def reserved_columns(self) -> list[str]:
         return [c for sink in self.sinks.values() for c in sink.reserved_columns]

@@ -71,6 +71,9 @@ class TablePlan:
     #: another table, a sink's target is not the one the state published to, or the table has
     #: no state there but its output is published): a command refuses as a whole then.
     state_root_refused: bool = False
+    #: The head's keys and fingerprint were checked against the run's (:func:`check_continues`):
+    #: the run's versions continue it, and no step checks that again.
+    identity_checked: bool = False
     #: Why the run must refuse its snapshots (missing source, late snapshot, changed keys, a
     #: rollback that cannot be done): raised once the sinks' backlog is published.
     error: DiffcdcError | None = field(default=None, compare=False)
@@ -167,7 +170,8 @@ def plan_table(
             snapshots = source.pending([c.snapshot_id for c in commits])
             if plan.reload is not None and not snapshots and head is not None:
                 snapshots = _reload_from_head(source, head, table)
-            check_continues(table, head, snapshots, plan.reload)
+            checked = check_continues(table, head, snapshots, plan.reload)
+            plan = replace(plan, identity_checked=checked)
     except DiffcdcError as exc:
         plan = replace(plan, error=_of(table, exc))
     else:
@@ -209,6 +213,7 @@ def check_state_root(
             for sink in table.sinks:
                 entry = record.sinks.get(sink.sink_id)
                 if entry is not None and plugin_of(sink).capabilities.target_checks:
+                    # a wrong --landing / state root, before anything runs
                     plugin_of(sink).check_target(sink, entry.manifest, table.sink_table(),
                                                  state_given)
         return
@@ -254,14 +259,16 @@ def _build_source(table: TableConfig) -> Source:
 def check_continues(
     table: TableConfig, head: Commit | None, pending: Sequence[PendingSnapshot],
     reload: ReloadRequest | None,
-) -> None:
+) -> bool:
     """Refuse, as the run would, a snapshot that cannot continue the head: key columns or a
-    fingerprint width other than the committed ones (only a reload re-creates the table)."""
-    if head is None or not pending or reload is not None:
-        return
+    fingerprint width other than the committed ones (only a reload of the whole table
+    re-creates it; one of named sinks continues it). True when it was checked."""
+    if head is None or not pending or (reload is not None and not reload.sinks):
+        return False
     from diffcdc.engine.recreate import check_identity  # pyspark types: a table with work
 
     check_identity(head.record, list(table.keys), table, pending[0].snapshot_id or "")
+    return True
 
 
 def _reload_from_head(source: Source, head: Commit, table: TableConfig) -> list[PendingSnapshot]:

@@ -14,6 +14,8 @@ is missing lands.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from diffcdc.engine.context import RunContext, sink_history, staging_dir
 from diffcdc.engine.sink_errors import sink_error, under
 from diffcdc.errors import DiffcdcError
@@ -22,25 +24,37 @@ from diffcdc.state.records import sink_backlog
 from diffcdc.state.store import Commit
 
 
-def publish_backlog(ctx: RunContext, skip: frozenset[str] = frozenset()) -> list[int]:
+def publish_backlog(
+    ctx: RunContext,
+    skip: frozenset[str] = frozenset(),
+    *,
+    commits: list[Commit] | None = None,
+    checked: Mapping[str, int] | None = None,
+) -> dict[str, list[int]]:
     """Every configured sink (but ``skip`` and those failed in this run) publishes what it has
-    not published yet, oldest first; returns the versions some sink published.
+    not published yet, oldest first; returns the versions each sink published.
 
-    A sink that fails is recorded in ``ctx.failed`` and stops there; the others go on.
+    ``commits``: the table's log as the caller knows it (it holds the lease: nothing else
+    writes it; None lists it). ``checked``: per sink, the version whose target check ran right
+    before its commit in this run (the sink does not check again when publishing it). A sink
+    that fails is recorded in ``ctx.failed`` and stops there; the others go on.
     """
-    commits = ctx.state.commits()
-    done: set[int] = set()
+    commits = ctx.state.commits() if commits is None else commits
+    done: dict[str, list[int]] = {}
     for sink_id in ctx.sinks:
         if sink_id in skip or sink_id in ctx.failed:
             continue
         for commit in sink_backlog(commits, sink_id):
-            if not _publish(ctx, commits, commit, sink_id):
+            verified = (checked or {}).get(sink_id) == commit.version
+            if not _publish(ctx, commits, commit, sink_id, verified):
                 break
-            done.add(commit.version)
-    return sorted(done)
+            done.setdefault(sink_id, []).append(commit.version)
+    return done
 
 
-def _publish(ctx: RunContext, commits: list[Commit], commit: Commit, sink_id: str) -> bool:
+def _publish(
+    ctx: RunContext, commits: list[Commit], commit: Commit, sink_id: str, checked: bool
+) -> bool:
     """Publish one version to one sink and mark it; False (recorded) when the sink failed."""
     record = commit.record
     ctx.state.check_lease()  # a run frozen past its lease publishes nothing more
@@ -51,6 +65,7 @@ def _publish(ctx: RunContext, commits: list[Commit], commit: Commit, sink_id: st
             record.sinks[sink_id].manifest,
             staging_dir(ctx.state, record, sink_id),
             sink_history(commits, sink_id, upto=commit.version),
+            checked=checked,
         )
     except Exception as exc:  # noqa: BLE001 - the sink's disk, server or library: its own
         if under(exc, ctx.state.dir):

@@ -34,14 +34,19 @@ def decide_recreate(
     sid: str,
     reload: ReloadRequest | None,
     sink_problems: Sequence[str] = (),
+    *,
+    identity_checked: bool = False,
 ) -> Recreate | None:
     """The re-creation this snapshot makes, or None when the table continues; raises.
-    ``reload``: a pending reload of the whole table (one of named sinks re-creates nothing)."""
+    ``reload``: a pending reload of the whole table (one of named sinks re-creates nothing);
+    ``identity_checked``: the run's plan already checked the keys and the fingerprint against
+    ``head`` (:func:`check_identity`), which is not done again."""
     if reload is not None:
         return Recreate(reload.reason, reload.id)
     if head is None:
         return None
-    check_identity(head, keys, table, sid)
+    if not identity_checked:
+        check_identity(head, keys, table, sid)
     problem = schema_problem(head, schema, table, sink_problems)
     if problem is None:
         return None

@@ -34,7 +34,6 @@ from diffcdc.spark.session import is_connect, spark_label
 from diffcdc.spark_compat import error_text
 from diffcdc.state.guard import unreadable_state
 from diffcdc.state.prune import prune_versions
-from diffcdc.state.records import sink_backlog
 from diffcdc.state.root import StateRoot
 from diffcdc.state.store import TableState, new_run_id, now_iso
 
@@ -86,10 +85,11 @@ def run_table(
                     ctx.close()
             finally:
                 if plan is not None and plan.refusal is None:  # never another table's state
-                    prune_versions(state, options.keep_versions)
+                    commits = state.commits()
+                    prune_versions(state, options.keep_versions, commits)
                     # Copies of read-once sources: the last keep_snapshots committed ones stay.
                     SnapshotCopies(state.dir, table.name).prune(
-                        table.keep_snapshots, [c.snapshot_id for c in state.commits()]
+                        table.keep_snapshots, [c.snapshot_id for c in commits]
                     )
                 if not existed and not state.has_history():
                     # Nothing committed or requested: the folder this run made goes again
@@ -247,13 +247,9 @@ def _execute(ctx: RunContext, report: TableReport, watch: RunObserver) -> None:
         say(f"the requested reload supersedes what {', '.join(plan.superseded)} left unpublished")
     if plan.publishes_first:
         ctx.stage(None, "finishing versions left unpublished by an earlier run")
-        waiting = _backlog(ctx)
-        report.resumed_versions.extend(publish_backlog(ctx, skip=plan.reloading))
-        left = _backlog(ctx)
-        report.backlog_published.update({
-            sink: done for sink, versions in waiting.items()
-            if (done := [v for v in versions if v not in left.get(sink, ())])
-        })
+        published = publish_backlog(ctx, skip=plan.reloading)
+        report.resumed_versions.extend(sorted({v for done in published.values() for v in done}))
+        report.backlog_published.update(published)
     if plan.error is not None:
         raise plan.error
     if plan.rollback_to is not None:
@@ -267,18 +263,12 @@ def _execute(ctx: RunContext, report: TableReport, watch: RunObserver) -> None:
         report.outcome = "ok" if report.resumed_versions else "nothing to do"
 
 
-def _backlog(ctx: RunContext) -> dict[str, list[int]]:
-    """Each sink's committed versions it has not published yet."""
-    commits = ctx.state.commits()
-    return {s: [c.version for c in sink_backlog(commits, s)] for s in ctx.sinks}
-
-
 def _process(ctx: RunContext, report: TableReport, watch: RunObserver) -> None:
     """Each snapshot of the plan as its own committed, published version, oldest first (the
     first one carries out the plan's reload)."""
     for index, entry in enumerate(ctx.plan.snapshots):
         try:
-            result = process_snapshot(ctx, entry, ctx.state.head(),
+            result = process_snapshot(ctx, entry, ctx.state.commits(),
                                       ctx.plan.reload if index == 0 else None)
         except DiffcdcError as exc:
             exc.snapshot = exc.snapshot or entry.snapshot_id

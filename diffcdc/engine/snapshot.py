@@ -1,4 +1,5 @@
-"""One snapshot of one table: read → plan → diff into state → gate → stage sinks → commit → publish.
+"""One snapshot of one table: read → plan the version → diff into state → gate → stage sinks →
+check targets → commit → publish.
 
 Everything a snapshot produces — the new state version and every sink's staged output — is
 written into an uncommitted version folder first. The commit record, created by compare-and-
@@ -11,7 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import posixpath
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,7 +52,7 @@ from diffcdc.sources.snapshot_time import format_time, read_time
 from diffcdc.spark.paths import literal_path, read_written, spark_path
 from diffcdc.staged_files import StagedFile, StagedFolder, in_process
 from diffcdc.state.chain import StateLink, compaction_due, state_chain
-from diffcdc.state.commit import CommitRecord, Counts, Fingerprint, SinkEntry
+from diffcdc.state.commit import CommitRecord, Counts, Fingerprint, Recreate, SinkEntry
 from diffcdc.state.guard import check_head_state
 from diffcdc.state.integrity import describe_state
 from diffcdc.state.requests import ReloadRequest
@@ -63,143 +64,220 @@ BROADCAST_CHANGED_KEYS = 2_000_000
 _COUNTS = ("rows", "inserted", "updated", "deleted", "unchanged")
 
 
+@dataclass(frozen=True)
+class VersionPlan:
+    """What one snapshot's version does, decided once (from the table's plan made under the
+    lease and the snapshot just read) before any Spark work; the steps only carry it out."""
+
+    version: int
+    snapshot: Snapshot
+    #: The one view of the table every sink and the change set share for this version: the
+    #: keys and excluded columns as this snapshot spells them.
+    table: SinkTable
+    keys: list[str]  #: the key columns as the snapshot spells them
+    exclude: list[str]  #: the excluded columns the snapshot has (as configured)
+    #: What the batch is diffed against (None: nothing, every sink gets a full image).
+    base: Commit | None
+    chain: tuple[StateLink, ...]  #: the base's state chain
+    recreate: Recreate | None  #: the re-creation this version makes (None: it continues)
+    reload: ReloadRequest | None  #: the reload request this version carries out
+    #: Sinks that start afresh from a full image (and drop their old output), and why.
+    restart: Mapping[str, str]
+    histories: Mapping[str, SinkHistory]  #: each sink's history this version continues
+    as_of: dt.datetime | None  #: the snapshot's as-of time
+
+    @property
+    def checked(self) -> tuple[str, ...]:
+        """Sinks whose target is checked right before the commit: every sink that continues
+        (one that starts afresh replaces whatever is there)."""
+        return tuple(s for s in self.histories if s not in self.restart)
+
+
 def process_snapshot(
     ctx: RunContext,
     pending: PendingSnapshot,
-    head: Commit | None,
+    commits: list[Commit],
     reload: ReloadRequest | None = None,
 ) -> SnapshotResult | None:
-    """Diff one snapshot against the head state, gate it, commit it and publish it.
+    """One snapshot as its own version, the steps of its :class:`VersionPlan`: read, plan,
+    diff into state, gate, stage every sink, check the targets, commit, publish.
 
-    When the table is re-created (``reload`` of the whole table, or a schema change under
-    ``schema_policy = "recreate"``) the snapshot is diffed against nothing: every sink gets a
-    full image and starts its output afresh; a ``reload`` of named sinks gives just those a
-    full image. None when the source's snapshot turns out to be the last committed one again
-    (a snapshot id query returning the same batch).
+    ``commits`` is the table's log as it is now (listed once for this snapshot); ``reload``
+    the table plan's reload when this is its first snapshot. None when the source's snapshot
+    turns out to be the last committed one again (a snapshot id query returning the same
+    batch).
     """
     started = time.monotonic()
-    table, state = ctx.table, ctx.state
-    rollback_to = ctx.plan.rollback_to
-    fresh = head is not None and reload is None and rollback_to is None
-    after = head.snapshot_id if fresh and head is not None else None
+    state = ctx.state
+    head = commits[-1] if commits else None
     ctx.stage(pending.snapshot_id, "read")
-    snapshot = ctx.source.read(ctx.spark, pending, ctx.copies, after)
+    snapshot = _read(ctx, pending, head, reload)
     if snapshot is None:
         return None
-    df, sid = snapshot.df, snapshot.snapshot_id
-    keys = resolve_columns(df.schema, table.keys, what="key", table=table.name, snapshot=sid)
-    ident = ctx.use_keys(keys)  # every sink writes the keys as this snapshot spells them
-    exclude = [c for c in table.exclude if c.lower() in {n.lower() for n in df.columns}]
-    check_snapshot_columns(
-        df.schema, keys, table=table.name, snapshot=sid, reserved=ctx.reserved_columns()
-    )
-    commits = state.commits()
-    histories = {s: sink_history(commits, s) for s in ctx.sinks}
-    problems = [
-        p for s, sink in ctx.sinks.items() if (p := sink.schema_problem(df.schema, histories[s]))
-    ]
-    sink_reload = reload is not None and bool(reload.sinks)
-    recreate = decide_recreate(
-        table, df.schema, keys, head.record if head else None, sid,
-        None if sink_reload else reload, problems,
-    )
-    base = None if recreate else head  # what the batch is diffed against
-    # these start from a full image
-    fresh_sinks = reload.starts_afresh(ctx.sinks) if reload is not None else frozenset()
-    if recreate is not None:
-        ctx.say(f"{sid}: re-creating the table ({recreate.reason})")
-        histories = {s: SinkHistory() for s in ctx.sinks}
-    else:
-        if fresh_sinks:
-            ctx.say(f"{sid}: a full image for {', '.join(sorted(fresh_sinks))} (reload requested)")
-        histories = {s: SinkHistory() if s in fresh_sinks else h for s, h in histories.items()}
-        _check_sinks(ctx, histories, fresh_sinks)
-    as_of = _as_of_time(ctx, snapshot, head, again=rollback_to is not None or reload is not None)
-    chain = state_chain(commits, base.version) if base is not None else ()
-    if base is not None:
-        check_head_state(state, commits, base.version)
+    step = plan_version(ctx, snapshot, commits, reload)
+    # Before the diff (protects the run's time): no work for a version no sink can take; a
+    # sink whose target is gone fails alone here (quick: no Delta file listing).
+    _check_sinks(ctx, step, quick=True)
     crash_point("after_read")
-
-    version = head.version + 1 if head else 1
+    sid, version = snapshot.snapshot_id, step.version
     vdir = state.new_version_dir(version, ctx.run_id)
     committed = False
     try:
         ctx.stage(sid, f"fingerprint and diff (version {version})")
-        written = _stage_state(ctx, df, base, chain, keys, exclude, vdir)
+        written = _stage_state(ctx, snapshot.df, step.base, step.chain, step.keys,
+                               step.exclude, vdir)
         metrics = written.counts
         crash_point("after_state_staged")
         gate_started = time.monotonic()
-        previous_rows = head.record.counts.rows if head else None
         ctx.stage(sid, f"quality gate ({metrics['rows']} rows)")
-        gates = run_gate(df, keys, previous_rows, metrics, ctx.gate, table.name, sid)
+        gates = run_gate(snapshot.df, step.keys, head.record.counts.rows if head else None,
+                         metrics, ctx.gate, ctx.table.name, sid)
         gate_seconds = round(time.monotonic() - gate_started, 3)
-        ident = SinkTable(ident.name, ident.keys, ident.schema_name, tuple(exclude))
         ctx.stage(sid, f"stage +{metrics['inserted']} ~{metrics['updated']} "
                        f"-{metrics['deleted']} for {', '.join(ctx.sinks)}")
-        # Sinks starting afresh on purpose drop their old output first (why, per sink).
-        restart: dict[str, str] = {}
-        if recreate is not None:
-            restart = dict.fromkeys(ctx.sinks, recreate.reason)
-        elif reload is not None:
-            restart = dict.fromkeys(fresh_sinks, reload.reason)
-        sinks = _stage_sinks(ctx, df, ident, written, _Draft(version, sid, vdir, base, as_of),
-                             restart, histories)
-        if sink_reload and reload is not None:  # the commit carries the request out
-            sinks = {s: SinkEntry(e.type, {**e.manifest, "reload": reload.id})
-                     if s in fresh_sinks else e for s, e in sinks.items()}
+        sinks = _stage_sinks(ctx, snapshot.df, written, step, vdir)
         crash_point("after_changes_staged")
-        if snapshot.changed():
-            raise InputRefused(
-                "snapshot changed while it was being processed",
-                table=table.name,
-                snapshot=sid,
-                path=snapshot.path,
-                hint="wait until the extract is complete, then run again",
-            )
-        if recreate is None:  # again right before the commit: a target may have changed
-            _check_sinks(ctx, histories, fresh_sinks)
-        record = CommitRecord(
-            version=version,
-            table=table.name,
-            run_id=ctx.run_id,
-            snapshot_id=sid,
-            snapshot_path=snapshot.path,
-            snapshot_identity=snapshot.identity_record,
-            state_manifest=describe_state(
-                df.sparkSession, paths.join(vdir, "state"), table.name, written.files
-            ),
-            version_dir=paths.relative(vdir, state.dir),
-            state_path=posixpath.join(paths.relative(vdir, state.dir), "state"),
-            state_parent=base.version if written.delta and base is not None else None,
-            keys=keys,
-            exclude=exclude,
-            schema=df.schema.jsonValue(),
-            fingerprint=Fingerprint(FINGERPRINT_VERSION, table.fingerprint_bits),
-            counts=Counts(**{k: metrics[k] for k in _COUNTS}),
-            sinks=sinks,
-            recreate=recreate,
-            snapshot_time=format_time(as_of) if as_of is not None else None,
-            extra={"rollback_to": rollback_to} if rollback_to is not None else {},
-        )
+        _refuse_changed(ctx, snapshot)
+        # Right before the commit (protects the commit): a target changed while the version
+        # was staged is refused before anything of it is committed or published.
+        _check_sinks(ctx, step, quick=False)
+        record = _record(ctx, step, written, sinks, vdir)
         ctx.stage(sid, f"commit version {version}")
         state.claim(record)
         committed = True
-        if reload is not None:
+        if step.reload is not None:
             state.requests.clear_reload_request()
     finally:
         if not committed:
             paths.remove_tree(vdir)
     crash_point("after_claim")
-    commit = state.head()
-    assert commit is not None and commit.version == version
     ctx.stage(sid, "publish")
-    publish_backlog(ctx)
+    # Nothing but the commit came between the check above and this publish: the sinks
+    # checked there do not check their target again.
+    publish_backlog(ctx, commits=[*commits, Commit(record, frozenset())],
+                    checked={s: version for s in step.checked})
     crash_point("after_published")
     return _result(ctx, record, gates, gate_seconds, started)
 
 
+def _read(
+    ctx: RunContext, pending: PendingSnapshot, head: Commit | None, reload: ReloadRequest | None
+) -> Snapshot | None:
+    """The snapshot's rows (None: the source found the head's snapshot again); a plain run
+    asks the source for what comes after the head's snapshot."""
+    continues = head is not None and reload is None and ctx.plan.rollback_to is None
+    after = head.snapshot_id if continues and head is not None else None
+    return ctx.source.read(ctx.spark, pending, ctx.copies, after)
+
+
+def plan_version(
+    ctx: RunContext, snapshot: Snapshot, commits: list[Commit], reload: ReloadRequest | None
+) -> VersionPlan:
+    """Every decision of the version ``snapshot`` makes, taken once (raises a refusal).
+
+    The table's plan made under the lease already decided which sinks a reload starts afresh
+    (:attr:`~diffcdc.engine.plan.TablePlan.reloading`) and checked that the run's keys and
+    fingerprint continue the head (:attr:`~diffcdc.engine.plan.TablePlan.identity_checked`;
+    a version this run committed continues it too); what is left needs the snapshot: its
+    spelling of the columns, its schema against the head's and the sinks', its time.
+    """
+    table, df, sid = ctx.table, snapshot.df, snapshot.snapshot_id
+    head = commits[-1] if commits else None
+    keys = resolve_columns(df.schema, table.keys, what="key", table=table.name, snapshot=sid)
+    names = {n.lower(): n for n in df.columns}
+    exclude = [c for c in table.exclude if c.lower() in names]
+    ident = SinkTable(table.name, tuple(keys), table.schema_name,
+                      tuple(names[c.lower()] for c in exclude))
+    ctx.use_table(ident)  # every sink writes the columns as this snapshot spells them
+    check_snapshot_columns(
+        df.schema, keys, table=table.name, snapshot=sid, reserved=ctx.reserved_columns()
+    )
+    histories = {s: sink_history(commits, s) for s in ctx.sinks}
+    problems = [
+        p for s, sink in ctx.sinks.items() if (p := sink.schema_problem(df.schema, histories[s]))
+    ]
+    sink_reload = reload is not None and bool(reload.sinks)
+    identity_checked = ctx.plan.identity_checked or (
+        head is not None and head.record.run_id == ctx.run_id)
+    recreate = decide_recreate(
+        table, df.schema, keys, head.record if head else None, sid,
+        None if sink_reload else reload, problems, identity_checked=identity_checked,
+    )
+    restart: dict[str, str] = {}
+    if recreate is not None:
+        ctx.say(f"{sid}: re-creating the table ({recreate.reason})")
+        restart = dict.fromkeys(ctx.sinks, recreate.reason)
+    elif reload is not None:
+        fresh = ctx.plan.reloading
+        if fresh:
+            ctx.say(f"{sid}: a full image for {', '.join(sorted(fresh))} (reload requested)")
+        restart = dict.fromkeys((s for s in ctx.sinks if s in fresh), reload.reason)
+    histories = {s: SinkHistory() if s in restart else h for s, h in histories.items()}
+    base = None if recreate else head
+    as_of = _as_of_time(ctx, snapshot, head, commits,
+                        again=ctx.plan.rollback_to is not None or reload is not None)
+    chain = state_chain(commits, base.version) if base is not None else ()
+    if base is not None:
+        check_head_state(ctx.state, commits, base.version)
+    return VersionPlan(
+        version=head.version + 1 if head else 1, snapshot=snapshot, table=ident, keys=keys,
+        exclude=exclude, base=base, chain=chain, recreate=recreate, reload=reload,
+        restart=restart, histories=histories, as_of=as_of,
+    )
+
+
+def _refuse_changed(ctx: RunContext, snapshot: Snapshot) -> None:
+    """Refuse a snapshot whose files changed while the version was made from them."""
+    if snapshot.changed():
+        raise InputRefused(
+            "snapshot changed while it was being processed",
+            table=ctx.table.name,
+            snapshot=snapshot.snapshot_id,
+            path=snapshot.path,
+            hint="wait until the extract is complete, then run again",
+        )
+
+
+def _record(
+    ctx: RunContext, step: VersionPlan, written: WrittenState, sinks: dict[str, SinkEntry],
+    vdir: str,
+) -> CommitRecord:
+    """The commit record of the version: the new state, every sink's manifest, the plan's
+    re-creation or reload."""
+    state, snapshot, base, df = ctx.state, step.snapshot, step.base, step.snapshot.df
+    metrics = written.counts
+    rollback_to = ctx.plan.rollback_to
+    if step.reload is not None and step.reload.sinks:  # the commit carries the request out
+        sinks = {s: SinkEntry(e.type, {**e.manifest, "reload": step.reload.id})
+                 if s in step.restart else e for s, e in sinks.items()}
+    return CommitRecord(
+        version=step.version,
+        table=ctx.table.name,
+        run_id=ctx.run_id,
+        snapshot_id=snapshot.snapshot_id,
+        snapshot_path=snapshot.path,
+        snapshot_identity=snapshot.identity_record,
+        state_manifest=describe_state(
+            df.sparkSession, paths.join(vdir, "state"), ctx.table.name, written.files
+        ),
+        version_dir=paths.relative(vdir, state.dir),
+        state_path=posixpath.join(paths.relative(vdir, state.dir), "state"),
+        state_parent=base.version if written.delta and base is not None else None,
+        keys=step.keys,
+        exclude=step.exclude,
+        schema=df.schema.jsonValue(),
+        fingerprint=Fingerprint(FINGERPRINT_VERSION, ctx.table.fingerprint_bits),
+        counts=Counts(**{k: metrics[k] for k in _COUNTS}),
+        sinks=sinks,
+        recreate=step.recreate,
+        snapshot_time=format_time(step.as_of) if step.as_of is not None else None,
+        extra={"rollback_to": rollback_to} if rollback_to is not None else {},
+    )
+
+
 def _as_of_time(
-    ctx: RunContext, snapshot: Snapshot, head: Commit | None, *, again: bool
+    ctx: RunContext, snapshot: Snapshot, head: Commit | None, commits: list[Commit], *,
+    again: bool,
 ) -> dt.datetime | None:
     """The time the version shows the table as of (:mod:`diffcdc.sources.snapshot_time`).
 
@@ -228,7 +306,7 @@ def _as_of_time(
         )
     last = read_time(head.record.snapshot_time) if head and head.record.snapshot_time else None
     if last is not None and last > latest:
-        last = _newest_past_time(ctx, latest)
+        last = _newest_past_time(commits, latest)
     if time is None or last is None or time >= last:
         return time
     if again:
@@ -248,24 +326,27 @@ def _as_of_time(
     )
 
 
-def _newest_past_time(ctx: RunContext, latest: dt.datetime) -> dt.datetime | None:
+def _newest_past_time(commits: list[Commit], latest: dt.datetime) -> dt.datetime | None:
     """The newest committed as-of time that is not past ``latest`` (None: there is none)."""
-    times = [read_time(c.record.snapshot_time) for c in ctx.state.commits()
-             if c.record.snapshot_time]
+    times = [read_time(c.record.snapshot_time) for c in commits if c.record.snapshot_time]
     return max((t for t in times if t <= latest), default=None)
 
 
-def _check_sinks(
-    ctx: RunContext, histories: dict[str, SinkHistory], fresh: frozenset[str]
-) -> None:
-    """Each sink that continues checks its target is where it left it. A sink whose target
-    changed (or is down, or its disk fails) fails on its own: the version is still committed
-    and staged for it, and it publishes nothing in this run while the other sinks go on."""
-    for sink_id, sink in ctx.sinks.items():
-        if sink_id in ctx.failed or sink_id in fresh:
+def _check_sinks(ctx: RunContext, step: VersionPlan, *, quick: bool) -> None:
+    """Each sink that continues checks its target is where it left it (``quick``: before the
+    diff, :meth:`~diffcdc.sinks.base.Sink.quick_check`; else in full, right before the
+    commit). A sink whose target changed (or is down, or its disk fails) fails on its own:
+    the version is still committed and staged for it, and it publishes nothing in this run
+    while the other sinks go on."""
+    for sink_id in step.checked:
+        sink = ctx.sinks[sink_id]
+        if sink_id in ctx.failed:
             continue
         try:
-            sink.check(histories[sink_id])
+            if quick:
+                sink.quick_check(step.histories[sink_id])
+            else:
+                sink.check(step.histories[sink_id])
         except Exception as exc:  # noqa: BLE001 - its disk, server or library: its own
             ctx.fail_sink(sink_id, sink_error(sink, exc, "checking its target"),
                           "before the commit")
@@ -387,26 +468,12 @@ def _counts_in_process(
     return state_counts((pq.read_table(f.local) for f in files if f.local), keys)
 
 
-@dataclass(frozen=True)
-class _Draft:
-    """The version being made: its number, snapshot, uncommitted folder and what it is
-    diffed against (None: nothing, a full image)."""
-
-    version: int
-    snapshot_id: str
-    folder: str
-    base: Commit | None
-    time: dt.datetime | None  #: the snapshot's as-of time
-
-
 def _stage_sinks(
     ctx: RunContext,
     df: DataFrame,
-    ident: SinkTable,
     written: WrittenState,
-    draft: _Draft,
-    restart: dict[str, str],
-    histories: dict[str, SinkHistory],
+    step: VersionPlan,
+    vdir: str,
 ) -> dict[str, SinkEntry]:
     """Every sink's change set, accepted by all sinks first, then staged by each.
 
@@ -417,9 +484,9 @@ def _stage_sinks(
     a sink that cannot stage stops the version: nothing is committed (see
     :func:`~diffcdc.engine.sink_errors.staging_error`).
     """
-    columns, metrics = df.columns, written.counts
-    version, sid, vdir = draft.version, draft.snapshot_id, draft.folder
-    continuing = [s for s in ctx.sinks if draft.base is not None and histories[s].manifests]
+    columns, metrics, ident = df.columns, written.counts, step.table
+    version, sid, histories = step.version, step.snapshot.snapshot_id, step.histories
+    continuing = [s for s in ctx.sinks if step.base is not None and histories[s].manifests]
     diff = None
     if continuing:
         state_df = read_written(ctx.spark, paths.join(vdir, "state"), written.schema)
@@ -438,12 +505,12 @@ def _stage_sinks(
             changes = ChangeSet(
                 ident, version, sid, df.schema, diff, False,
                 metrics["inserted"], metrics["updated"], metrics["deleted"],
-                snapshot_time=draft.time,
+                snapshot_time=step.as_of,
             )
         else:
             changes = ChangeSet(
                 ident, version, sid, df.schema, initial_frame(df, columns), True,
-                metrics["rows"], 0, 0, restart.get(sink_id), snapshot_time=draft.time,
+                metrics["rows"], 0, 0, step.restart.get(sink_id), snapshot_time=step.as_of,
             )
         change_sets[sink_id] = changes
         try:

@@ -7,30 +7,38 @@ rows carry the key values and NULL elsewhere). Nothing of a particular output fo
 
 Per snapshot, for every sink of the table, in this order:
 
-1. ``check(history)`` — before anything is committed: is the target where this sink left it?
+1. ``quick_check(history)`` — before the diff (a sink that starts afresh is not checked):
+   the part of ``check`` (3.) that tells cheaply whether the target can take a version at
+   all, so no work is spent on a version no sink can take (the default runs ``check``). Fails
+   the sink as ``check`` does.
+2. ``accept(changes)`` — once the change set is known, for every sink before any stages: can
+   this target take it at all (an insert-only target handed updates or deletes)? Raises an
+   :class:`~diffcdc.errors.InputRefused`; nothing is staged or committed for any sink then.
+   Then ``stage(changes, staging_dir, history)`` — write everything the sink will publish under
+   ``staging_dir`` (a folder inside the uncommitted state version, private to this sink) and
+   return its *manifest*: a small JSON-able dict that the commit record keeps for this sink
+   (file names and checksums, message counts, ...). Staging must not touch the target.
+3. ``check(history)`` — in full, once per version, right before the commit (a target changed
+   while the version was staged is refused before anything of it is committed): is the
+   target where this sink left it?
    (a foreign file, a lost table, a changed schema, a server that is down). Raises a
    :class:`~diffcdc.errors.DiffcdcError`: this sink fails for the run, publishes nothing and
    is named in the run's error; the version is still committed (and staged for it) when
    another sink of the table can take it, and nothing is committed when none can.
-2. ``accept(changes)`` — once the change set is known, for every sink before any stages: can
-   this target take it at all (an insert-only target handed updates or deletes)? Raises an
-   :class:`~diffcdc.errors.InputRefused`; nothing is staged or committed for any sink then.
-3. ``stage(changes, staging_dir, history)`` — write everything the sink will publish under
-   ``staging_dir`` (a folder inside the uncommitted state version, private to this sink) and
-   return its *manifest*: a small JSON-able dict that the commit record keeps for this sink
-   (file names and checksums, message counts, ...). Staging must not touch the target.
 4. the engine commits (compare-and-swap): from now on the batch is frozen;
-5. ``publish(version, manifest, staging_dir, history)`` — make the staged batch visible in the
-   target, idempotently: a rerun after a crash at any point publishes only what is missing and never
-   anything twice. It checks the target first, as ``check`` does for the versions before it
-   (a version may be published runs after it was staged). The engine records "published"
+5. ``publish(version, manifest, staging_dir, history, checked=...)`` — make the staged batch
+   visible in the target, idempotently: a rerun after a crash at any point publishes only what
+   is missing and never anything twice. It checks the target first, as ``check`` does for the
+   versions before it (a version may be published runs after it was staged), unless
+   ``checked``: the engine ran ``check`` for this version right before committing it, in this
+   run, and nothing but the commit came in between. The engine records "published"
    per sink afterwards; a sink whose publish failed publishes its versions in order, oldest
    first, in a later run, while the table's other sinks go on.
 
 An exception other than a :class:`~diffcdc.errors.DiffcdcError` (an ``OSError`` of the target's
-disk: read-only, full, no permission; a library's error) at ``prepare``, ``check``, ``accept``
-or ``publish`` is this sink's failure all the same: the engine names the sink and its target
-(:mod:`diffcdc.engine.sink_errors`) and the table's other sinks go on. At ``stage`` (which
+disk: read-only, full, no permission; a library's error) at ``prepare``, ``quick_check``,
+``check``, ``accept`` or ``publish`` is this sink's failure all the same: the engine names the
+sink and its target (:mod:`diffcdc.engine.sink_errors`) and the table's other sinks go on. At ``stage`` (which
 writes to the state's version folder) any failure stops the version for every sink.
 
 ``history`` is this sink's manifests of earlier versions, oldest first, since the table was
@@ -130,6 +138,11 @@ class Sink(ABC):
     def check(self, history: SinkHistory) -> None:  # noqa: B027 - most sinks check something
         """Refuse (raise) before the commit when the target is not where this sink left it."""
 
+    def quick_check(self, history: SinkHistory) -> None:
+        """Before the diff: refuse (raise) a target that cannot take a version at all; what
+        costs time (a listing of every file) may wait for :meth:`check` before the commit."""
+        self.check(history)
+
     def schema_problem(self, schema: T.StructType, history: SinkHistory) -> str | None:
         """A schema change this sink cannot follow (beyond the table's own rules), or None.
 
@@ -147,11 +160,13 @@ class Sink(ABC):
 
     @abstractmethod
     def publish(
-        self, version: int, manifest: dict[str, Any], staging_dir: str, history: SinkHistory
+        self, version: int, manifest: dict[str, Any], staging_dir: str, history: SinkHistory,
+        *, checked: bool = False,
     ) -> None:
         """Make a committed, staged version visible in the target, idempotently.
 
-        ``history`` holds this sink's manifests up to and including ``version``.
+        ``history`` holds this sink's manifests up to and including ``version``; ``checked``:
+        :meth:`check` just passed for it (the target need not be checked again).
         """
 
     @abstractmethod

@@ -5,21 +5,24 @@ from __future__ import annotations
 from diffcdc.state.chain import state_chain
 from diffcdc.state.commit import FORMAT1_STAGING
 from diffcdc.state.records import sink_chain
-from diffcdc.state.store import TableState
+from diffcdc.state.store import Commit, TableState
 from diffcdc.storage import paths
 
 
-def prune_versions(state: TableState, keep_versions: int) -> list[str]:
+def prune_versions(
+    state: TableState, keep_versions: int, commits: list[Commit] | None = None
+) -> list[str]:
     """Remove abandoned version folders and state versions beyond the retention.
 
     Only called while holding the lock, so an uncommitted folder is never one being
     written. A version a sink still has to publish is kept whatever its age, and so is every
     folder the state of a kept version builds on (its base and deltas, see
     :mod:`diffcdc.state.chain`). What published versions staged for their sinks is removed too
-    (it lives in the sinks' targets now).
+    (it lives in the sinks' targets now). ``commits``: the table's log, when the caller (holding
+    the lock) has just listed it.
     """
     removed = []
-    commits = state.commits()
+    commits = state.commits() if commits is None else commits
     committed = {c.record.version_dir: c for c in commits}
     kept = commits[-max(1, keep_versions):]
     keep = {c.record.version_dir for c in kept}

@@ -246,7 +246,7 @@ class MemorySink(Sink):
         return {"file": CHANGES_FILE, "sha256": sha, "columns": changes.columns}
 
     def publish(self, version: int, manifest: dict[str, Any], staging_dir: str,
-                history: SinkHistory) -> None:
+                history: SinkHistory, *, checked: bool = False) -> None:
         self.target.step(self.id, "publish", version)
         if version in self.target.versions:
             return  # published before (a run that died before marking it)

@@ -226,9 +226,15 @@ class DeltaSink(Sink):
     def check(self, history: SinkHistory) -> None:
         self._verify(list(history.manifests))
 
-    def _verify(self, published: list[tuple[int, dict[str, Any]]]) -> DeltaTable | None:
+    def quick_check(self, history: SinkHistory) -> None:
+        """The table's log only: its files are listed once per version, before the commit."""
+        self._verify(list(history.manifests), files=False)
+
+    def _verify(self, published: list[tuple[int, dict[str, Any]]], *, files: bool = True
+                ) -> DeltaTable | None:
         """Refuse a table that is not where this sink left it after ``published`` (its
-        versions before the one at hand, all published); return the table (None: none yet)."""
+        versions before the one at hand, all published); return the table (None: none yet).
+        ``files``: also list the table's files (one that lost data files is refused)."""
         table = self._open()
         problem = self._mode_problem(table) if table is not None else None
         if problem is not None:
@@ -281,6 +287,8 @@ class DeltaSink(Sink):
             )
         # Data files the log names but the store lost (deleted by hand, a bad clean-up): a
         # MERGE could then miss rows it must update. One listing (delta-rs FSCK, dry run).
+        if not files:
+            return table
         try:
             lost = list(table.repair(dry_run=True).get("files_removed") or [])
         except Exception as exc:  # noqa: BLE001 - delta-rs raises bare Exception too
@@ -475,7 +483,8 @@ class DeltaSink(Sink):
         return manifest
 
     def publish(
-        self, version: int, manifest: dict[str, Any], staging_dir: str, history: SinkHistory
+        self, version: int, manifest: dict[str, Any], staging_dir: str, history: SinkHistory,
+        *, checked: bool = False,
     ) -> None:
         if not manifest.get("rows"):
             return  # a version without changes makes no Delta commit
@@ -491,7 +500,8 @@ class DeltaSink(Sink):
         table = self._open()
         if table is None or (table.transaction_version(self.app_id(manifest)) or 0) < version:
             if not manifest.get("initial"):
-                table = self._verify([(v, m) for v, m in history.manifests if v < version])
+                if not checked:  # a version published runs after its commit: changed since?
+                    table = self._verify([(v, m) for v, m in history.manifests if v < version])
             elif table is not None and (problem := self._mode_problem(table)) is not None:
                 raise problem
             elif table is not None and not manifest.get("recreate"):

@@ -58,6 +58,11 @@ class KafkaSink(Sink):
         self.state = state
         self._topic_checked = False
         self._writer: str | None = None
+        #: The change set ``accept`` passed (``stage`` does not ask again).
+        self._accepted: ChangeSet | None = None
+        #: This sink's manifests in the table's log when first asked, newest first (the log is
+        #: listed once per run; versions this run adds are in the histories it is handed).
+        self._logged: list[dict[str, Any]] | None = None
 
     def describe(self) -> dict[str, Any]:
         """Type, ``<bootstrap>/<topic>``, mode and where the messages go; no secrets."""
@@ -74,6 +79,7 @@ class KafkaSink(Sink):
     def accept(self, changes: ChangeSet) -> None:
         """Refuse a change set a standalone (insert-only) target cannot take."""
         if self.config.mode != "standalone" or not (changes.updated or changes.deleted):
+            self._accepted = changes
             return
         raise StandaloneRefused(
             f"Kafka sink {self.id} is standalone (insert-only) but the changes hold "
@@ -84,16 +90,20 @@ class KafkaSink(Sink):
             "mode = \"logical\" for the sink (the target must be a logical table then)",
         )
 
+    def _accept_once(self, changes: ChangeSet) -> None:
+        if changes is not self._accepted:
+            self.accept(changes)
+
     # ------------------------------------------------------------------ who wrote the topic
 
     def _recorded(self, history: SinkHistory | None = None) -> list[dict[str, Any]]:
         """This sink's manifests, newest first: ``history``'s, then every one the table's state
         still holds (earlier incarnations and versions before a full image too)."""
         found = [m for _, m in reversed(history.manifests)] if history is not None else []
-        if self.state is not None:
-            found += [c.record.sinks[self.id].manifest for c in reversed(self.state.commits())
-                      if self.id in c.record.sinks]
-        return found
+        if self.state is not None and self._logged is None:
+            self._logged = [c.record.sinks[self.id].manifest
+                            for c in reversed(self.state.commits()) if self.id in c.record.sinks]
+        return found + (self._logged or [])
 
     def _writer_id(self, history: SinkHistory) -> str:
         """The id this state's messages to the topic carry (``diffcdc-writer``): random, made
@@ -248,8 +258,9 @@ class KafkaSink(Sink):
         )
 
     def stage(self, changes: ChangeSet, staging_dir: str, history: SinkHistory) -> dict[str, Any]:
-        """Encode the change set into part files under ``staging_dir``; return the manifest."""
-        self.accept(changes)
+        """Encode the change set into part files under ``staging_dir``; return the manifest
+        (refusing, as ``accept`` does, a change set the engine has not had accepted)."""
+        self._accept_once(changes)
         c = self.config
         logical = c.mode == "logical"
         layout = avro_layout(changes.schema, self.table.keys, self.record_name, logical=logical, table=self.table.name)
@@ -302,8 +313,10 @@ class KafkaSink(Sink):
         published version's scan instead: its versions are published in order, so this one
         lies after that (and no topic id: the read-back alone identifies the topic)."""
         try:
-            if not self._topic_checked:
-                self.check(history)
+            if not self._topic_checked:  # the check itself runs before the commit
+                sent = any(m.get("parts") for _, m in history.manifests)
+                if self.clients.ensure_topic(create=not sent) is None:
+                    raise self._mismatch(f"topic {self.config.topic} is gone")
             return self.clients.end_offset(), self.clients.topic_id()
         except DiffcdcError:
             sent = [m for _, m in history.manifests if m.get("parts")]
@@ -315,10 +328,12 @@ class KafkaSink(Sink):
         manifest: dict[str, Any],
         staging_dir: str,
         history: SinkHistory | None = None,
+        *,
+        checked: bool = False,
     ) -> None:
-        """Check the topic is where this sink left it, then send the staged parts not yet in
-        it, in one transaction (see publish.py)."""
-        if manifest["parts"]:
+        """Check the topic is where this sink left it (unless ``checked`` just now), then send
+        the staged parts not yet in it, in one transaction (see publish.py)."""
+        if manifest["parts"] and not checked:  # published runs after its commit: changed since?
             before = [(v, m) for v, m in (history.manifests if history else ()) if v < version]
             self._verify(before, manifest)
         publish_version(self.clients, version, manifest, staging_dir)

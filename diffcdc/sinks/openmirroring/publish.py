@@ -62,11 +62,13 @@ def publish_batch(
     known: dict[int, tuple[str, int]],
     keys: list[str],
     sink_id: str,
+    checked: bool = False,
 ) -> int:
     """Publish a committed batch idempotently; returns how many files were newly created.
 
     ``known`` maps the numbers of files published by earlier versions (since the table was
-    last re-created) to their names and sizes.
+    last re-created) to their names and sizes; ``checked``: the sink's check of the landing
+    folder ran right before this version's commit, in this run (not done again).
     """
     folder = manifest["landing_folder"]
     remove_temp_files(storage, folder)
@@ -77,14 +79,15 @@ def publish_batch(
         # once per version; a crash before the mark just drops (our own new files) again.
         drop_folder(storage, folder, float(manifest.get("drop_timeout") or 300))
         marks.put(version, "dropped")
-    check_continuation(
-        storage,
-        folder,
-        table=table,
-        published_through=manifest["sequence"]["first"] - 1,
-        batch={int(f["sequence"]) for f in manifest["files"]},
-        known=known,
-    )
+    if not checked:  # published runs after its commit: the folder may have changed since
+        check_continuation(
+            storage,
+            folder,
+            table=table,
+            published_through=manifest["sequence"]["first"] - 1,
+            batch={int(f["sequence"]) for f in manifest["files"]},
+            known=known,
+        )
     document = manifest.get("metadata_document") or metadata_document(keys)
     meta = metadata_item(staging_dir, folder, document)
     publish_metadata(storage, meta, table)
