@@ -29,19 +29,25 @@ def change_frame(
     columns: Sequence[str],
     *,
     broadcast_keys: bool,
+    one_task: bool = False,
 ) -> DataFrame:
     """The diff between the previous state and the snapshot, from a classified state version.
 
     ``state`` is the new state version (key, fingerprint, change kind); ``columns`` the
     snapshot's columns in their order. ``broadcast_keys`` broadcasts the changed keys to pick
-    the full rows (when they are few enough to fit in memory). The expressions are Spark SQL
+    the full rows (when they are few enough to fit in memory). With ``one_task`` (a snapshot
+    and state small enough for one task) both sides of that join are put in one partition and
+    hash-joined there: no shuffle, and no Spark job of its own to collect the keys for a
+    broadcast. The expressions are Spark SQL
     text, each parsed in one call to the JVM (see :mod:`diffcdc.core.sql`).
     """
     key_cols, out = [quote(k) for k in keys], [*[quote(c) for c in columns], quote(OP)]
     changed = state.filter(f"{CHANGE} IN ({INSERT}, {UPDATE})").selectExpr(
         *key_cols, f"{CHANGE} AS {quote(OP)}"
     )
-    if broadcast_keys:
+    if one_task:
+        snapshot, changed = snapshot.coalesce(1), changed.coalesce(1).hint("shuffle_hash")
+    elif broadcast_keys:
         changed = F.broadcast(changed)
     upserts = snapshot.join(changed, on=list(keys), how="inner").selectExpr(*out)
     # The other columns of a delete are NULLs of the snapshot's types (the union adds them).

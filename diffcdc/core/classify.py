@@ -56,6 +56,8 @@ def classify(
     previous: Sequence[DataFrame],
     keys: Sequence[str],
     fp_cols: Sequence[str],
+    *,
+    one_task: bool = False,
 ) -> DataFrame:
     """The new state: one row per key with its fingerprint, CHANGE and DUP columns.
 
@@ -73,7 +75,9 @@ def classify(
     classification, with no sort (a sort-merge join plus a separate duplicate aggregate cost
     more; see benchmarks/README.md). The rows are shuffled before they are aggregated because
     keys are (nearly) unique: the map-side partial aggregation Spark would otherwise plan only
-    costs time.
+    costs time. With ``one_task`` (inputs small enough for one task) they are put in one
+    partition instead: a single partition already holds every row of a key, so Spark plans no
+    shuffle and the classification and whatever consumes it run as one Spark job.
 
     The expressions are Spark SQL text, each parsed in one call to the JVM (see
     :mod:`diffcdc.core.sql` for why).
@@ -107,7 +111,7 @@ def classify(
         ))
     pick = "max_by({c}, " + _AT + ") AS {c}" if chained else "max({c}) AS {c}"
     grouped = (
-        sides.repartition(*[_c(k) for k in keys])
+        (sides.coalesce(1) if one_task else sides.repartition(*[_c(k) for k in keys]))
         .groupBy(*key_cols)
         .agg(
             *[F.expr(f"max({c}) AS {c}") for c in new_fp],

@@ -61,6 +61,10 @@ from diffcdc.storage import paths
 
 #: Inserted + updated keys up to this count are broadcast to pick full rows from the snapshot.
 BROADCAST_CHANGED_KEYS = 2_000_000
+#: A snapshot and previous state of at most this many bytes of files together are classified
+#: and diffed in one task each: no shuffle, no broadcast, each a Spark job fewer (a small table's
+#: jobs cost more than its rows; see benchmarks/README.md).
+ONE_TASK_BYTES = 8 * 1024 * 1024
 _COUNTS = ("rows", "inserted", "updated", "deleted", "unchanged")
 
 
@@ -125,7 +129,7 @@ def process_snapshot(
     try:
         ctx.stage(sid, f"fingerprint and diff (version {version})")
         written = _stage_state(ctx, snapshot.df, step.base, step.chain, step.keys,
-                               step.exclude, vdir)
+                               step.exclude, vdir, snapshot_bytes=_snapshot_bytes(snapshot))
         metrics = written.counts
         crash_point("after_state_staged")
         gate_started = time.monotonic()
@@ -366,9 +370,12 @@ def _stage_state(
     keys: list[str],
     exclude: list[str],
     vdir: str,
+    *,
+    snapshot_bytes: int | None = None,
 ) -> WrittenState:
     """Write the new state version (one pass over the snapshot): a delta on the head's state,
-    or a base when there is none or compaction is due (see :mod:`diffcdc.state.chain`)."""
+    or a base when there is none or compaction is due (see :mod:`diffcdc.state.chain`).
+    ``snapshot_bytes``: the size of the snapshot's files (None: not known, not files)."""
     previous_keys = None
     if head is not None:
         keys_before = state_keys(head.record.counts)
@@ -380,7 +387,22 @@ def _stage_state(
         ctx.spark, df, [ctx.state.abspath(link.path) for link in chain], keys, exclude,
         ctx.table.fingerprint_bits, paths.join(vdir, "state"), ctx.table.name,
         previous_keys=previous_keys, schema=state_schema(head.record) if head else None,
+        input_bytes=_input_bytes(snapshot_bytes, chain),
     )
+
+
+def _snapshot_bytes(snapshot: Snapshot) -> int | None:
+    """The size of a file snapshot's files (None: not a file snapshot)."""
+    return sum(f.bytes for f in snapshot.identity) if snapshot.identity else None
+
+
+def _input_bytes(snapshot_bytes: int | None, chain: tuple[StateLink, ...]) -> int | None:
+    """The bytes a classification reads: the snapshot's files and its state chain's (None:
+    either is not known, e.g. a JDBC snapshot or a version committed before manifests)."""
+    if snapshot_bytes is None or any(link.manifest is None for link in chain):
+        return None
+    return snapshot_bytes + sum(
+        f.bytes for link in chain if link.manifest is not None for f in link.manifest.files)
 
 
 @dataclass(frozen=True)
@@ -392,6 +414,8 @@ class WrittenState:
     schema: StructType
     files: list[StagedFile] = field(compare=False)  # where, not what: equal states compare equal
     delta: bool = False
+    #: Classified in one task (small inputs): the change set is picked in one task too.
+    one_task: bool = field(default=False, compare=False)
 
 
 def state_keys(counts: Counts) -> int:
@@ -411,19 +435,23 @@ def write_state(
     *,
     previous_keys: int | None = None,
     schema: StructType | None = None,
+    input_bytes: int | None = None,
 ) -> WrittenState:
     """Classify ``df`` against the state whose chain is at ``previous`` (base first; empty:
     nothing), write it to ``target`` and return its counts (also ``diffcdc repair``'s way to
     rebuild a state). With ``previous_keys`` (the keys of that state) only the changes are
     written, a delta; without, every key, a base. ``schema`` is the previous state's
-    (:func:`state_schema`; None: read from its base's footer)."""
+    (:func:`state_schema`; None: read from its base's footer). ``input_bytes``: the size of
+    the snapshot's and the previous state's files; up to :data:`ONE_TASK_BYTES` they are
+    classified in one task, without a shuffle (None: not known, shuffled)."""
     narrow = df.select(*[quote(k) for k in keys], *fingerprint_exprs(df.schema, keys, exclude, bits))
     old: list[DataFrame] = []
     for path in previous:  # read with the state's schema: no job to infer it from a footer
         if schema is None:
             schema = spark.read.parquet(literal_path(spark_path(spark, path))).schema
         old.append(read_written(spark, path, schema))
-    classified = classify(narrow, old, keys, fingerprint_columns(bits))
+    one_task = input_bytes is not None and input_bytes <= ONE_TASK_BYTES
+    classified = classify(narrow, old, keys, fingerprint_columns(bits), one_task=one_task)
     if previous_keys is not None:
         classified = delta_rows(classified, keys)
     classified.write.mode("error").option("compression", "zstd").parquet(
@@ -443,7 +471,7 @@ def write_state(
         except ValueError as exc:
             raise StateError(f"the state does not add up: {exc}", table=table, path=target,
                              hint="check it with 'diffcdc verify --state'") from None
-    return WrittenState(counts, written, files, previous_keys is not None)
+    return WrittenState(counts, written, files, previous_keys is not None, one_task)
 
 
 def state_schema(record: CommitRecord) -> StructType:
@@ -492,7 +520,8 @@ def _stage_sinks(
         state_df = read_written(ctx.spark, paths.join(vdir, "state"), written.schema)
         changed = metrics["inserted"] + metrics["updated"]
         diff = change_frame(
-            df, state_df, ident.keys, columns, broadcast_keys=changed <= BROADCAST_CHANGED_KEYS
+            df, state_df, ident.keys, columns, broadcast_keys=changed <= BROADCAST_CHANGED_KEYS,
+            one_task=written.one_task,
         )
         if len(continuing) > 1 and changed + metrics["deleted"]:
             path = paths.join(vdir, "changes")

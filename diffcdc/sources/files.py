@@ -17,6 +17,7 @@ from diffcdc.errors import InputRefused, LateSnapshotError, UsageError
 from diffcdc.sources.base import PendingSnapshot, Snapshot, Source
 from diffcdc.sources.copies import SnapshotCopies
 from diffcdc.sources.identity import identify, same_files
+from diffcdc.sources.parquet_schema import SPARK_SCHEMA_KEY, SUMMARY_FILES, footer_schema
 from diffcdc.sources.snapshot_time import SnapshotTimeRule
 from diffcdc.spark.paths import literal_path, spark_path
 
@@ -131,10 +132,11 @@ def read_snapshot(
             path=entry.path,
             hint="the extract was probably truncated; replace the file and run again",
         )
+    footer: _Footer | None = None
     if entry.kind == "csv":
         check_encoding(entry, encoding, table)
     else:
-        check_parquet_footers(entry, table)
+        footer = check_parquet_footers(entry, table)
     try:
         if entry.kind == "csv":
             df = (
@@ -149,8 +151,11 @@ def read_snapshot(
         else:
             # A page whose CRC the writer recorded is checked (Spark does not by default): a
             # changed byte is refused instead of read as data. Pages without one cannot be.
-            df = (spark.read.option(PAGE_CHECKSUMS, "true")
-                  .parquet(literal_path(spark_path(spark, entry.path))))
+            reader = spark.read.option(PAGE_CHECKSUMS, "true")
+            if footer is not None:  # its schema given: no Spark job to read a footer for it
+                schema = footer_schema(spark, spark_path(spark, footer.path), footer.spark)
+                reader = reader if schema is None else reader.schema(schema)
+            df = reader.parquet(literal_path(spark_path(spark, entry.path)))
         if not df.columns:
             raise InputRefused("snapshot has no columns", table=table, snapshot=entry.snapshot_id, path=entry.path)
         return df
@@ -192,19 +197,33 @@ def check_encoding(entry: SnapshotEntry, encoding: str, table: str | None) -> No
             consumed += len(chunk)
 
 
-def check_parquet_footers(entry: SnapshotEntry, table: str | None) -> None:
-    """Refuse a Parquet snapshot whose files' footers cannot be read, naming the part file."""
+@dataclass(frozen=True)
+class _Footer:
+    """A data file whose footer stands for every file of a snapshot (they have one schema)."""
+
+    path: str
+    spark: bytes | None  #: the Spark schema a Spark writer stored in it
+
+
+def check_parquet_footers(entry: SnapshotEntry, table: str | None) -> _Footer | None:
+    """Refuse a Parquet snapshot whose files' footers cannot be read, naming the part file.
+
+    Returns a file whose footer stands for all of them when they have one schema and the
+    snapshot has no summary files (:func:`~diffcdc.sources.parquet_schema.footer_schema`
+    makes Spark's schema of it), else None."""
+    summaries = False
     if os.path.isdir(entry.path):
-        names = sorted(
-            os.path.join(root, n)
-            for root, _, files in os.walk(entry.path)
-            for n in files
-            if not n.startswith((".", "_"))
-        )
+        names = []
+        for root, _, files in os.walk(entry.path):
+            summaries = summaries or any(n.startswith(SUMMARY_FILES) for n in files)
+            names.extend(os.path.join(root, n) for n in files if not n.startswith((".", "_")))
+        names.sort()
     else:
         names = [entry.path]
     import pyarrow.parquet as pq  # here: discovering snapshots stays light (plan, status)
 
+    first: tuple[Any, bytes | None] | None = None
+    uniform = not summaries
     for path in names:
         try:
             metadata = pq.read_metadata(path)
@@ -213,6 +232,11 @@ def check_parquet_footers(entry: SnapshotEntry, table: str | None) -> None:
             raise _unreadable(entry, path, reason, table) from None
         except Exception as exc:  # ArrowInvalid and friends: not a (complete) Parquet file
             raise _unreadable(entry, path, _first_line(str(exc)), table) from None
+        spark_schema = (metadata.metadata or {}).get(SPARK_SCHEMA_KEY)
+        if first is None:
+            first = (metadata.schema, spark_schema)
+        elif uniform:
+            uniform = spark_schema == first[1] and metadata.schema.equals(first[0])
         try:
             schema = metadata.schema.to_arrow_schema()
         except Exception:  # noqa: BLE001 - a schema Arrow cannot map: Spark reads it or says why
@@ -228,6 +252,7 @@ def check_parquet_footers(entry: SnapshotEntry, table: str | None) -> None:
                     hint="cast it to a string (e.g. '13:45:00.000000') or a timestamp in the "
                     "extract, then run again",
                 )
+    return _Footer(names[0], first[1]) if uniform and first is not None else None
 
 
 def _time_field(dtype: Any, path: str) -> tuple[str, str] | None:
