@@ -1,9 +1,12 @@
 """The per-snapshot step carries out the plan: each decision and each target check once.
 
 * counts per version of a steady run (a Delta, a Kafka and a landing sink on one table): each
-  sink's target is checked twice (quickly before the diff, in full right before the commit;
-  never again when publishing it), a Delta table's files are listed once, Kafka's ``accept``
+  sink's target is checked quickly before the diff, in full right before the commit, and once
+  more right before it writes (without a Delta table's file listing: other writers may have
+  come since the commit's check), a Delta table's files are listed once, Kafka's ``accept``
   runs once, and the state log is listed a bounded number of times;
+* a target changed between the commit and the publish is refused by the publish's own check:
+  the version stays committed, the target holds what the other writer left;
 * a target changed between the stage and the commit (Delta, Kafka) is refused by the check
   right before the commit: nothing is committed, nothing published, and the target holds
   exactly what the other writer left.
@@ -78,11 +81,12 @@ def test_a_steady_version_checks_each_target_once(spark, servers, tmp_path, monk
     report = run_table(spark, table, state, RunOptions(quality=PERMISSIVE))
     assert report.outcome == "ok" and [s.version for s in report.snapshots] == [3]
     print(dict(calls))
-    assert calls["delta check"] == 2 and calls["delta quick check"] == 1
+    # quick before the diff, in full before the commit, the log again right before the write
+    assert calls["delta check"] == 3 and calls["delta quick check"] == 1
     assert calls["delta file listing"] == 1
-    assert calls["kafka check"] == 2
+    assert calls["kafka check"] == 3
     assert calls["kafka accept"] == 1
-    assert calls["landing check"] == 2
+    assert calls["landing check"] == 3
     assert calls["state log listing"] <= 4
 
 
@@ -142,3 +146,50 @@ def test_a_target_changed_between_stage_and_commit_is_refused_before_anything_is
     head = TableState(state, "T").head()
     assert head.version == 2 and head.published  # nothing committed
     assert target_now(tstate, sink_id, servers) == seen["target"]  # nothing published
+
+
+def _landing_files(state: TableState, sink_id: str, servers: dict[str, Any]) -> list[str]:
+    manifest = state.head().record.sinks[sink_id].manifest
+    return sorted(os.listdir(os.path.join(manifest["landing"], manifest["landing_folder"])))
+
+
+@pytest.mark.parametrize(("kind", "target_now"), [
+    (DELTA, lambda state, sink, servers: _delta_version(state, sink)),
+    (KAFKA, _kafka_end),
+    (LANDING, _landing_files),
+], ids=["delta", "kafka", "landing"])
+def test_a_target_changed_between_the_commit_and_the_publish_is_not_published_over(
+        spark, servers, tmp_path, monkeypatch, kind: SinkKind,
+        target_now: Callable[[TableState, str, dict[str, Any]], Any]):
+    """Another writer changes the target after the check before the commit (while the state
+    is hashed, or an earlier sink publishes): the sink's publish checks again and refuses; the
+    version stays committed for the sink's later publish and the target holds only what the
+    other writer left."""
+    from diffcdc.engine import snapshot
+
+    root = str(tmp_path)
+    table = table_config(root, [kind], servers)
+    sink_id = table.sinks[0].sink_id
+    state = os.path.join(root, "state")
+    for n, (rows, tag) in enumerate([(12, "a"), (14, "b")], start=1):
+        write_rows(root, f"{n}.parquet", rows, tag)
+        run_table(spark, table, state, RunOptions(quality=PERMISSIVE))
+    write_rows(root, "3.parquet", 13, "c")
+    tstate = TableState(state, "T")
+    seen: dict[str, Any] = {}
+    crash_point = snapshot.crash_point
+
+    def between_commit_and_publish(point: str, *args: Any, **kwargs: Any) -> None:
+        if point == "after_claim":
+            assert kind.tamper is not None
+            kind.tamper(tstate, sink_id, servers, "foreign")
+            seen["target"] = target_now(tstate, sink_id, servers)
+        crash_point(point, *args, **kwargs)
+
+    monkeypatch.setattr(snapshot, "crash_point", between_commit_and_publish)
+    with pytest.raises((TargetMismatch, PublishConflict), match=f"sink {sink_id}"):
+        run_table(spark, table, state, RunOptions(quality=PERMISSIVE))
+    assert "target" in seen
+    head = TableState(state, "T").head()
+    assert head.version == 3 and sink_id in head.unpublished  # committed, not published
+    assert target_now(tstate, sink_id, servers) == seen["target"]  # nothing published over it

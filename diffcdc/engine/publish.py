@@ -36,7 +36,7 @@ def publish_backlog(
 
     ``commits``: the table's log as the caller knows it (it holds the lease: nothing else
     writes it; None lists it). ``checked``: per sink, the version whose target check ran right
-    before its commit in this run (the sink does not check again when publishing it). A sink
+    before its commit in this run (the sink's publish leaves out the costly part of its check). A sink
     that fails is recorded in ``ctx.failed`` and stops there; the others go on.
     """
     commits = ctx.state.commits() if commits is None else commits

@@ -156,8 +156,8 @@ def process_snapshot(
             paths.remove_tree(vdir)
     crash_point("after_claim")
     ctx.stage(sid, "publish")
-    # Nothing but the commit came between the check above and this publish: the sinks
-    # checked there do not check their target again.
+    # The sinks checked above check their target again when publishing (other writers may
+    # have come since), but leave out what only that check needed (a Delta table's listing).
     publish_backlog(ctx, commits=[*commits, Commit(record, frozenset())],
                     checked={s: version for s in step.checked})
     crash_point("after_published")

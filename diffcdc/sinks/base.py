@@ -28,10 +28,13 @@ Per snapshot, for every sink of the table, in this order:
 4. the engine commits (compare-and-swap): from now on the batch is frozen;
 5. ``publish(version, manifest, staging_dir, history, checked=...)`` — make the staged batch
    visible in the target, idempotently: a rerun after a crash at any point publishes only what
-   is missing and never anything twice. It checks the target first, as ``check`` does for the
-   versions before it (a version may be published runs after it was staged), unless
-   ``checked``: the engine ran ``check`` for this version right before committing it, in this
-   run, and nothing but the commit came in between. The engine records "published"
+   is missing and never anything twice. It checks the target first, right before writing, as
+   ``check`` does for the versions before it (a version may be published runs after it was
+   staged; and even in the run that committed it, the state's hashing and the other sinks'
+   publishing came after the check before the commit). ``checked``: that check ran for this
+   version in this run, so what costs time and protects nothing new (a listing of every file
+   of a Delta table) may be left out; what another writer can have changed since is checked
+   again. The engine records "published"
    per sink afterwards; a sink whose publish failed publishes its versions in order, oldest
    first, in a later run, while the table's other sinks go on.
 
@@ -166,7 +169,8 @@ class Sink(ABC):
         """Make a committed, staged version visible in the target, idempotently.
 
         ``history`` holds this sink's manifests up to and including ``version``; ``checked``:
-        :meth:`check` just passed for it (the target need not be checked again).
+        :meth:`check` passed for it before its commit in this run (a costly part of the check,
+        such as listing every file, may be left out; the rest runs again).
         """
 
     @abstractmethod

@@ -500,8 +500,13 @@ class DeltaSink(Sink):
         table = self._open()
         if table is None or (table.transaction_version(self.app_id(manifest)) or 0) < version:
             if not manifest.get("initial"):
-                if not checked:  # a version published runs after its commit: changed since?
-                    table = self._verify([(v, m) for v, m in history.manifests if v < version])
+                # Right before the MERGE (protects the target): a commit of another writer since
+                # the check before this version's commit (the state's hashing and the other
+                # sinks' publishing came in between), or since a run long ago for a version
+                # published late. ``checked``: the files were listed at that check, the log is
+                # read again.
+                table = self._verify([(v, m) for v, m in history.manifests if v < version],
+                                     files=not checked)
             elif table is not None and (problem := self._mode_problem(table)) is not None:
                 raise problem
             elif table is not None and not manifest.get("recreate"):

@@ -331,9 +331,11 @@ class KafkaSink(Sink):
         *,
         checked: bool = False,
     ) -> None:
-        """Check the topic is where this sink left it (unless ``checked`` just now), then send
-        the staged parts not yet in it, in one transaction (see publish.py)."""
-        if manifest["parts"] and not checked:  # published runs after its commit: changed since?
+        """Check the topic is where this sink left it, then send the staged parts not yet in
+        it, in one transaction (see publish.py). The check runs even when ``checked`` (before
+        this version's commit): the state's hashing and the other sinks' publishing came in
+        between, and a message sent cannot be taken back."""
+        if manifest["parts"]:  # right before sending (protects the topic): changed since?
             before = [(v, m) for v, m in (history.manifests if history else ()) if v < version]
             self._verify(before, manifest)
         publish_version(self.clients, version, manifest, staging_dir)

@@ -62,13 +62,14 @@ def publish_batch(
     known: dict[int, tuple[str, int]],
     keys: list[str],
     sink_id: str,
-    checked: bool = False,
 ) -> int:
     """Publish a committed batch idempotently; returns how many files were newly created.
 
     ``known`` maps the numbers of files published by earlier versions (since the table was
-    last re-created) to their names and sizes; ``checked``: the sink's check of the landing
-    folder ran right before this version's commit, in this run (not done again).
+    last re-created) to their names and sizes. The folder is checked again right before the
+    files go in, even right after the sink's check before this version's commit: the
+    state's hashing and the other sinks' publishing came in between, and the service ingests a
+    file as soon as it lands.
     """
     folder = manifest["landing_folder"]
     remove_temp_files(storage, folder)
@@ -79,15 +80,15 @@ def publish_batch(
         # once per version; a crash before the mark just drops (our own new files) again.
         drop_folder(storage, folder, float(manifest.get("drop_timeout") or 300))
         marks.put(version, "dropped")
-    if not checked:  # published runs after its commit: the folder may have changed since
-        check_continuation(
-            storage,
-            folder,
-            table=table,
-            published_through=manifest["sequence"]["first"] - 1,
-            batch={int(f["sequence"]) for f in manifest["files"]},
-            known=known,
-        )
+    # Right before publishing (protects the folder): changed since the check?
+    check_continuation(
+        storage,
+        folder,
+        table=table,
+        published_through=manifest["sequence"]["first"] - 1,
+        batch={int(f["sequence"]) for f in manifest["files"]},
+        known=known,
+    )
     document = manifest.get("metadata_document") or metadata_document(keys)
     meta = metadata_item(staging_dir, folder, document)
     publish_metadata(storage, meta, table)

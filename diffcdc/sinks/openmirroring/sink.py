@@ -171,11 +171,10 @@ class OpenMirroringSink(Sink):
         *, checked: bool = False,
     ) -> None:
         with self._recovery():
-            self._publish(version, manifest, staging_dir, history, checked)
+            self._publish(version, manifest, staging_dir, history)
 
     def _publish(
         self, version: int, manifest: dict[str, Any], staging_dir: str, history: SinkHistory,
-        checked: bool,
     ) -> None:
         publish_batch(
             self.storage,
@@ -187,7 +186,6 @@ class OpenMirroringSink(Sink):
             known=known_files([m for v, m in history.manifests if v < version]),
             keys=list(self.table.keys),
             sink_id=self.id,
-            checked=checked,
         )
 
     def is_published(self, version: int, manifest: dict[str, Any]) -> bool:
