@@ -121,6 +121,18 @@ def test_files_of_different_schemas_or_a_summary_file_leave_the_schema_to_spark(
     assert check_parquet_footers(_entry(str(summarised)), "t") is None
 
 
+def test_partition_folders_leave_the_schema_to_spark(tmp_path):
+    """``day=...`` folders whose files also hold ``day`` as a string: Spark's partition
+    discovery types it from the folder names, and a schema given to the reader would move and
+    retype it, so no footer stands for the snapshot's schema."""
+    folder = tmp_path / "partitioned"
+    for day in ("2026-01-01", "2026-01-02"):
+        os.makedirs(folder / f"day={day}")
+        pq.write_table(pa.table({"id": [1, 2], "day": [day, day], "v": ["a", "b"]}),
+                       str(folder / f"day={day}" / "part-0.parquet"))
+    assert check_parquet_footers(_entry(str(folder)), "t") is None
+
+
 _STATE = T.StructType([T.StructField("k", T.StringType()), T.StructField(FP, T.LongType()),
                        T.StructField(CHANGE, T.IntegerType()), T.StructField(DUP, T.LongType())])
 

@@ -210,12 +210,14 @@ def check_parquet_footers(entry: SnapshotEntry, table: str | None) -> _Footer | 
 
     Returns a file whose footer stands for all of them when they have one schema and the
     snapshot has no summary files (:func:`~diffcdc.sources.parquet_schema.footer_schema`
-    makes Spark's schema of it), else None."""
-    summaries = False
+    makes Spark's schema of it), else None: also when the snapshot has ``name=value`` folders
+    (Spark's partition discovery adds, retypes and moves those columns: its reader decides)."""
+    spark_decides = False
     if os.path.isdir(entry.path):
         names = []
-        for root, _, files in os.walk(entry.path):
-            summaries = summaries or any(n.startswith(SUMMARY_FILES) for n in files)
+        for root, folders, files in os.walk(entry.path):
+            spark_decides = spark_decides or any(n.startswith(SUMMARY_FILES) for n in files)
+            spark_decides = spark_decides or any("=" in f for f in folders)
             names.extend(os.path.join(root, n) for n in files if not n.startswith((".", "_")))
         names.sort()
     else:
@@ -223,7 +225,7 @@ def check_parquet_footers(entry: SnapshotEntry, table: str | None) -> _Footer | 
     import pyarrow.parquet as pq  # here: discovering snapshots stays light (plan, status)
 
     first: tuple[Any, bytes | None] | None = None
-    uniform = not summaries
+    uniform = not spark_decides
     for path in names:
         try:
             metadata = pq.read_metadata(path)
