@@ -418,7 +418,7 @@ class DeltaSink(Sink):
                 text = log.read().decode()
         except (OSError, DeltaError):
             return None
-        return [json.loads(line) for line in text.splitlines() if line.strip()]
+        return log_actions(text)
 
     def _harmless(self, table: DeltaTable, entry: dict[str, Any], ours: int | None
                   ) -> str | None:
@@ -733,3 +733,10 @@ def column_clash(held: list[Any], new: list[Any]) -> list[str]:
 def _type_text(dtype: Any) -> str:
     """A Delta column type as text: ``long``, ``decimal(10,2)``, a nested type's JSON."""
     return str(getattr(dtype, "type", None) or dtype.to_json())
+
+
+def log_actions(text: str) -> list[dict[str, Any]]:
+    """The actions of one Delta log file: one JSON object per line, split on newlines only
+    (``str.splitlines`` also splits on U+0085, U+2028 ... which a value in the commit's
+    statistics may hold)."""
+    return [json.loads(line) for line in text.split("\n") if line.strip()]
