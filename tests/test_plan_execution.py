@@ -108,63 +108,19 @@ def _kafka_end(state: TableState, sink_id: str, servers: dict[str, Any]) -> int:
         consumer.close()
 
 
-@pytest.mark.parametrize(("kind", "target_now"), [
-    (DELTA, lambda state, sink, servers: _delta_version(state, sink)),
-    (KAFKA, _kafka_end),
-], ids=["delta", "kafka"])
-def test_a_target_changed_between_stage_and_commit_is_refused_before_anything_is_published(
-        spark, servers, tmp_path, monkeypatch, kind: SinkKind,
-        target_now: Callable[[TableState, str, dict[str, Any]], int]):
-    """Another writer changes the target while the version is being staged: the check right
-    before the commit refuses it, the version is not committed and the target holds only what
-    the other writer left (nothing of the version)."""
-    from diffcdc.engine import snapshot
-
-    root = str(tmp_path)
-    table = table_config(root, [kind], servers)
-    sink_id = table.sinks[0].sink_id
-    state = os.path.join(root, "state")
-    for n, (rows, tag) in enumerate([(12, "a"), (14, "b")], start=1):
-        write_rows(root, f"{n}.parquet", rows, tag)
-        run_table(spark, table, state, RunOptions(quality=PERMISSIVE))
-    write_rows(root, "3.parquet", 13, "c")
-    tstate = TableState(state, "T")
-    seen: dict[str, int] = {}
-    crash_point = snapshot.crash_point
-
-    def between_stage_and_commit(point: str, *args: Any, **kwargs: Any) -> None:
-        if point == "after_changes_staged":
-            assert kind.tamper is not None
-            kind.tamper(tstate, sink_id, servers, "foreign")
-            seen["target"] = target_now(tstate, sink_id, servers)
-        crash_point(point, *args, **kwargs)
-
-    monkeypatch.setattr(snapshot, "crash_point", between_stage_and_commit)
-    with pytest.raises((TargetMismatch, PublishConflict), match=f"sink {sink_id}"):
-        run_table(spark, table, state, RunOptions(quality=PERMISSIVE))
-    assert "target" in seen  # the target was changed between the stage and the commit
-    head = TableState(state, "T").head()
-    assert head.version == 2 and head.published  # nothing committed
-    assert target_now(tstate, sink_id, servers) == seen["target"]  # nothing published
-
-
 def _landing_files(state: TableState, sink_id: str, servers: dict[str, Any]) -> list[str]:
     manifest = state.head().record.sinks[sink_id].manifest
     return sorted(os.listdir(os.path.join(manifest["landing"], manifest["landing_folder"])))
 
 
-@pytest.mark.parametrize(("kind", "target_now"), [
-    (DELTA, lambda state, sink, servers: _delta_version(state, sink)),
-    (KAFKA, _kafka_end),
-    (LANDING, _landing_files),
-], ids=["delta", "kafka", "landing"])
-def test_a_target_changed_between_the_commit_and_the_publish_is_not_published_over(
-        spark, servers, tmp_path, monkeypatch, kind: SinkKind,
-        target_now: Callable[[TableState, str, dict[str, Any]], Any]):
-    """Another writer changes the target after the check before the commit (while the state
-    is hashed, or an earlier sink publishes): the sink's publish checks again and refuses; the
-    version stays committed for the sink's later publish and the target holds only what the
-    other writer left."""
+TargetNow = Callable[[TableState, str, dict[str, Any]], Any]
+
+
+def _run_with_target_changed_at(point: str, spark, servers, tmp_path, monkeypatch,
+                                 kind: SinkKind, target_now: TargetNow) -> tuple[TableState, str, Any]:
+    """Two versions published, then a third run whose target another writer changes at
+    ``point``; the run must be refused for the sink. Returns the table's state, the sink and
+    what the target held right after the other writer's change."""
     from diffcdc.engine import snapshot
 
     root = str(tmp_path)
@@ -179,17 +135,49 @@ def test_a_target_changed_between_the_commit_and_the_publish_is_not_published_ov
     seen: dict[str, Any] = {}
     crash_point = snapshot.crash_point
 
-    def between_commit_and_publish(point: str, *args: Any, **kwargs: Any) -> None:
-        if point == "after_claim":
+    def changed_at(name: str, *args: Any, **kwargs: Any) -> None:
+        if name == point:
             assert kind.tamper is not None
             kind.tamper(tstate, sink_id, servers, "foreign")
             seen["target"] = target_now(tstate, sink_id, servers)
-        crash_point(point, *args, **kwargs)
+        crash_point(name, *args, **kwargs)
 
-    monkeypatch.setattr(snapshot, "crash_point", between_commit_and_publish)
+    monkeypatch.setattr(snapshot, "crash_point", changed_at)
     with pytest.raises((TargetMismatch, PublishConflict), match=f"sink {sink_id}"):
         run_table(spark, table, state, RunOptions(quality=PERMISSIVE))
-    assert "target" in seen
-    head = TableState(state, "T").head()
+    assert "target" in seen  # the target was changed at that point
+    return tstate, sink_id, seen["target"]
+
+
+@pytest.mark.parametrize(("kind", "target_now"), [
+    (DELTA, lambda state, sink, servers: _delta_version(state, sink)),
+    (KAFKA, _kafka_end),
+], ids=["delta", "kafka"])
+def test_a_target_changed_between_stage_and_commit_is_refused_before_anything_is_published(
+        spark, servers, tmp_path, monkeypatch, kind: SinkKind, target_now: TargetNow):
+    """Another writer changes the target while the version is being staged: the check right
+    before the commit refuses it, the version is not committed and the target holds only what
+    the other writer left (nothing of the version)."""
+    tstate, sink_id, left = _run_with_target_changed_at(
+        "after_changes_staged", spark, servers, tmp_path, monkeypatch, kind, target_now)
+    head = tstate.head()
+    assert head.version == 2 and head.published  # nothing committed
+    assert target_now(tstate, sink_id, servers) == left  # nothing published
+
+
+@pytest.mark.parametrize(("kind", "target_now"), [
+    (DELTA, lambda state, sink, servers: _delta_version(state, sink)),
+    (KAFKA, _kafka_end),
+    (LANDING, _landing_files),
+], ids=["delta", "kafka", "landing"])
+def test_a_target_changed_between_the_commit_and_the_publish_is_not_published_over(
+        spark, servers, tmp_path, monkeypatch, kind: SinkKind, target_now: TargetNow):
+    """Another writer changes the target after the check before the commit (while the state
+    is hashed, or an earlier sink publishes): the sink's publish checks again and refuses; the
+    version stays committed for the sink's later publish and the target holds only what the
+    other writer left."""
+    tstate, sink_id, left = _run_with_target_changed_at(
+        "after_claim", spark, servers, tmp_path, monkeypatch, kind, target_now)
+    head = tstate.head()
     assert head.version == 3 and sink_id in head.unpublished  # committed, not published
-    assert target_now(tstate, sink_id, servers) == seen["target"]  # nothing published over it
+    assert target_now(tstate, sink_id, servers) == left  # nothing published over it
