@@ -41,8 +41,12 @@ def ws(tmp_path):
 
 
 @pytest.fixture
-def many_parts(spark):
-    """State versions written as several part files (AQE would coalesce them into one)."""
+def many_parts(spark, monkeypatch):
+    """State versions written as several part files (AQE would coalesce them into one, and a
+    table this small is classified in one task: see ONE_TASK_BYTES)."""
+    from diffcdc.engine import snapshot
+
+    monkeypatch.setattr(snapshot, "ONE_TASK_BYTES", -1)
     before = spark.conf.get("spark.sql.adaptive.enabled")
     spark.conf.set("spark.sql.adaptive.enabled", "false")
     yield
