@@ -379,13 +379,13 @@ def test_reload_survives_a_crash_and_drop_forgets_the_table(spark, tmp_path, mon
     calls = {"n": 0}
     real_publish = OpenMirroringSink.publish
 
-    def publish_then_die(self, version, manifest, staging_dir, history):
+    def publish_then_die(self, version, manifest, staging_dir, history, **kwargs):
         if manifest.get("recreate") and calls["n"] == 0:
             calls["n"] += 1
             drop_folder(self.storage, manifest["landing_folder"], 5)
             self.marks.put(version, "dropped")
             raise RuntimeError("killed while publishing")
-        return real_publish(self, version, manifest, staging_dir, history)
+        return real_publish(self, version, manifest, staging_dir, history, **kwargs)
 
     monkeypatch.setattr(OpenMirroringSink, "publish", publish_then_die)
     with pytest.raises(Exception, match="killed while publishing"):

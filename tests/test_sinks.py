@@ -82,10 +82,10 @@ def test_one_commit_feeds_both_sinks_and_one_failure_stays_its_own(spark, tmp_pa
     _write(ws, "2.parquet", [2, 3, 4], "b")
     real = OpenMirroringSink.publish
 
-    def failing(self, version, manifest, staging_dir, history):
+    def failing(self, version, manifest, staging_dir, history, **kwargs):
         if self.id == "archive":
             raise StorageError("the archive share is offline", hint="bring it back")
-        return real(self, version, manifest, staging_dir, history)
+        return real(self, version, manifest, staging_dir, history, **kwargs)
 
     monkeypatch.setattr(OpenMirroringSink, "publish", failing)
     assert main(["run", "--config", path, "--quiet"]) == 1
