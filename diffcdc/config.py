@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import codecs
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import (
@@ -14,17 +15,22 @@ from pydantic import (
     ConfigDict,
     Discriminator,
     Field,
+    PlainValidator,
     PrivateAttr,
     Tag,
+    TypeAdapter,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
+from pydantic_core import PydanticKnownError
 
 from diffcdc.core.fields import STRICT_SETTINGS, PathText
 from diffcdc.core.names import MAX_NAME_BYTES, check_folder_name
 from diffcdc.core.quality_config import QualityConfig
 from diffcdc.sinks.openmirroring.shorthand import TABLE_LEVEL
-from diffcdc.sinks.registry import builtin_sinks, plugin_of
+from diffcdc.sinks.plugin import SinkPlugin
+from diffcdc.sinks.registry import plugin_of, sink_plugins
 from diffcdc.sinks.table import SinkTable
 from diffcdc.sinks.targets import (
     OwnedTarget,
@@ -51,9 +57,37 @@ SourceConfig = Annotated[
     ),
 ]
 
-#: One entry of a table's ``sinks``: the config model of a built-in sink, by its ``type``.
-SinkConfig = Annotated[Union[tuple(p.config for p in builtin_sinks())],
-                       Field(discriminator="type")]
+
+def _sink_type(entry: Any) -> str | None:
+    """A sink entry's ``type`` as text (None: it has none), for the union's discriminator."""
+    if isinstance(entry, dict):
+        return str(entry["type"]) if "type" in entry else None
+    kind = getattr(entry, "type", None)
+    return kind if isinstance(kind, str) else None
+
+
+@lru_cache(maxsize=8)
+def _sink_union(plugins: tuple[type[SinkPlugin], ...]) -> TypeAdapter[Any]:
+    """The union of these sink types' config models, by ``type`` (one per set of known types)."""
+    return TypeAdapter(
+        Annotated[Union[tuple(Annotated[p.config, Tag(p.type)] for p in plugins)],
+                  Discriminator(_sink_type)],
+        config=ConfigDict(strict=True),
+    )
+
+
+def _sink_entry(value: Any, info: ValidationInfo) -> Any:
+    """One sink entry validated by the config model of its ``type``, among the sink types
+    registered when it is validated (not when this module was imported): a plug-in a package
+    or a test registers is named in a config file like a built-in one. Its errors keep their
+    places (``sinks.0.delta.path``) and an unknown type lists the known ones."""
+    if not isinstance(value, (dict, BaseModel)):  # as a model field says it
+        raise PydanticKnownError("model_attributes_type")
+    return _sink_union(sink_plugins()).validate_python(value, context=info.context)
+
+
+#: One entry of a table's ``sinks``: the config model of a registered sink type, by its ``type``.
+SinkConfig = Annotated[Any, PlainValidator(_sink_entry)]
 
 
 class StateCompaction(BaseModel):

@@ -12,10 +12,13 @@ from pydantic import BaseModel, ValidationError
 
 from diffcdc.errors import ConfigError
 from diffcdc.sinks.openmirroring.shorthand import TABLE_LEVEL
-from diffcdc.sinks.registry import builtin_sinks
+from diffcdc.sinks.registry import sink_plugins
 
-#: The sink models by their ``type`` (the union's tag in a validation error's location).
-_SINK_MODELS: dict[str, type[BaseModel]] = {p.type: p.config for p in builtin_sinks()}
+
+def _sink_models() -> dict[str, type[BaseModel]]:
+    """The sink models by their ``type`` (the union's tag in a validation error's location):
+    the sink types known now, registered ones included."""
+    return {p.type: p.config for p in sink_plugins()}
 
 
 def _location(
@@ -60,7 +63,7 @@ def describe_error(error: Mapping[str, Any], fields: Collection[str] = ()) -> st
     kind = error.get("type", "")
     value = error.get("input")
     if kind in ("union_tag_not_found", "union_tag_invalid"):  # a sink's ``type``
-        valid = ", ".join(repr(t) for t in _SINK_MODELS)
+        valid = ", ".join(repr(t) for t in _sink_models())
         if kind == "union_tag_invalid":
             given = (error.get("ctx") or {}).get("tag")
             return f"unknown sink type {given!r}; give type = one of {valid}"
@@ -87,8 +90,9 @@ def _field_names(loc: Sequence[Any]) -> list[str]:
     from diffcdc.core.quality_config import QualityConfig
 
     names = set(RunConfig.model_fields)
+    sink_models = _sink_models()
     for part in loc[:-1]:
-        if isinstance(part, int) or part not in names and part not in _SINK_MODELS:
+        if isinstance(part, int) or part not in names and part not in sink_models:
             continue
         if part == "tables":
             names = set(TableConfig.model_fields) | set(TABLE_LEVEL.fields)
@@ -98,8 +102,8 @@ def _field_names(loc: Sequence[Any]) -> list[str]:
             names = set(SparkSettings.model_fields)
         elif part == "sinks":
             names = set(TABLE_LEVEL.config.model_fields)
-        elif part in _SINK_MODELS:
-            names = set(_SINK_MODELS[part].model_fields)
+        elif part in sink_models:
+            names = set(sink_models[part].model_fields)
     return sorted(names)
 
 

@@ -41,7 +41,7 @@ from diffcdc.config_errors import error_from_validation
 from diffcdc.errors import ConfigError
 from diffcdc.extras_check import check_config
 from diffcdc.sinks.openmirroring.shorthand import TABLE_LEVEL
-from diffcdc.sinks.registry import builtin_sinks
+from diffcdc.sinks.registry import sink_plugin
 from diffcdc.sources.registry import source_kind, source_plugin
 from diffcdc.state.root import StateRoot
 
@@ -134,15 +134,14 @@ def load_config(path: str) -> RunConfig:
     return config
 
 
-#: The sinks' fields that hold local paths (``landing``, ``path``, ``changelog_path`` ...).
-_SINK_PATHS = frozenset(f for p in builtin_sinks() for f in p.path_fields)
-
-
 def _resolve_sink_paths(base: str, sink: Any) -> Any:
-    """A sink's local paths relative to the config file."""
-    if not isinstance(sink, dict):
+    """A sink's local paths relative to the config file: the fields its type's plug-in names
+    (``landing``, ``path``, ``changelog_path`` ...; none for a type not known, refused later)."""
+    plugin = sink_plugin(sink["type"]) if isinstance(sink, dict) and isinstance(
+        sink.get("type"), str) else None
+    if plugin is None:
         return sink
-    return {k: _resolve(base, v) if k in _SINK_PATHS and isinstance(v, str) else v
+    return {k: _resolve(base, v) if k in plugin.path_fields and isinstance(v, str) else v
             for k, v in sink.items()}
 
 

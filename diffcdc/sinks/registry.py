@@ -3,8 +3,8 @@
 The built-in sinks are registered by module path and loaded when first asked for (a plug-in
 module is cheap: its config model, no client library); another package, or a test, registers
 its own with :func:`register_sink` (and :func:`unregister_sink`, or :func:`registered_sink` for
-a block). Whatever depends on a sink's type reads it here: the config union and its error
-texts, ``status``, ``diffcdc drop``, the executors' import check, the state-root checks and the
+a block). Whatever depends on a sink's type reads it here: a config's sink entries (validated
+against the types known when they are validated) and their error texts, ``status``, ``diffcdc drop``, the executors' import check, the state-root checks and the
 sink objects a run uses.
 """
 
@@ -73,8 +73,14 @@ def sink_plugin(sink_type: str) -> type[SinkPlugin] | None:
 
 
 def builtin_sinks() -> tuple[type[SinkPlugin], ...]:
-    """The built-in sink types' plug-ins (the config file's union of sink types)."""
+    """The built-in sink types' plug-ins."""
     return tuple(p for t in BUILTIN if (p := sink_plugin(t)) is not None)
+
+
+def sink_plugins() -> tuple[type[SinkPlugin], ...]:
+    """Every sink type known now: the built-in ones, then those :func:`register_sink` made
+    known (a config's sink entries validate against these, when they are validated)."""
+    return builtin_sinks() + tuple(p for t, p in _REGISTERED.items() if t not in BUILTIN)
 
 
 def plugin_of(config: Any) -> type[SinkPlugin]:

@@ -27,8 +27,9 @@ version or any, a given number of times or until :meth:`MemoryTarget.heal`:
 How a run gets memory sinks: a table config from :meth:`MemorySinks.table` holds a
 :class:`MemorySinkConfig` per memory sink (beside any real sink), and
 :meth:`MemorySinks.registered` registers the ``memory`` sink type's plug-in
-(:func:`diffcdc.sinks.registry.register_sink`) for the test, so diffcdc builds a :class:`MemorySink` for it like any sink. The config file's union of
-sink types is fixed when it is imported, so the config is put together without it.
+(:func:`diffcdc.sinks.registry.register_sink`) for the test, so a config names it by its type
+(``{"type": "memory", "name": ...}``) and diffcdc builds a :class:`MemorySink` for it like any
+sink.
 """
 
 from __future__ import annotations
@@ -307,19 +308,12 @@ class MemorySinks:
 
     def table(self, name: str, source: str, keys: list[str], sinks: list[MemoryTarget | dict],
               **fields: Any) -> TableConfig:
-        """A table config whose sinks are ``sinks`` in order: a memory target's sink, or a real
-        sink's entry (``{"type": "open_mirroring", ...}``), validated as the config file would."""
-        real = [s for s in sinks if isinstance(s, dict)]
-        placeholder = {"type": "delta", "name": "placeholder",  # beside the source, not in it
-                       "path": os.path.join(os.path.dirname(os.path.abspath(source)),
-                                            "_placeholder")}
-        config = TableConfig.model_validate(
-            {"name": name, "source": source, "keys": keys, "sinks": real or [placeholder], **fields}
-        )
-        built = iter(config.sinks)
-        ordered = [MemorySinkConfig(name=s.name) if isinstance(s, MemoryTarget) else next(built)
+        """A table config whose sinks are ``sinks`` in order: a memory target's sink
+        (``{"type": "memory", "name": ...}``, the type registered by :meth:`registered`), or a
+        real sink's entry (``{"type": "open_mirroring", ...}``), validated as the config file
+        would."""
+        entries = [{"type": self.plugin.type, "name": s.name} if isinstance(s, MemoryTarget) else s
                    for s in sinks]
-        ids = [s.sink_id for s in ordered]
-        assert len(set(ids)) == len(ids), ids
-        return config.model_copy(update={"sinks": ordered})
+        return TableConfig.model_validate(
+            {"name": name, "source": source, "keys": keys, "sinks": entries, **fields})
 
