@@ -58,7 +58,7 @@ from .processes import (
     median,
     profiled_seconds,
 )
-from .report import HERE, machine_info, print_and_save, save
+from .report import HERE, finish, machine_info, save
 from .sparkjobs import jobs_per_pool
 
 GOAL_MANY_X_ONE = 2.0
@@ -399,11 +399,7 @@ def main(argv: list[str] | None = None) -> int:
     runner = Runner(args.timeout, inline=args.inline)
     run = {"many": many_vs_one, "per-table": many_vs_one, "floor": steady_vs_floor,
            "delta-check": delta_check}[args.command]
-    doc = run(args, runner)
-    print_and_save(doc, args.out, indent=1)
-    print("\n".join(doc.get("summary", [])))
-    print("results:", args.out)
-    return 0
+    return finish(run(args, runner), args.out)
 
 
 if __name__ == "__main__":

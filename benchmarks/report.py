@@ -75,6 +75,15 @@ def save(results: dict[str, Any], path: str) -> None:
     os.replace(path + ".tmp", path)
 
 
+def finish(document: dict[str, Any], out: str) -> int:
+    """The end of a suite command: the result document printed and written to ``out``, its
+    summary lines and where it went; the command's exit code."""
+    print_and_save(document, out, indent=1)
+    print("\n".join(document.get("summary", [])))
+    print("results:", out)
+    return 0
+
+
 def print_and_save(document: dict[str, Any], out: str | None, indent: int = 2) -> None:
     """Print a result document as JSON and, with ``out``, write it there too."""
     text = json.dumps(document, indent=indent)

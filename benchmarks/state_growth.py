@@ -40,7 +40,7 @@ from typing import Any
 
 from .generate import Rates, generate, generate_next
 from .processes import Runner, check, cli, diffcdc_run, expected_counts, fresh, line, link, median
-from .report import machine_info, print_and_save, save
+from .report import finish, machine_info, save
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TABLE = "bench"
@@ -235,11 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     names = {"bytes": f"state-bytes-{args.rows}", "others": f"others-{args.rows}"}
     args.out = args.out or os.path.join(HERE, "results", names[args.command] + ".json")
     runner = Runner(args.timeout, inline=args.inline)
-    doc = {"bytes": cmd_bytes, "others": cmd_others}[args.command](args, runner)
-    print_and_save(doc, args.out, indent=1)
-    print("\n".join(doc.get("summary", [])))
-    print("results:", args.out)
-    return 0
+    return finish({"bytes": cmd_bytes, "others": cmd_others}[args.command](args, runner), args.out)
 
 
 if __name__ == "__main__":
