@@ -23,10 +23,11 @@ from diffcdc.sources.files import SnapshotEntry, check_parquet_footers, read_sna
 from tests.support.snapshots import snapshot_one, snapshot_table, snapshot_two, write_snapshot
 
 #: The Spark jobs of a steady run of a small table with a landing sink: the state's classify
-#: and write, and the landing file's sort (a shuffle to one partition) and write. The counts,
-#: the state manifest and the landing files' facts are read in this process; the snapshot's
-#: schema comes from its footer; the changed rows are picked in the classify's one task.
-STEADY_SMALL_TABLE_JOBS = 3
+#: and write, and the landing file's sort and write (its partitions merged where they are, no
+#: shuffle). The counts, the state manifest and the landing files' facts are read in this
+#: process; the snapshot's schema comes from its footer; the changed rows are picked in the
+#: classify's one task.
+STEADY_SMALL_TABLE_JOBS = 2
 
 
 def _jobs_started(spark) -> int:
@@ -161,3 +162,24 @@ def test_one_task_classifies_and_diffs_as_the_shuffle_does(spark):
         assert sorted(map(tuple, picked.collect()), key=str) == \
             sorted(map(tuple, broadcast.collect()), key=str)
         assert "Exchange" not in one._jdf.queryExecution().executedPlan().toString()
+
+
+def test_a_small_tables_landing_order_is_made_in_one_task_without_a_shuffle(spark):
+    """A one-task diff's change set is ordered for the landing zone (deletes first, then by
+    key) in its own partitions merged, with no shuffle, exactly as the shuffled sort orders it
+    — also from a frame of several partitions."""
+    from diffcdc.core.changeset import OP, OP_DELETE, OP_INSERT, OP_UPDATE
+    from diffcdc.sinks.openmirroring.rows import landing_changes
+
+    schema = T.StructType([T.StructField("k", T.StringType()), T.StructField("v", T.LongType()),
+                           T.StructField(OP, T.IntegerType())])
+    rows = [("c", 3, OP_UPDATE), ("a", None, OP_DELETE), ("b", 2, OP_INSERT),
+            ("e", None, OP_DELETE), ("d", 4, OP_INSERT), (None, 5, OP_INSERT)]
+    frame = spark.createDataFrame(rows[:3], schema).union(spark.createDataFrame(rows[3:], schema))
+    assert frame.rdd.getNumPartitions() > 1
+    merged = landing_changes(frame, ["k"], ["k", "v"], initial=False, one_task=True)
+    sorted_ = landing_changes(frame, ["k"], ["k", "v"], initial=False, single_partition=True)
+    assert [tuple(r) for r in merged.collect()] == [tuple(r) for r in sorted_.collect()]
+    assert [r["k"] for r in merged.collect()] == ["a", "e", None, "b", "c", "d"]
+    assert merged.rdd.getNumPartitions() == 1
+    assert "Exchange" not in merged._jdf.queryExecution().executedPlan().toString()

@@ -534,7 +534,7 @@ def _stage_sinks(
             changes = ChangeSet(
                 ident, version, sid, df.schema, diff, False,
                 metrics["inserted"], metrics["updated"], metrics["deleted"],
-                snapshot_time=step.as_of,
+                snapshot_time=step.as_of, one_task=written.one_task,
             )
         else:
             changes = ChangeSet(

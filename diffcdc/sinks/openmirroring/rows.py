@@ -46,6 +46,7 @@ def landing_changes(
     initial: bool,
     upsert: bool = False,
     single_partition: bool = False,
+    one_task: bool = False,
 ) -> DataFrame:
     """A neutral change set (landing columns + OP) in landing order, with ``__rowMarker__`` last.
 
@@ -53,7 +54,9 @@ def landing_changes(
     and keeps the snapshot's own row order (deterministic for the same files; sorting a whole
     first load would cost a full shuffle for nothing). Otherwise deletes (key columns only)
     come first, then inserts and updates, each ordered by key. ``single_partition`` sorts a
-    small change set in one task instead of a range shuffle (which needs a sampling pass).
+    small change set in one task instead of a range shuffle (which needs a sampling pass);
+    with ``one_task`` (a small table's diff, computed in one task) its partitions are merged
+    where they are, without a shuffle (a Spark job of its own on a small table).
     With ``upsert`` (``isUpsertDefaultRowMarker``) inserts and updates carry UPSERT (4).
     """
     cols = [quote(c) for c in columns]
@@ -70,7 +73,9 @@ def landing_changes(
         f"CASE WHEN {OP} = {OP_DELETE} THEN 0 ELSE 1 END AS {_GRP}",
     )
     key_cols = [quote(k) for k in keys]
-    if single_partition:
+    if one_task:
+        ordered = combined.coalesce(1).sortWithinPartitions(_GRP, *key_cols)
+    elif single_partition:
         ordered = combined.repartition(1).sortWithinPartitions(_GRP, *key_cols)
     else:
         ordered = combined.orderBy(_GRP, *key_cols)

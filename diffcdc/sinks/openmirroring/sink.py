@@ -132,6 +132,7 @@ class OpenMirroringSink(Sink):
                 initial=changes.initial,
                 upsert=self.config.upsert_default,
                 single_partition=changes.rows <= SINGLE_TASK_SORT_ROWS,
+                one_task=changes.one_task,
             )
             raw = paths.join(staging_dir, "raw")
             files = stage_parquet_files(
