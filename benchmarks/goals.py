@@ -57,9 +57,10 @@ from .processes import (
     link,
     median,
     profiled_seconds,
+    run_log_steps,
 )
 from .report import HERE, finish, machine_info, save
-from .sparkjobs import jobs_per_pool
+from .sparkjobs import SqlExecution, jobs_per_pool, sql_executions
 
 GOAL_MANY_X_ONE = 2.0
 GOAL_EXTRA_SECONDS_PER_TABLE = 0.15
@@ -145,11 +146,13 @@ def many_vs_one(args: argparse.Namespace, runner: Runner) -> dict[str, Any]:
             line(f"round {n + 1}: {variant}", record)
         save(doc, args.out)
     jobs: dict[str, Any] = {}
+    where: dict[str, Any] = {}
     for variant, (_, tables) in variants.items():  # one more, untimed, counting Spark jobs
         events = fresh(os.path.join(work, "events", variant))
         before = _jobs_started() if runner.inline else 0
-        diffcdc_run(runner, ["--config", prepared(variant, None if runner.inline else events)],
-                    os.path.join(work, "logs", f"jobs-{variant}"))
+        record = diffcdc_run(runner, ["--config", prepared(variant, None if runner.inline
+                                                            else events)],
+                             os.path.join(work, "logs", f"jobs-{variant}"))
         if runner.inline:  # one session, no event log: the jobs it started, spread evenly
             total_jobs = _jobs_started() - before
             per_table = [total_jobs / tables] * tables
@@ -158,6 +161,8 @@ def many_vs_one(args: argparse.Namespace, runner: Runner) -> dict[str, Any]:
             per_pool = jobs_per_pool(events)
             per_table = [per_pool.get(f"diffcdc-t{t:03d}", 0) for t in range(tables)]
             total_jobs, by_pool = sum(per_pool.values()), dict(per_pool)
+            where[variant] = time_per_table(run_log_steps(record.get("log", "")),
+                                            sql_executions(events))
         jobs[variant] = {"per_table_median": median(per_table), "per_table_min": min(per_table),
                          "per_table_max": max(per_table), "total": total_jobs,
                          "outside_tables": total_jobs - sum(per_table), "by_pool": by_pool}
@@ -165,6 +170,7 @@ def many_vs_one(args: argparse.Namespace, runner: Runner) -> dict[str, Any]:
     many, one = median(doc["seconds"]["many"]), median(doc["seconds"]["one"])
     doc.update(median_seconds={"many": many, "one": one}, many_x_one=round(many / one, 2),
                extra_seconds_per_table=round((many - one) / args.tables, 3), spark_jobs=jobs,
+               where_the_time_goes=where,
                all_match_truth=all(r["matches_truth"] for v in doc["runs"].values() for r in v))
     jobs_text = (f"Spark jobs per small table {jobs['many']['per_table_median']:g} (min "
                  f"{jobs['many']['per_table_min']:g}, max {jobs['many']['per_table_max']:g}), "
@@ -175,13 +181,68 @@ def many_vs_one(args: argparse.Namespace, runner: Runner) -> dict[str, Any]:
         doc["goal"] = {"many_x_one_at_most": GOAL_MANY_X_ONE,
                        "met": doc["many_x_one"] <= GOAL_MANY_X_ONE}
         doc["summary"] = [f"{head}: {doc['many_x_one']}x (goal <= {GOAL_MANY_X_ONE:g}); {jobs_text}"]
+        doc["summary"] += where_lines(where)
     else:
         extra = doc["extra_seconds_per_table"]
         doc["goal"] = {"extra_seconds_per_table_at_most": GOAL_EXTRA_SECONDS_PER_TABLE,
                        "met": extra <= GOAL_EXTRA_SECONDS_PER_TABLE}
         doc["summary"] = [f"{head}: {extra} s extra per table (goal <= "
                           f"{GOAL_EXTRA_SECONDS_PER_TABLE:g}); {jobs_text}"]
+        doc["summary"] += where_lines(where)
     return doc
+
+
+def time_per_table(steps: dict[str, dict[str, float]],
+                   executions: list[SqlExecution]) -> dict[str, Any]:
+    """Where a table's time goes, from the run log's steps of each table and the event log's
+    SQL executions (each table runs in its own pool, ``diffcdc-<table>``): per step, and per
+    SQL execution in the order a table runs them (its planning, its jobs, its commit), the
+    median over the tables; the table's time outside any SQL execution (the driver's own
+    work: Python, Py4J calls, file listings, the state's and landing zone's small files)."""
+    by_table: dict[str, list[SqlExecution]] = {}
+    for execution in executions:
+        by_table.setdefault(execution.pool.removeprefix("diffcdc-"), []).append(execution)
+    names = sorted({step for table in steps.values() for step in table})
+    per_step = {name: median([table.get(name, 0.0) for table in steps.values()])
+                for name in names}
+    totals = [sum(table.values()) for table in steps.values()]
+    in_sql = [sum(e.seconds for e in by_table.get(table, [])) for table in steps]
+    sql: list[dict[str, Any]] = []
+    for index in range(max((len(v) for v in by_table.values()), default=0)):
+        nth = [runs[index] for runs in by_table.values() if len(runs) > index]
+        sql.append({
+            "tables": len(nth),
+            "seconds": median([e.seconds for e in nth]),
+            "planning_seconds": median([e.planning_seconds for e in nth]),
+            "jobs_seconds": median([e.jobs_seconds for e in nth]),
+            "after_jobs_seconds": median([e.after_jobs_seconds for e in nth]),
+            "jobs": median([e.jobs for e in nth]),
+            "tasks": median([e.tasks for e in nth]),
+        })
+    return {
+        "tables": len(steps),
+        "table_seconds_median": median(totals) if totals else 0.0,
+        "steps_median_seconds": per_step,
+        "sql_executions_median": sql,
+        "in_sql_seconds_median": median(in_sql) if in_sql else 0.0,
+        "outside_sql_seconds_median": median([t - s for t, s in zip(totals, in_sql)])
+        if totals else 0.0,
+    }
+
+
+def where_lines(where: dict[str, Any]) -> list[str]:
+    """The breakdown of :func:`time_per_table` as summary lines, one per variant."""
+    out = []
+    for variant, got in where.items():
+        steps = ", ".join(f"{k} {v:g}" for k, v in got["steps_median_seconds"].items())
+        sqls = "; ".join(
+            f"#{n + 1} {e['seconds']:g} s (planning {e['planning_seconds']:g}, "
+            f"{e['jobs']:g} job(s) {e['jobs_seconds']:g}, after {e['after_jobs_seconds']:g})"
+            for n, e in enumerate(got["sql_executions_median"]))
+        out.append(f"{variant}: a table {got['table_seconds_median']:g} s (median of "
+                   f"{got['tables']}): steps {steps}; SQL executions {sqls}; outside them "
+                   f"{got['outside_sql_seconds_median']:g} s")
+    return out
 
 
 # --- steady against the floor ------------------------------------------------------------------

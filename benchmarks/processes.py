@@ -161,7 +161,7 @@ def cli(*args: str) -> list[str]:
 def diffcdc_run(runner: Runner, args: list[str], log: str, what: str = "diffcdc run",
                 command: str = "run", profile: str | None = None) -> dict[str, Any]:
     """One ``diffcdc <command> ... --json``; its report's counts, table seconds and the step
-    seconds from its run log beside the process figures."""
+    seconds from its run log (summed over its tables) beside the process figures."""
     record = runner.python(cli(command, *args, "--json"), log, what, profile)
     report = record.pop("output")
     tables = report.get("tables", []) if isinstance(report, dict) else []
@@ -170,20 +170,22 @@ def diffcdc_run(runner: Runner, args: list[str], log: str, what: str = "diffcdc 
     record["counts"] = {k: sum(s.get(k) or 0 for s in snaps)
                         for k in ("rows", "inserted", "updated", "deleted")}
     record["versions"] = [s.get("version") for s in snaps]
-    if len(tables) == 1 and isinstance(report, dict) and report.get("log"):
+    if isinstance(report, dict) and report.get("log"):
+        record["log"] = report["log"]
         record["phases"] = run_log_phases(report["log"])
     return record
 
 
-_LINE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) INFO \S+ [^:]+: (.*)$")
+_LINE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) INFO \S+ ([^:]+): (.*)$")
 
 
-def run_log_phases(path: str) -> dict[str, float]:
-    """Seconds per step of a one-table run from its run log: ``plan`` (from listing the waiting
-    snapshots), then per snapshot ``read``, ``fingerprint and diff``, ``quality gate``,
-    ``stage``, ``commit version``, ``publish`` (whatever the log names); each step lasts until
-    the table's next line. Lines without a step (a rollback's notice) end the step before."""
-    steps: list[tuple[float, str]] = []
+def run_log_steps(path: str) -> dict[str, dict[str, float]]:
+    """Seconds per step of each table of a run, from its run log: ``plan`` (from listing the
+    waiting snapshots), then per snapshot ``read``, ``fingerprint and diff``, ``quality gate``,
+    ``stage``, ``commit version``, ``publish`` (whatever the log names); a step lasts until
+    the same table's next line (tables run side by side). Lines without a step (a rollback's
+    notice) end the step before. ``{table: {step: seconds}}``."""
+    lines: dict[str, list[tuple[float, str]]] = {}
     try:
         with open(path, encoding="utf-8") as handle:
             for line in handle:
@@ -191,21 +193,34 @@ def run_log_phases(path: str) -> dict[str, float]:
                 if not match:
                     continue
                 stamp = time.mktime(time.strptime(match.group(1), "%Y-%m-%d %H:%M:%S"))
-                text = match.group(3)
+                text = match.group(4)
                 if re.match(r"\d+ snapshot\(s\) waiting", text):
                     name = "plan"
                 else:  # "<snapshot>: <step> ..."; the last line "<snapshot>: +1 ~2 -3 (...)"
                     _, _, step = text.partition(": ")
                     found = re.match(r"[a-z][a-z ]*[a-z]", step)
                     name = found.group(0) if found else ""
-                steps.append((stamp + int(match.group(2)) / 1000, name))
+                lines.setdefault(match.group(3), []).append(
+                    (stamp + int(match.group(2)) / 1000, name))
     except OSError:
         return {}
-    phases: Counter[str] = Counter()
-    for (at, name), (after, _) in zip(steps, steps[1:]):
-        if name:
-            phases[name] += after - at
-    return {k: round(v, 3) for k, v in phases.items()}
+    out = {}
+    for table, steps in lines.items():
+        phases: Counter[str] = Counter()
+        for (at, name), (after, _) in zip(steps, steps[1:]):
+            if name:
+                phases[name] += after - at
+        out[table] = {k: round(v, 3) for k, v in phases.items()}
+    return out
+
+
+def run_log_phases(path: str) -> dict[str, float]:
+    """Seconds per step of a run from its run log (:func:`run_log_steps`), summed over its
+    tables (tables that run side by side count each)."""
+    total: Counter[str] = Counter()
+    for steps in run_log_steps(path).values():
+        total.update(steps)
+    return {k: round(v, 3) for k, v in total.items()}
 
 
 def profiled_seconds(path: str, modules: tuple[str, ...], names: tuple[str, ...]

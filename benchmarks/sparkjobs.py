@@ -6,7 +6,9 @@
 * :func:`cold_floor`: a fresh session plus one cold floor job, what ``python -m benchmarks.floor
   --cold SNAPSHOT`` runs in its own process;
 * :func:`profile_jobs` and :func:`jobs_per_pool`: Spark jobs from an uncompressed event log
-  (``spark.eventLog.enabled``, ``spark.eventLog.compress = false``).
+  (``spark.eventLog.enabled``, ``spark.eventLog.compress = false``);
+* :func:`sql_executions`: each SQL execution (a write, a collect) of such a log, split into its
+  planning (from its start to its first job), its jobs and what follows them.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import os
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 
@@ -130,3 +133,61 @@ def jobs_started(event_dir: str) -> list[dict[str, Any]]:
 def jobs_per_pool(event_dir: str) -> Counter[str]:
     """Spark jobs per scheduler pool in the event logs under ``event_dir``."""
     return Counter(job["pool"] for job in jobs_started(event_dir))
+
+
+@dataclass(frozen=True)
+class SqlExecution:
+    """One SQL execution of an event log: its scheduler pool (diffcdc's table), its wall time
+    split into planning (start to the first job: analysis, optimization, the file index, the
+    write's set-up), its jobs (first job's start to the last one's end) and the rest (the
+    write's commit); the number of jobs and tasks."""
+
+    pool: str
+    start_ms: int
+    seconds: float
+    planning_seconds: float
+    jobs_seconds: float
+    after_jobs_seconds: float
+    jobs: int
+    tasks: int
+    what: str
+
+
+def sql_executions(event_dir: str) -> list[SqlExecution]:
+    """Every SQL execution of the event logs under ``event_dir`` that ran a Spark job, oldest
+    first (executions without a job, e.g. a file listing, are left out)."""
+    starts: dict[int, tuple[int, str]] = {}
+    ends: dict[int, int] = {}
+    jobs: dict[int, list[dict[str, Any]]] = {}
+    by_job: dict[int, dict[str, Any]] = {}
+    for line in event_lines(event_dir):
+        event = json.loads(line)
+        kind = event["Event"]
+        if kind.endswith("SparkListenerSQLExecutionStart"):
+            starts[event["executionId"]] = (event["time"], event.get("description", ""))
+        elif kind.endswith("SparkListenerSQLExecutionEnd"):
+            ends[event["executionId"]] = event["time"]
+        elif kind == "SparkListenerJobStart":
+            props = event.get("Properties") or {}
+            execution = props.get("spark.sql.execution.id")
+            if execution is None:
+                continue
+            job = {"start": event["Submission Time"], "end": event["Submission Time"],
+                   "pool": props.get("spark.scheduler.pool") or "(none)",
+                   "tasks": sum(s["Number of Tasks"] for s in event["Stage Infos"])}
+            jobs.setdefault(int(execution), []).append(job)
+            by_job[event["Job ID"]] = job
+        elif kind == "SparkListenerJobEnd" and event["Job ID"] in by_job:
+            by_job[event["Job ID"]]["end"] = event["Completion Time"]
+    out = []
+    for execution, (start, what) in sorted(starts.items(), key=lambda item: item[1][0]):
+        ran = jobs.get(execution)
+        if not ran or execution not in ends:
+            continue
+        first, last = min(j["start"] for j in ran), max(j["end"] for j in ran)
+        out.append(SqlExecution(
+            pool=ran[0]["pool"], start_ms=start, seconds=(ends[execution] - start) / 1e3,
+            planning_seconds=(first - start) / 1e3, jobs_seconds=(last - first) / 1e3,
+            after_jobs_seconds=(ends[execution] - last) / 1e3, jobs=len(ran),
+            tasks=sum(j["tasks"] for j in ran), what=what))
+    return out
