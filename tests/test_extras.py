@@ -31,6 +31,7 @@ EXTRA_USERS = {
     "diffcdc.sinks.delta.feed": "deltalake",
     "diffcdc.sinks.delta.history": "deltalake",
     "diffcdc.sinks.delta.sink": "deltalake",
+    "diffcdc.sinks.delta.target_check": "deltalake",
     "diffcdc.sinks.kafka.client": "confluent_kafka",
     "diffcdc.sinks.kafka.publish": "confluent_kafka",
     "diffcdc.sinks.kafka.replay": "fastavro",
