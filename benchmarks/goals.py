@@ -22,7 +22,7 @@ reads the same snapshot, fingerprints every row and shuffles ``(key, fingerprint
 ``delta-check``: a steady run publishing to a Delta sink whose table holds 2,000 data files
 (the first load's files split by a compaction-shaped commit, ``dataChange = false``, which the
 sink accepts as harmless) beside the same table in the first load's few files; each run under
-cProfile, which gives the time and calls of the sink's target check (``check`` / ``_verify``)
+cProfile, which gives the time and calls of the sink's target check (``check`` / ``verify``)
 and of delta-rs's file listing (``DeltaTable.repair``) and history reads per version::
 
     python -m benchmarks.goals delta-check [--rows 1000000] [--files 2000] [--rounds 1]
@@ -310,7 +310,7 @@ def steady_vs_floor(args: argparse.Namespace, runner: Runner) -> dict[str, Any]:
 
 #: What the profile of a run reports: the Delta sink's target check and delta-rs's table reads.
 CHECK_MODULES = ("diffcdc/sinks/delta/",)
-CHECK_NAMES = ("check", "_verify", "stage", "publish")
+CHECK_NAMES = ("check", "verify", "stage", "publish")
 DELTA_MODULES = ("deltalake/table.py",)
 DELTA_NAMES = ("repair", "history", "__init__", "get_add_actions", "files", "file_uris")
 
@@ -401,8 +401,8 @@ def delta_check(args: argparse.Namespace, runner: Runner) -> dict[str, Any]:
                 "seconds": median([r["seconds"] for r in runs]),
                 "check_seconds": total("sink", "sink.py:check", "seconds"),
                 "check_calls": total("sink", "sink.py:check", "calls"),
-                "verify_seconds": total("sink", "sink.py:_verify", "seconds"),
-                "verify_calls": total("sink", "sink.py:_verify", "calls"),
+                "verify_seconds": total("sink", "target_check.py:verify", "seconds"),
+                "verify_calls": total("sink", "target_check.py:verify", "calls"),
                 "listing_seconds": total("deltalake", "table.py:repair", "seconds"),
                 "listings": total("deltalake", "table.py:repair", "calls"),
                 "history_reads": total("deltalake", "table.py:history", "calls")}
@@ -410,7 +410,7 @@ def delta_check(args: argparse.Namespace, runner: Runner) -> dict[str, Any]:
     doc["all_match_truth"] = all(r["matches_truth"] for v in doc["runs"].values() for r in v)
     doc["summary"] = [
         f"Delta sink, steady {args.rows:,} rows, table of {s['data_files']} data files: run "
-        f"{s['seconds']} s; target checks (_verify) {s['verify_calls']:g} call(s), "
+        f"{s['seconds']} s; target checks (verify) {s['verify_calls']:g} call(s), "
         f"{s['verify_seconds']} s; file listings (repair) {s['listings']:g}, "
         f"{s['listing_seconds']} s; history reads {s['history_reads']:g}"
         for s in doc["per_variant"].values()]

@@ -61,7 +61,7 @@ def run_dataframe(
     report; raises a :class:`diffcdc.errors.DiffcdcError` (with ``exit_code``) when the run
     fails, with state and every sink unchanged.
     """
-    from diffcdc.spark_version import require_pyspark
+    from diffcdc.spark.version import require_pyspark
 
     require_pyspark()  # before anything that imports it: one line, not an ImportError
     from pyspark.sql import DataFrame
@@ -70,7 +70,7 @@ def run_dataframe(
     from diffcdc.sources.dataframe import DataFrameSource
     from diffcdc.spark.session import is_connect
     from diffcdc.spark.settings import borrowed_session
-    from diffcdc.spark_version import require_server
+    from diffcdc.spark.version import require_server
     from diffcdc.state.root import StateRoot
 
     if not isinstance(df, DataFrame):

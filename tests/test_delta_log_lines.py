@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from diffcdc.sinks.delta.sink import log_actions
+from diffcdc.sinks.delta.target_check import log_actions
 
 
 @pytest.mark.parametrize("odd", ["\x85", "\u2028", "\u2029"])  # JSON escapes the others

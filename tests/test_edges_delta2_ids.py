@@ -4,17 +4,17 @@ none, so such a table is checked by its commits alone until its next version rec
 
 from __future__ import annotations
 
-from diffcdc.sinks.delta.sink import DeltaSink
+from diffcdc.sinks.delta.target_check import table_id
 
 
 def test_the_expected_table_id_is_the_newest_recorded_since_the_last_full_image():
     old_format = [(1, {"initial": True, "rows": 3}), (2, {"rows": 1})]
-    assert DeltaSink._table_id(old_format) is None
-    assert DeltaSink._table_id([(1, {"initial": True, "table_id": None})]) is None
+    assert table_id(old_format) is None
+    assert table_id([(1, {"initial": True, "table_id": None})]) is None
     published = [(1, {"initial": True, "table_id": None}), (2, {"table_id": "x"}),
                  (3, {"table_id": None}), (4, {"table_id": "y"}), (5, {})]
-    assert DeltaSink._table_id(published) == "y"
+    assert table_id(published) == "y"
     # a full image staged against a table (a reload) may find another there at its publish
-    assert DeltaSink._table_id([*published, (6, {"initial": True, "table_id": "y"})]) is None
-    assert DeltaSink._table_id([*published, (6, {"initial": True, "table_id": "y"}),
+    assert table_id([*published, (6, {"initial": True, "table_id": "y"})]) is None
+    assert table_id([*published, (6, {"initial": True, "table_id": "y"}),
                                 (7, {"table_id": "z"})]) == "z"

@@ -22,18 +22,18 @@ def test_a_path_that_is_a_file_or_lies_under_one_is_named_as_such(tmp_path):
                        (str(regular / "t"), f"path lies under the file {regular}"),
                        (f"file://{regular}", "path is a file")]:
         with pytest.raises(ConfigError, match=said) as refused:
-            _sink(path)._open()
+            _sink(path).target.open()
         assert refused.value.exit_code == 2 and "\n" not in str(refused.value)
         assert "Path does not exist" not in str(refused.value)
         assert "point the sink's path at a folder" in str(refused.value)
     log = _sink(str(tmp_path / "t"), changelog_path=str(regular))
     with pytest.raises(ConfigError, match="changelog_path is a file"):
-        log._open(str(regular))
-    assert _sink(str(tmp_path / "absent" / "t"))._open() is None  # none yet: fine
+        log.target.open(str(regular))
+    assert _sink(str(tmp_path / "absent" / "t")).target.open() is None  # none yet: fine
 
 
 def test_delta_rs_colour_codes_are_left_out_of_the_one_line_error(tmp_path):
-    error = _sink(str(tmp_path / "t"))._error(
+    error = _sink(str(tmp_path / "t")).target.error(
         "Delta commit of version 3 failed: \x1b[1;31mGeneric error\x1b[0m:\n  \x1b[2mdetail\x1b[0m")
     text = str(error)
     assert "\x1b" not in text and "\n" not in text
@@ -57,11 +57,11 @@ def test_delta_rs_colour_codes_are_left_out_of_the_one_line_error(tmp_path):
     ("something else", "check the path and its storage options"),
 ])
 def test_a_failed_delta_commit_hints_at_its_cause(tmp_path, cause, hint):
-    current = str(_sink(str(tmp_path / "t"))._error(f"Delta commit of version 3 failed: {cause}"))
+    current = str(_sink(str(tmp_path / "t")).target.error(f"Delta commit of version 3 failed: {cause}"))
     assert hint in current and "\n" not in current
     if hint != "check the path and its storage options":
         assert "check the path and its storage options" not in current
     if "do not take" in hint:
         assert "diffcdc reload --table T --sink delta --yes" in current
-        history = str(_sink(str(tmp_path / "h"), mode="scd2")._error(cause))
+        history = str(_sink(str(tmp_path / "h"), mode="scd2").target.error(cause))
         assert "RESTORE the Delta table" in history and "start a new history" in history

@@ -31,6 +31,7 @@ EXTRA_USERS = {
     "diffcdc.sinks.delta.feed": "deltalake",
     "diffcdc.sinks.delta.history": "deltalake",
     "diffcdc.sinks.delta.sink": "deltalake",
+    "diffcdc.sinks.delta.target_check": "deltalake",
     "diffcdc.sinks.kafka.client": "confluent_kafka",
     "diffcdc.sinks.kafka.publish": "confluent_kafka",
     "diffcdc.sinks.kafka.replay": "fastavro",
@@ -188,7 +189,7 @@ def test_a_command_line_option_needing_a_missing_extra_is_refused_too(tmp_path):
 def test_pyspark_3_5_without_pandas_is_one_line_naming_it(monkeypatch):
     """PySpark 3.5's Arrow exchange (mapInArrow) needs pandas, which left the core install
     (4.x's does not): a 3.5 without it stops at start, not deep inside a run."""
-    from diffcdc import spark_version
+    from diffcdc.spark import version as spark_version
 
     monkeypatch.setattr(spark_version, "installed", lambda: "3.5.3")
     monkeypatch.setitem(sys.modules, "pandas", None)  # as if not installed

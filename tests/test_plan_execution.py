@@ -50,12 +50,13 @@ def _counters(monkeypatch: pytest.MonkeyPatch) -> Counter:
     from deltalake import DeltaTable
 
     from diffcdc.sinks.delta.sink import DeltaSink
+    from diffcdc.sinks.delta.target_check import DeltaTarget
     from diffcdc.sinks.kafka.sink import KafkaSink
     from diffcdc.sinks.openmirroring import publish as landing_publish
     from diffcdc.sinks.openmirroring import sink as landing_sink
 
     calls: Counter = Counter()
-    _count(monkeypatch, calls, DeltaSink, "_verify", "delta check")
+    _count(monkeypatch, calls, DeltaTarget, "verify", "delta check")
     _count(monkeypatch, calls, DeltaSink, "quick_check", "delta quick check")
     _count(monkeypatch, calls, DeltaTable, "repair", "delta file listing")
     _count(monkeypatch, calls, KafkaSink, "_verify", "kafka check")

@@ -25,7 +25,7 @@ from diffcdc.config import TableConfig
 from diffcdc.core.classify import CHANGE, DELETE
 from diffcdc.core.fingerprint import FP, FP_HI, fingerprint_exprs
 from diffcdc.engine.verify import verify_table
-from diffcdc.spark_version import parse
+from diffcdc.spark.version import parse
 from diffcdc.state.chain import state_chain
 from diffcdc.state.store import TableState
 from tests.support.config_text import toml_value

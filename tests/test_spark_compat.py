@@ -1,4 +1,4 @@
-"""diffcdc/spark_compat.py: the PySpark 3.5 paths give what 4.x's own calls give.
+"""diffcdc/spark/compat.py: the PySpark 3.5 paths give what 4.x's own calls give.
 
 On 4.x these run the 3.5 path beside the native one; in the smoke tier they run on 3.5 itself.
 """
@@ -10,8 +10,8 @@ from decimal import Decimal
 
 import pytest
 
-from diffcdc import spark_compat
-from diffcdc.spark_compat import _holds_interval, error_text, to_arrow
+from diffcdc.spark import compat as spark_compat
+from diffcdc.spark.compat import _holds_interval, error_text, to_arrow
 
 
 class _Throwable:

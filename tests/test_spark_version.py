@@ -8,9 +8,9 @@ import sys
 
 import pytest
 
-from diffcdc import spark_version
 from diffcdc.cli.main import main
 from diffcdc.errors import ConfigError
+from diffcdc.spark import version as spark_version
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -94,7 +94,7 @@ def _setup_logging(quiet: bool, debug: bool) -> None:
 
 
 def _dispatch(args: argparse.Namespace) -> int:
-    from diffcdc.spark_version import require_pyspark
+    from diffcdc.spark.version import require_pyspark
 
     require_pyspark()  # before any module that imports it: one line, not an ImportError
     return BY_NAME[args.command].run(args)

@@ -29,9 +29,9 @@ from diffcdc.errors import DiffcdcError, SparkConnectLost, StateOwnerError
 from diffcdc.sources.base import Source
 from diffcdc.sources.copies import SnapshotCopies
 from diffcdc.sources.registry import build_source
+from diffcdc.spark.compat import error_text
 from diffcdc.spark.connect import connect_lost
 from diffcdc.spark.session import is_connect, spark_label
-from diffcdc.spark_compat import error_text
 from diffcdc.state.guard import unreadable_state
 from diffcdc.state.prune import prune_versions
 from diffcdc.state.root import StateRoot

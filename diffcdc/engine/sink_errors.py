@@ -17,7 +17,7 @@ from typing import Any
 
 from diffcdc.errors import ConfigError, DiffcdcError, InputRefused, StorageError
 from diffcdc.sinks.base import Sink
-from diffcdc.spark_compat import error_text
+from diffcdc.spark.compat import error_text
 
 #: What an OSError's errno says about the disk it came from.
 DISK_PROBLEMS = {

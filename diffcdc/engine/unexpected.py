@@ -15,7 +15,7 @@ import re
 from diffcdc.engine.sink_errors import DISK_PROBLEMS, disk_problem, under
 from diffcdc.errors import DiffcdcError, InputRefused, StorageError
 from diffcdc.sources.base import PendingSnapshot
-from diffcdc.spark_compat import FAILED_READ_FILE, error_text
+from diffcdc.spark.compat import FAILED_READ_FILE, error_text
 
 _UNREADABLE = (
     *FAILED_READ_FILE,

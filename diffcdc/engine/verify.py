@@ -13,7 +13,7 @@ from diffcdc.errors import InputRefused, UsageError
 from diffcdc.sinks.base import Sink, SinkTable
 from diffcdc.sinks.registry import build_sink
 from diffcdc.sources.registry import read_snapshot_at
-from diffcdc.spark_compat import to_arrow
+from diffcdc.spark.compat import to_arrow
 from diffcdc.state.root import StateRoot
 from diffcdc.state.store import TableState
 

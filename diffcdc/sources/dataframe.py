@@ -18,9 +18,9 @@ from diffcdc.sources.base import PendingSnapshot, Snapshot, Source, check_order
 from diffcdc.sources.copies import SnapshotCopies
 from diffcdc.sources.jdbc import snapshot_id_now
 from diffcdc.sources.snapshot_time import as_utc
+from diffcdc.spark.compat import calendar_interval_column, error_text
 from diffcdc.spark.paths import spark_path
 from diffcdc.spark.settings import in_time_zone
-from diffcdc.spark_compat import calendar_interval_column, error_text
 
 
 def evaluation_error(exc: BaseException) -> str:

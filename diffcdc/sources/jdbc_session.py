@@ -18,7 +18,7 @@ from diffcdc.errors import DiffcdcError, InputRefused, SourceError, SourceUnavai
 from diffcdc.sources.config import JdbcSourceConfig
 from diffcdc.sources.jdbc_mysql import session_statement
 from diffcdc.sources.jdbc_types import Column, refusal_in
-from diffcdc.spark_compat import error_text
+from diffcdc.spark.compat import error_text
 
 _REPEATABLE_READ = 4  # java.sql.Connection.TRANSACTION_REPEATABLE_READ
 

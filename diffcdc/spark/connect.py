@@ -40,7 +40,7 @@ def connect_session(url: str, conf: Mapping[str, str] | None = None,
     import warnings
 
     from diffcdc.errors import ConfigError
-    from diffcdc.spark_version import require_pyspark, require_server
+    from diffcdc.spark.version import require_pyspark, require_server
 
     if not timeout > 0:
         raise ConfigError(f"connect_timeout must be a positive number of seconds, got {timeout}",

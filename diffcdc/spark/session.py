@@ -174,7 +174,7 @@ def warm_up() -> None:
 
     from pyspark.sql import functions as F
 
-    from diffcdc.spark_compat import to_arrow
+    from diffcdc.spark.compat import to_arrow
 
     spark = build_spark("local[1]")
     with tempfile.TemporaryDirectory() as tmp:

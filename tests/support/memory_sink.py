@@ -52,7 +52,7 @@ from diffcdc.errors import InputRefused, TargetMismatch, TransientStorageError
 from diffcdc.sinks.base import ChangeSet, Sink, SinkHistory, SinkTable
 from diffcdc.sinks.plugin import SinkPlugin
 from diffcdc.sinks.registry import registered_sink
-from diffcdc.spark_compat import to_arrow
+from diffcdc.spark.compat import to_arrow
 from diffcdc.state.store import TableState
 
 Step = Literal["prepare", "check", "accept", "stage", "publish", "replay"]

@@ -17,7 +17,7 @@ from diffcdc.core.quality_config import QualityConfig
 from diffcdc.engine.run import RunOptions, RunRequest, run_table
 from diffcdc.sinks.openmirroring.contract import table_folder
 from diffcdc.sinks.openmirroring.replay import replay
-from diffcdc.spark_compat import to_arrow
+from diffcdc.spark.compat import to_arrow
 from diffcdc.storage.local import LocalStore
 
 UTC = dt.timezone.utc

@@ -25,7 +25,7 @@ from diffcdc.core.changeset import OP, OP_DELETE
 from diffcdc.core.sql import quote, sorted_maps
 from diffcdc.errors import SchemaChangeError
 from diffcdc.sinks.kafka.binary import FieldPlan
-from diffcdc.spark_compat import NESTED_TYPES
+from diffcdc.spark.compat import NESTED_TYPES
 
 SYS_OP = "sys_op"
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
