@@ -82,3 +82,70 @@ def test_the_demo_in_a_read_only_folder_is_one_line_before_spark(tmp_path, capsy
                 f"diffcdc: error: demo: cannot write {named}: Read-only file system — give the "
                 "demo folders it can write: --dir and --state"]
         assert os.listdir(folder) == []
+
+
+def _two_tables(tmp_path) -> str:
+    (tmp_path / "src").mkdir()
+    config = tmp_path / "two.toml"
+    config.write_text("[diffcdc]\nstate = 'state'\n[tables.T]\nsource = 'src'\nkeys = ['id']\n"
+                      "landing = 'landing'\n[tables.U]\nsource = 'src'\nkeys = ['id']\n"
+                      "landing = 'landing'\n")
+    return str(config)
+
+
+@pytest.mark.parametrize(("given", "named"), [
+    (["--max-delete-ratio", "0.01"], "--max-delete-ratio"),
+    (["--exclude", "audit", "--min-row-ratio", "0.9"], "--exclude, --min-row-ratio"),
+    (["--expectation-suite", "suite.json"], "--expectation-suite"),
+    (["--schema-policy", "recreate"], "--schema-policy"),
+    (["--codec", "zstd", "--format", "csv"], "--codec, --format"),
+    (["--quote-char", "'"], "--quote-char"),
+])
+@pytest.mark.parametrize("command", [["run"], ["plan"], ["reload", "--table", "T", "--yes"],
+                                     ["rollback", "--table", "T", "--to-version", "1", "--yes"]])
+def test_a_table_option_with_config_is_refused_not_silently_unused(tmp_path, capsys, given,
+                                                                   named, command):
+    """``run --config c.toml --max-delete-ratio 0.01`` used to run with the file's gate (the
+    option set only a table given by options): deletes the operator meant to stop were
+    published with exit 0."""
+    config = _two_tables(tmp_path)
+    assert main([*command, "--config", config, *given]) == 2
+    one = "it" if "," not in named else "them"
+    verb = "it sets" if "," not in named else "they set"
+    assert capsys.readouterr().err.splitlines() == [
+        f"diffcdc: error: --config cannot be combined with {named}: {verb} the one table given "
+        f"by --source, --keys, --table and --landing — set {one} in the config file (the "
+        "table's fields, its quality, its sink's entry), or give the table by options instead "
+        "of --config"]
+    assert sorted(os.listdir(tmp_path)) == ["src", "two.toml"]  # nothing ran
+
+
+def test_the_options_a_config_run_takes_still_go_with_it(tmp_path, capsys):
+    config = _two_tables(tmp_path)
+    assert main(["plan", "--config", config, "--only", "T", "--keep-versions", "3",
+                 "--override-check", "T:delete_ratio", "--parallelism", "1",
+                 "--json"]) == 0
+    assert [t["table"] for t in json.loads(capsys.readouterr().out)["tables"]] == ["T"]
+
+
+def test_a_landing_option_on_a_local_landing_is_one_line_not_a_type_error(spark, tmp_path,
+                                                                         capsys):
+    """``--landing-option max_workers=8`` (a remote root's option) on a local landing folder
+    was ``unexpected error: TypeError: LocalStore.__init__() got an unexpected keyword``."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    (tmp_path / "src").mkdir()
+    pq.write_table(pa.table({"id": [1]}), tmp_path / "src" / "0001.parquet")
+    code = main(["run", "--source", str(tmp_path / "src"), "--keys", "id", "--table", "T",
+                 "--landing", str(tmp_path / "landing"), "--state", str(tmp_path / "state"),
+                 "--landing-option", "max_workers=8", "--quiet"])
+    assert code == 2
+    (line,) = capsys.readouterr().err.splitlines()  # the run's one line (stamped, --quiet)
+    assert line.endswith(
+        f" table T, snapshot 0001.parquet, file {tmp_path / 'landing'}: sink open_mirroring: "
+        "option(s) max_workers do not apply to a local folder — landing_options and "
+        "--landing-option are for a landing root on ADLS Gen2 / OneLake (abfss://, https://): "
+        "leave them out for a local one")
+    assert not (tmp_path / "landing").exists()
+    assert not (tmp_path / "state" / "T" / "log").exists()  # nothing committed
