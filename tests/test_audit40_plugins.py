@@ -195,3 +195,25 @@ def test_a_run_with_a_sink_that_cannot_take_checked_commits_nothing(spark, tmp_p
     assert report.error["message"].startswith("sink old: _OldSink.publish does not take")
     assert good.versions == old.versions == [] and good.calls == []
     assert not os.path.exists(tmp_path / "state" / "T" / "log")  # nothing committed
+
+
+def test_a_plugin_that_cannot_read_a_committed_manifest_is_named_not_a_bare_key_error():
+    """``diffcdc status`` of every table died with ``unexpected error: KeyError: 'rows_total'``
+    (and a run, after publishing, with ``KeyError: 'files'``) when one plug-in's ``status`` or
+    ``result`` failed on a manifest."""
+    from diffcdc.sinks.registry import sink_result, sink_status
+
+    def unreadable(cls, manifest):  # noqa: ANN001, ANN202
+        raise KeyError("rows_total")
+
+    plugin = _plugin("unreadable", status=classmethod(unreadable), result=classmethod(unreadable))
+    with registered_sink(plugin):
+        for ask, what in ((sink_status, "the status"), (sink_result, "the files")):
+            with pytest.raises(DiffcdcError) as failed:
+                ask("unreadable", {"file": "x"})
+            assert str(failed.value) == (
+                f"sink type 'unreadable': its plug-in Plugin_10 failed to give {what} of a "
+                "committed version: KeyError: 'rows_total' — fix the sink plug-in; run again "
+                "with --debug for the full trace")
+            assert isinstance(failed.value.__cause__, KeyError)
+    assert sink_status("unreadable", {"target": "t"}) == {"target": "t"}  # unknown: neutral

@@ -13,9 +13,9 @@ from __future__ import annotations
 import importlib
 import inspect
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
 
@@ -36,6 +36,8 @@ BUILTIN: Mapping[str, str] = {
 }
 
 _REGISTERED: dict[str, type[SinkPlugin]] = {}
+
+T = TypeVar("T")
 
 #: What a sink type may be called: it is a config file's ``type`` and is named in messages.
 _TYPE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,63}")
@@ -190,10 +192,29 @@ def executor_modules() -> tuple[str, ...]:
 def sink_result(sink_type: str, manifest: Mapping[str, Any]) -> ResultFiles:
     """What a committed sink entry adds to its snapshot's result (nothing for an unknown type)."""
     plugin = sink_plugin(sink_type)
-    return plugin.result(manifest) if plugin is not None else ResultFiles()
+    if plugin is None:
+        return ResultFiles()
+    return _answer(plugin, "the files of a committed version", lambda: plugin.result(manifest))
 
 
 def sink_status(sink_type: str, manifest: Mapping[str, Any]) -> dict[str, Any]:
     """``status``'s fields of a committed sink entry after ``rows`` (``target`` first)."""
     plugin = sink_plugin(sink_type)
-    return plugin.status(manifest) if plugin is not None else {"target": manifest.get("target")}
+    if plugin is None:
+        return {"target": manifest.get("target")}
+    return _answer(plugin, "the status of a committed version", lambda: plugin.status(manifest))
+
+
+def _answer(plugin: type[SinkPlugin], what: str, ask: Callable[[], T]) -> T:
+    """A plug-in's answer; its bug (a manifest it cannot read) as one line naming it."""
+    try:
+        return ask()
+    except DiffcdcError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a plug-in's bug: named with its sink type
+        first = (str(exc).strip().splitlines() or [""])[0][:300]
+        raise DiffcdcError(
+            f"sink type {plugin.type!r}: its plug-in {plugin.__qualname__} failed to give "
+            f"{what}: {type(exc).__name__}{': ' + first if first else ''}",
+            hint="fix the sink plug-in; run again with --debug for the full trace",
+        ) from exc
