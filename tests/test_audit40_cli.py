@@ -149,3 +149,15 @@ def test_a_landing_option_on_a_local_landing_is_one_line_not_a_type_error(spark,
         "leave them out for a local one")
     assert not (tmp_path / "landing").exists()
     assert not (tmp_path / "state" / "T" / "log").exists()  # nothing committed
+
+
+@pytest.mark.parametrize("only", ["", ",", " , "])
+def test_an_empty_only_is_refused_not_every_table(tmp_path, capsys, only):
+    """``--only "$TABLES"`` with an empty variable ran every table of the config."""
+    config = _two_tables(tmp_path)
+    for command in (["plan"], ["run"]):
+        assert main([*command, "--config", config, "--only", only]) == 2
+        assert capsys.readouterr().err.splitlines() == [
+            f"diffcdc: error: file {config}: --only names no table — give table names, "
+            "comma-separated; without --only every table of the config runs"]
+    assert sorted(os.listdir(tmp_path)) == ["src", "two.toml"]

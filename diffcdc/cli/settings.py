@@ -127,6 +127,10 @@ def run_config_from_args(args: Any) -> RunConfig:
         flags = [n for n in ("source", "keys", "table", "landing") if getattr(args, n)]
         if flags:
             raise UsageError(f"--config cannot be combined with --{', --'.join(flags)}")
+        if args.only is not None and not args.only:  # --only "$TABLES" with an empty variable
+            raise UsageError("--only names no table", path=args.config,
+                             hint="give table names, comma-separated; without --only every "
+                             "table of the config runs")
         ignored = table_options_given(args)
         if ignored:  # they set the one table given by options: never silently unused
             raise UsageError(
