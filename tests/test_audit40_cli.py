@@ -161,3 +161,24 @@ def test_an_empty_only_is_refused_not_every_table(tmp_path, capsys, only):
             f"diffcdc: error: file {config}: --only names no table — give table names, "
             "comma-separated; without --only every table of the config runs"]
     assert sorted(os.listdir(tmp_path)) == ["src", "two.toml"]
+
+
+def test_an_unexpected_error_under_json_still_prints_the_error_document(tmp_path, capsys,
+                                                                         monkeypatch):
+    """``--json`` printed nothing on stdout for an error that is not diffcdc's own (a bug, a
+    library's): a scheduler reading stdout got no document at all."""
+    from diffcdc.cli import status
+
+    def broken(args):  # noqa: ANN001, ANN202
+        raise RuntimeError("a bug\nsecond line")
+
+    monkeypatch.setattr(status, "cmd_status", broken)
+    assert main(["status", "--state", str(tmp_path), "--json"]) == 1
+    out, err = capsys.readouterr()
+    assert err.splitlines() == ["diffcdc: unexpected error: RuntimeError: a bug — run with "
+                                "--debug for the trace"]
+    assert json.loads(out) == {"ok": False, "error": "RuntimeError", "exit_code": 1,
+                               "message": "a bug", "table": None, "snapshot": None,
+                               "path": None, "hint": "run with --debug for the trace"}
+    assert main(["status", "--state", str(tmp_path)]) == 1
+    assert capsys.readouterr().out == ""  # without --json: stderr only, as before
