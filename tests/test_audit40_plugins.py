@@ -22,6 +22,7 @@ from diffcdc.sinks.registry import (
     register_sink,
     registered_sink,
     sink_plugin,
+    unregister_sink,
 )
 from diffcdc.sinks.table import SinkTable
 from tests.support.memory_sink import MemoryPlugin, MemorySink, MemorySinkConfig, MemorySinks
@@ -217,3 +218,19 @@ def test_a_plugin_that_cannot_read_a_committed_manifest_is_named_not_a_bare_key_
                 "with --debug for the full trace")
             assert isinstance(failed.value.__cause__, KeyError)
     assert sink_status("unreadable", {"target": "t"}) == {"target": "t"}  # unknown: neutral
+
+
+def test_a_block_registration_leaves_a_plugin_registered_before_registered():
+    """``with registered_sink(P)`` of a plug-in its package had registered already unregistered
+    it for good when the block ended."""
+    plugin = _plugin("kept")
+    register_sink(plugin)
+    try:
+        with registered_sink(plugin):
+            assert sink_plugin("kept") is plugin
+        assert sink_plugin("kept") is plugin
+    finally:
+        unregister_sink("kept")
+    with registered_sink(plugin):
+        pass
+    assert sink_plugin("kept") is None

@@ -102,12 +102,14 @@ def unregister_sink(sink_type: str) -> None:
 
 @contextmanager
 def registered_sink(plugin: type[SinkPlugin]) -> Iterator[type[SinkPlugin]]:
-    """``plugin`` registered for the block only."""
+    """``plugin`` registered for the block only (one registered before stays registered)."""
+    before = _REGISTERED.get(getattr(plugin, "type", None))  # type: ignore[arg-type]
     register_sink(plugin)
     try:
         yield plugin
     finally:
-        unregister_sink(plugin.type)
+        if before is None:
+            unregister_sink(plugin.type)
 
 
 def sink_plugin(sink_type: str) -> type[SinkPlugin] | None:
