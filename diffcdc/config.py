@@ -32,7 +32,7 @@ from diffcdc.core.quality_config import QualityConfig
 from diffcdc.errors import ConfigError, DiffcdcError
 from diffcdc.sinks.openmirroring.shorthand import TABLE_LEVEL
 from diffcdc.sinks.plugin import SinkPlugin
-from diffcdc.sinks.registry import plugin_of, sink_plugin, sink_plugins
+from diffcdc.sinks.registry import plugin_answer, plugin_of, sink_plugin, sink_plugins
 from diffcdc.sinks.table import SinkTable
 from diffcdc.sinks.targets import (
     OwnedTarget,
@@ -461,7 +461,9 @@ def check_secrets(tables: list[TableConfig]) -> None:
     for table in tables:
         source_plugin(table.source).check_secrets(table.source, table.name)
         for sink in table.sinks:
-            plugin_of(sink).check_secrets(sink, table.name)
+            plugin = plugin_of(sink)
+            plugin_answer(plugin, f"check the secrets of sink {sink.sink_id} of table {table.name}",
+                          lambda: plugin.check_secrets(sink, table.name))  # noqa: B023 - called here
 
 
 def table_label(table: TableConfig) -> str:

@@ -234,3 +234,21 @@ def test_a_block_registration_leaves_a_plugin_registered_before_registered():
     with registered_sink(plugin):
         pass
     assert sink_plugin("kept") is None
+
+
+def test_a_plugin_whose_secrets_check_raises_is_named_with_its_sink_before_spark():
+    """A plug-in's ``check_secrets`` bug surfaced as ``table T: KeyError: ...`` (no sink named)."""
+    from diffcdc.config import check_secrets
+
+    def broken(cls, config, table):  # noqa: ANN001, ANN202
+        raise KeyError("password_env")
+
+    with registered_sink(_plugin("memory", check_secrets=classmethod(broken))):
+        table = TableConfig(name="T", source="/data/src", keys=["id"],
+                            sinks=[{"type": "memory", "name": "vault"}])
+        with pytest.raises(DiffcdcError) as failed:
+            check_secrets([table])
+    assert str(failed.value) == (
+        "sink type 'memory': its plug-in Plugin_6 failed to check the secrets of sink vault "
+        "of table T: KeyError: 'password_env' — fix the sink plug-in; run again with --debug "
+        "for the full trace")

@@ -196,7 +196,8 @@ def sink_result(sink_type: str, manifest: Mapping[str, Any]) -> ResultFiles:
     plugin = sink_plugin(sink_type)
     if plugin is None:
         return ResultFiles()
-    return _answer(plugin, "the files of a committed version", lambda: plugin.result(manifest))
+    return plugin_answer(plugin, "give the files of a committed version",
+                         lambda: plugin.result(manifest))
 
 
 def sink_status(sink_type: str, manifest: Mapping[str, Any]) -> dict[str, Any]:
@@ -204,11 +205,13 @@ def sink_status(sink_type: str, manifest: Mapping[str, Any]) -> dict[str, Any]:
     plugin = sink_plugin(sink_type)
     if plugin is None:
         return {"target": manifest.get("target")}
-    return _answer(plugin, "the status of a committed version", lambda: plugin.status(manifest))
+    return plugin_answer(plugin, "give the status of a committed version",
+                         lambda: plugin.status(manifest))
 
 
-def _answer(plugin: type[SinkPlugin], what: str, ask: Callable[[], T]) -> T:
-    """A plug-in's answer; its bug (a manifest it cannot read) as one line naming it."""
+def plugin_answer(plugin: type[SinkPlugin], what: str, ask: Callable[[], T]) -> T:
+    """A plug-in's answer to ``ask`` (``what`` it was asked to do: "give the status of ...");
+    its bug (a manifest or an entry it cannot read) as one line naming it."""
     try:
         return ask()
     except DiffcdcError:
@@ -216,7 +219,7 @@ def _answer(plugin: type[SinkPlugin], what: str, ask: Callable[[], T]) -> T:
     except Exception as exc:  # noqa: BLE001 - a plug-in's bug: named with its sink type
         first = (str(exc).strip().splitlines() or [""])[0][:300]
         raise DiffcdcError(
-            f"sink type {plugin.type!r}: its plug-in {plugin.__qualname__} failed to give "
-            f"{what}: {type(exc).__name__}{': ' + first if first else ''}",
+            f"sink type {plugin.type!r}: its plug-in {plugin.__qualname__} failed to {what}: "
+            f"{type(exc).__name__}{': ' + first if first else ''}",
             hint="fix the sink plug-in; run again with --debug for the full trace",
         ) from exc
