@@ -19,6 +19,7 @@ from pydantic import (
     PrivateAttr,
     Tag,
     TypeAdapter,
+    ValidationError,
     ValidationInfo,
     field_validator,
     model_validator,
@@ -28,9 +29,10 @@ from pydantic_core import PydanticKnownError
 from diffcdc.core.fields import STRICT_SETTINGS, PathText
 from diffcdc.core.names import MAX_NAME_BYTES, check_folder_name
 from diffcdc.core.quality_config import QualityConfig
+from diffcdc.errors import ConfigError, DiffcdcError
 from diffcdc.sinks.openmirroring.shorthand import TABLE_LEVEL
 from diffcdc.sinks.plugin import SinkPlugin
-from diffcdc.sinks.registry import plugin_of, sink_plugins
+from diffcdc.sinks.registry import plugin_answer, plugin_of, sink_plugin, sink_plugins
 from diffcdc.sinks.table import SinkTable
 from diffcdc.sinks.targets import (
     OwnedTarget,
@@ -83,7 +85,20 @@ def _sink_entry(value: Any, info: ValidationInfo) -> Any:
     places (``sinks.0.delta.path``) and an unknown type lists the known ones."""
     if not isinstance(value, (dict, BaseModel)):  # as a model field says it
         raise PydanticKnownError("model_attributes_type")
-    return _sink_union(sink_plugins()).validate_python(value, context=info.context)
+    try:
+        return _sink_union(sink_plugins()).validate_python(value, context=info.context)
+    except (ValidationError, DiffcdcError):
+        raise
+    except Exception as exc:  # noqa: BLE001 - a plug-in's config model failed: name the sink
+        kind = _sink_type(value)
+        plugin = sink_plugin(kind) if kind is not None else None
+        first = (str(exc).strip().splitlines() or [""])[0][:300]
+        raise ConfigError(
+            f"sink type {kind!r}: the config model of its plug-in "
+            f"{plugin.__qualname__ if plugin else '?'} failed: "
+            f"{type(exc).__name__}{': ' + first if first else ''}",
+            hint="fix the sink plug-in, or check this sink entry against it",
+        ) from exc
 
 
 #: One entry of a table's ``sinks``: the config model of a registered sink type, by its ``type``.
@@ -446,7 +461,9 @@ def check_secrets(tables: list[TableConfig]) -> None:
     for table in tables:
         source_plugin(table.source).check_secrets(table.source, table.name)
         for sink in table.sinks:
-            plugin_of(sink).check_secrets(sink, table.name)
+            plugin = plugin_of(sink)
+            plugin_answer(plugin, f"check the secrets of sink {sink.sink_id} of table {table.name}",
+                          lambda: plugin.check_secrets(sink, table.name))  # noqa: B023 - called here
 
 
 def table_label(table: TableConfig) -> str:

@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from diffcdc.config import RunConfig, TableConfig
+from diffcdc.errors import UsageError
 from diffcdc.state.store import TableState
 
 DAYS = ["2026-11-19", "2026-11-20", "2026-11-21"]
@@ -96,6 +97,47 @@ def _departments(day: int) -> list[dict[str, Any]]:
     return rows
 
 
+#: What the demo makes in its folder (--dir): its folders, and in them, its tables' folders.
+_OWN = {"snapshots": {"employees", "departments"}, "landing": {EMPLOYEES, DEPARTMENTS}}
+
+
+def _writable(folder: str, option: str) -> None:
+    """Refuse a folder the demo cannot write (a read-only disk, no permission) in one line."""
+    try:
+        os.makedirs(folder, exist_ok=True)
+        problem = None if os.access(folder, os.W_OK | os.X_OK) else "it is not writable"
+    except OSError as exc:
+        problem = exc.strerror or str(exc)
+    if problem is not None:
+        raise UsageError(f"demo: cannot write {option} {os.path.abspath(folder)}: {problem}",
+                         hint="give the demo folders it can write: --dir and --state")
+
+
+def _refuse_foreign(base: str) -> None:
+    """Refuse a ``base`` that holds anything the demo did not make: a --dir given by mistake
+    (``.``, a project, a real landing zone) is never deleted."""
+    if not os.path.isdir(base):
+        return  # none yet (or a file: not writable as a folder, said next)
+    foreign = []
+    for name in os.listdir(base):
+        inner = os.path.join(base, name)
+        if name not in _OWN or not os.path.isdir(inner):
+            foreign.append(inner)
+        else:
+            foreign += [os.path.join(inner, n) for n in os.listdir(inner) if n not in _OWN[name]]
+    if foreign:
+        more = f" and {len(foreign) - 1} more" if len(foreign) > 1 else ""
+        raise UsageError(f"demo: --dir {base} holds {sorted(foreign)[0]}{more}, which the demo "
+                         "did not make (it deletes its folder's earlier demo data; nothing was "
+                         "deleted)", hint="give --dir a new or empty folder")
+
+
+def _clear(base: str) -> None:
+    """Delete what an earlier demo made in ``base`` (after :func:`_refuse_foreign`)."""
+    for name in _OWN:
+        shutil.rmtree(os.path.join(base, name), ignore_errors=True)
+
+
 def _write(rows: list[dict[str, Any]], schema: pa.Schema, path: str) -> None:
     os.makedirs(os.path.dirname(path), exist_ok=True)
     pq.write_table(pa.Table.from_pylist(rows, schema=schema), path)
@@ -115,8 +157,12 @@ def run_demo(base: str, state_root: str, as_json: bool = False, debug: bool = Fa
     base = os.path.abspath(base)
     sources = os.path.join(base, "snapshots")
     landing = os.path.join(base, "landing")
-    # The demo is repeatable: it starts over with its own tables only.
-    shutil.rmtree(base, ignore_errors=True)
+    # The demo is repeatable: it starts over with its own tables only (a folder holding
+    # anything else is refused), in folders it can write: both said before Spark starts.
+    _refuse_foreign(base)
+    for folder, option in ((base, "--dir"), (state_root, "--state")):
+        _writable(folder, option)
+    _clear(base)
     for name in (EMPLOYEES, DEPARTMENTS):
         shutil.rmtree(TableState(state_root, name).dir, ignore_errors=True)
     tables = [

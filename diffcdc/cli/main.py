@@ -58,10 +58,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         lost = lost_server_error(exc)  # a Spark Connect server lost under verify, repair ...
         if lost is not None:
             print(f"diffcdc: error: {lost}", file=sys.stderr)
+            if "--json" in args_list:
+                print(json.dumps({"ok": False, **lost.to_dict()}))
             return lost.exit_code
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         print(f"diffcdc: unexpected error: {type(exc).__name__}: {first} — run with --debug for "
               "the trace", file=sys.stderr)
+        if "--json" in args_list:  # the same shape as a diffcdc error's, never nothing
+            print(json.dumps({"ok": False, "error": type(exc).__name__, "exit_code": 1,
+                              "message": first, "table": None, "snapshot": None, "path": None,
+                              "hint": "run with --debug for the trace"}))
         return 1
     finally:
         errors.hint_commands = None  # this command line's options are not the next caller's

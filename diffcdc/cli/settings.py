@@ -127,6 +127,19 @@ def run_config_from_args(args: Any) -> RunConfig:
         flags = [n for n in ("source", "keys", "table", "landing") if getattr(args, n)]
         if flags:
             raise UsageError(f"--config cannot be combined with --{', --'.join(flags)}")
+        if args.only is not None and not args.only:  # --only "$TABLES" with an empty variable
+            raise UsageError("--only names no table", path=args.config,
+                             hint="give table names, comma-separated; without --only every "
+                             "table of the config runs")
+        ignored = table_options_given(args)
+        if ignored:  # they set the one table given by options: never silently unused
+            raise UsageError(
+                f"--config cannot be combined with {', '.join(ignored)}: "
+                f"{'it sets' if len(ignored) == 1 else 'they set'} the one table given by "
+                "--source, --keys, --table and --landing",
+                hint=f"set {'it' if len(ignored) == 1 else 'them'} in the config file (the "
+                "table's fields, its quality, its sink's entry), or give the table by options "
+                "instead of --config")
         config = apply_options(load_config(args.config), **settings)
         if args.only:
             unknown = set(args.only) - {t.name for t in config.tables}
@@ -148,6 +161,21 @@ def run_config_from_args(args: Any) -> RunConfig:
         config.tables = [t.with_table_fields(landing_options=given) for t in config.tables]
     check_config(config)  # with the options: a sink's or the gate's library missing, its extra
     return config
+
+
+def table_options_given(args: Any) -> list[str]:
+    """The table options (``--max-delete-ratio``, ``--exclude``, ``--codec`` ...) given on the
+    command line, by name, besides the four that name the table (``--source`` ...)."""
+    given: list[str] = []
+    for field, value in table_fields(args).items():
+        if field in ("name", "source", "keys", "landing") or value is None:
+            continue
+        if isinstance(value, dict):
+            given += [option_name([field, inner]) for inner, v in value.items()
+                      if v is not None and v != ""]
+        else:
+            given.append(option_name([field]))
+    return [option.removeprefix("option ") for option in dict.fromkeys(given)]
 
 
 def table_fields(args: Any) -> dict[str, Any]:

@@ -11,12 +11,17 @@ sink objects a run uses.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterator, Mapping
+import inspect
+import re
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from diffcdc.errors import ConfigError, UsageError
-from diffcdc.sinks.plugin import ResultFiles, SinkPlugin
+from pydantic import BaseModel
+
+from diffcdc.errors import ConfigError, DiffcdcError, UsageError
+from diffcdc.extras import Extra
+from diffcdc.sinks.plugin import Capabilities, ResultFiles, SinkPlugin
 from diffcdc.sinks.table import SinkTable
 
 if TYPE_CHECKING:
@@ -32,19 +37,61 @@ BUILTIN: Mapping[str, str] = {
 
 _REGISTERED: dict[str, type[SinkPlugin]] = {}
 
+T = TypeVar("T")
+
+#: What a sink type may be called: it is a config file's ``type`` and is named in messages.
+_TYPE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,63}")
+
 
 def register_sink(plugin: type[SinkPlugin]) -> None:
     """Make a sink type known (its package calls this once, when it is imported)."""
+    name = getattr(plugin, "__qualname__", repr(plugin))
+    if not isinstance(plugin, type) or not issubclass(plugin, SinkPlugin):
+        raise UsageError(f"sink plug-in {name} is not a class deriving from SinkPlugin",
+                         hint="subclass diffcdc.sinks.plugin.SinkPlugin and register the class")
     kind = getattr(plugin, "type", None)
     if not isinstance(kind, str) or not isinstance(getattr(plugin, "config", None), type) or \
             not callable(getattr(plugin, "build", None)):
-        raise UsageError(f"sink plug-in {plugin.__qualname__} lacks its type, config or build",
+        raise UsageError(f"sink plug-in {name} lacks its type, config or build",
                          hint="subclass diffcdc.sinks.plugin.SinkPlugin and set all three")
+    _check_declarations(plugin, kind, name)
     known = _REGISTERED.get(kind)
     if (known is not None and known is not plugin) or (kind in BUILTIN and known is None):
         raise UsageError(f"sink type {kind!r} is registered already",
                          hint="give the plug-in a type of its own")
+    alike = next((t for t in (*BUILTIN, *_REGISTERED) if t != kind and t.lower() == kind.lower()),
+                 None)
+    if alike is not None:  # ``type = "Delta"`` would name another sink than ``"delta"``
+        raise UsageError(f"sink type {kind!r} differs from the known type {alike!r} only in case",
+                         hint="give the plug-in a type of its own")
     _REGISTERED[kind] = plugin
+
+
+def _check_declarations(plugin: type[SinkPlugin], kind: str, name: str) -> None:
+    """Refuse a plug-in whose declarations a run would trip over later (in every table's run,
+    for ``capabilities``): a type that is no plain name, a config model without the sink's id
+    and targets, capabilities, extra or path fields of the wrong kind."""
+    if not _TYPE_NAME.fullmatch(kind):
+        raise UsageError(f"sink plug-in {name}: its type {kind!r} is not a plain name",
+                         hint="a letter, then letters, digits, '_', '-' or '.' (at most 64)")
+    config = plugin.config
+    lacking = [a for a in ("sink_id", "targets") if not hasattr(config, a)]
+    if not issubclass(config, BaseModel) or lacking:
+        raise UsageError(
+            f"sink plug-in {name}: its config {config.__name__} is not a pydantic model "
+            f"with a sink_id and targets" + (f" (lacks {', '.join(lacking)})" if lacking else ""),
+            hint="see diffcdc.sinks.plugin.SinkPlugin.config and a built-in sink's config model")
+    wrong = [field for field, value, kind_ in (
+        ("capabilities", plugin.capabilities, Capabilities),
+        ("extra", plugin.extra, (Extra, type(None))),
+        ("path_fields", plugin.path_fields, tuple),
+    ) if not isinstance(value, kind_)] + (
+        [] if all(isinstance(f, str) for f in plugin.path_fields or ()) else ["path_fields"])
+    if wrong:
+        raise UsageError(f"sink plug-in {name}: {', '.join(dict.fromkeys(wrong))} of the wrong "
+                         "kind",
+                         hint="capabilities: a diffcdc.sinks.plugin.Capabilities; extra: a "
+                         "diffcdc.extras.Extra or None; path_fields: a tuple of field names")
 
 
 def unregister_sink(sink_type: str) -> None:
@@ -55,12 +102,14 @@ def unregister_sink(sink_type: str) -> None:
 
 @contextmanager
 def registered_sink(plugin: type[SinkPlugin]) -> Iterator[type[SinkPlugin]]:
-    """``plugin`` registered for the block only."""
+    """``plugin`` registered for the block only (one registered before stays registered)."""
+    before = _REGISTERED.get(getattr(plugin, "type", None))  # type: ignore[arg-type]
     register_sink(plugin)
     try:
         yield plugin
     finally:
-        unregister_sink(plugin.type)
+        if before is None:
+            unregister_sink(plugin.type)
 
 
 def sink_plugin(sink_type: str) -> type[SinkPlugin] | None:
@@ -93,11 +142,47 @@ def plugin_of(config: Any) -> type[SinkPlugin]:
 
 
 def build_sink(config: Any, table: SinkTable, state: TableState) -> Sink:
-    """The sink object for one configured sink of a table."""
+    """The sink object for one configured sink of a table.
+
+    A plug-in's failure here names the sink (not only the table), and a sink whose ``publish``
+    does not take the ``checked=`` keyword the engine passes is refused now, before anything of
+    the run is committed, not after each version is (a sink that could never publish them)."""
     plugin = sink_plugin(getattr(config, "type", ""))
     if plugin is None:
         raise ConfigError(f"unknown sink type {getattr(config, 'type', config)!r}", table=table.name)
-    return plugin.build(config, table, state)
+    sink_id = getattr(config, "sink_id", config.type)
+    try:
+        sink = plugin.build(config, table, state)
+    except (DiffcdcError, OSError):
+        raise  # its own one line, or a disk whose failure the caller words
+    except Exception as exc:  # noqa: BLE001 - a plug-in's bug: named with its sink
+        first = (str(exc).strip().splitlines() or [""])[0][:300]
+        raise DiffcdcError(
+            f"sink {sink_id}: its plug-in {plugin.__qualname__} failed to build it: "
+            f"{type(exc).__name__}{': ' + first if first else ''}",
+            table=table.name,
+            hint="check the sink's entry, or fix the plug-in; run again with --debug for the "
+            "full trace",
+        ) from exc
+    if not _takes_checked(sink.publish):
+        raise ConfigError(
+            f"sink {sink_id}: {type(sink).__qualname__}.publish does not take the keyword "
+            "checked= that diffcdc passes (this run committed and published nothing)",
+            table=table.name,
+            hint="update the sink plug-in: publish(version, manifest, staging_dir, history, *, "
+            "checked=False) (see diffcdc.sinks.base)",
+        )
+    return sink
+
+
+def _takes_checked(publish: Any) -> bool:
+    """Whether a sink's ``publish`` can be called with ``checked=``."""
+    try:
+        parameters = inspect.signature(publish).parameters.values()
+    except (TypeError, ValueError):  # no signature to read (a builtin): let the call tell
+        return True
+    return any(p.kind is p.VAR_KEYWORD or (p.name == "checked" and p.kind in (
+        p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)) for p in parameters)
 
 
 def executor_modules() -> tuple[str, ...]:
@@ -109,10 +194,32 @@ def executor_modules() -> tuple[str, ...]:
 def sink_result(sink_type: str, manifest: Mapping[str, Any]) -> ResultFiles:
     """What a committed sink entry adds to its snapshot's result (nothing for an unknown type)."""
     plugin = sink_plugin(sink_type)
-    return plugin.result(manifest) if plugin is not None else ResultFiles()
+    if plugin is None:
+        return ResultFiles()
+    return plugin_answer(plugin, "give the files of a committed version",
+                         lambda: plugin.result(manifest))
 
 
 def sink_status(sink_type: str, manifest: Mapping[str, Any]) -> dict[str, Any]:
     """``status``'s fields of a committed sink entry after ``rows`` (``target`` first)."""
     plugin = sink_plugin(sink_type)
-    return plugin.status(manifest) if plugin is not None else {"target": manifest.get("target")}
+    if plugin is None:
+        return {"target": manifest.get("target")}
+    return plugin_answer(plugin, "give the status of a committed version",
+                         lambda: plugin.status(manifest))
+
+
+def plugin_answer(plugin: type[SinkPlugin], what: str, ask: Callable[[], T]) -> T:
+    """A plug-in's answer to ``ask`` (``what`` it was asked to do: "give the status of ...");
+    its bug (a manifest or an entry it cannot read) as one line naming it."""
+    try:
+        return ask()
+    except DiffcdcError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a plug-in's bug: named with its sink type
+        first = (str(exc).strip().splitlines() or [""])[0][:300]
+        raise DiffcdcError(
+            f"sink type {plugin.type!r}: its plug-in {plugin.__qualname__} failed to {what}: "
+            f"{type(exc).__name__}{': ' + first if first else ''}",
+            hint="fix the sink plug-in; run again with --debug for the full trace",
+        ) from exc

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+from diffcdc.spark.per_session import PerSession
 from diffcdc.spark.session import is_connect
 
 if TYPE_CHECKING:
@@ -27,8 +28,9 @@ SPARK_SCHEMA_KEY = b"org.apache.spark.sql.parquet.row.metadata"
 SUMMARY_FILES = ("_metadata", "_common_metadata")
 
 _PARQUET = "org.apache.spark.sql.execution.datasources.parquet"
-#: Per JVM gateway: the classes used (Py4J looks each package step up through every jar).
-_CLASSES: dict[int, tuple[Any, dict[str, Any]]] = {}
+#: Per classic session, while it lives: the classes used (Py4J looks each package step up
+#: through every jar). Not keyed by ``id()`` (issue 40: nothing kept for a stopped session).
+_CLASSES: PerSession[dict[str, Any]] = PerSession()
 
 
 def footer_schema(spark: SparkSession, path: str, spark_json: bytes | None) -> StructType | None:
@@ -47,7 +49,7 @@ def footer_schema(spark: SparkSession, path: str, spark_json: bytes | None) -> S
 
     try:
         jvm = spark._jvm  # type: ignore[attr-defined]
-        classes = _classes(jvm)
+        classes = _CLASSES.get_or_make(spark, lambda: _classes(jvm))
         session = spark._jsparkSession  # type: ignore[attr-defined]
         hadoop_path = classes["Path"](path)
         footer = classes["Footer"](hadoop_path, classes["ParquetFileReader"].readFooter(
@@ -60,13 +62,10 @@ def footer_schema(spark: SparkSession, path: str, spark_json: bytes | None) -> S
 
 
 def _classes(jvm: Any) -> dict[str, Any]:
-    found = _CLASSES.get(id(jvm))
-    if found is None or found[0] is not jvm:
-        found = _CLASSES[id(jvm)] = (jvm, {
-            "Path": jvm.org.apache.hadoop.fs.Path,
-            "Footer": jvm.org.apache.parquet.hadoop.Footer,
-            "ParquetFileReader": jvm.org.apache.parquet.hadoop.ParquetFileReader,
-            "ParquetFileFormat": getattr(jvm, f"{_PARQUET}.ParquetFileFormat"),
-            "Converter": getattr(jvm, f"{_PARQUET}.ParquetToSparkSchemaConverter"),
-        })
-    return found[1]
+    return {
+        "Path": jvm.org.apache.hadoop.fs.Path,
+        "Footer": jvm.org.apache.parquet.hadoop.Footer,
+        "ParquetFileReader": jvm.org.apache.parquet.hadoop.ParquetFileReader,
+        "ParquetFileFormat": getattr(jvm, f"{_PARQUET}.ParquetFileFormat"),
+        "Converter": getattr(jvm, f"{_PARQUET}.ParquetToSparkSchemaConverter"),
+    }

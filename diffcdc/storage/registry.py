@@ -22,6 +22,14 @@ from diffcdc.storage.base import ByteStore
 def _local(location: str, **options: Any) -> ByteStore:
     from diffcdc.storage.local import LocalStore
 
+    if options:  # a remote root's options (--landing-option max_workers=8): none apply here
+        raise ConfigError(
+            f"option(s) {', '.join(sorted(options))} do not apply to a local folder",
+            path=local_path(location),
+            hint="landing_options and --landing-option are for a landing root on ADLS Gen2 / "
+            "OneLake (abfss://, https://): leave them out for a local one",
+        )
+
     return LocalStore(local_path(location), **options)
 
 
