@@ -12,7 +12,6 @@ exits with ``err.exit_code``:
 from __future__ import annotations
 
 import contextlib
-import copy
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
@@ -114,9 +113,10 @@ class DiffcdcError(Exception):
         ``fields`` given (``snapshot``, ``hint`` ...) replace its own; everything else (its
         class, exit code, the gate's reports) is kept, and this one, untouched, is its cause.
         For errors that sum up others (a run's failed sinks), never to amend a raised one."""
-        new = copy.copy(self)
+        new = type(self).__new__(type(self))  # its __init__ may take other arguments
+        Exception.__init__(new, message)
+        new.__dict__.update(self.__dict__)
         new.message = message
-        new.args = (message,)
         for name, value in fields.items():
             setattr(new, name, value)
         new.__cause__ = self

@@ -190,6 +190,21 @@ def test_a_summary_is_a_new_error_and_leaves_the_one_it_sums_up_as_it_was():
     assert (str(first), first.snapshot, first.args) == ("table T: gone — heal it", None, ("gone",))
 
 
+class _Coded(StorageError):
+    """A plug-in's error whose constructor takes other arguments than a message."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(f"failed with code {code}", table="T")
+        self.code = code
+
+
+def test_a_summary_keeps_the_class_of_an_error_built_with_other_arguments():
+    summary = _Coded(7).restated("sink a: failed with code 7")
+    assert type(summary) is _Coded and (summary.code, summary.transient) == (7, False)
+    assert (str(summary), summary.args) == ("table T: sink a: failed with code 7",
+                                            ("sink a: failed with code 7",))
+
+
 # -- the landing zone names the sink-alone recovery where it refuses -----------------------
 
 
