@@ -11,12 +11,52 @@ exits with ``err.exit_code``:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass, replace
 
 #: Completes the commands a message suggests with the options of the command line that runs
 #: (set by :mod:`diffcdc.cli.main`; None when diffcdc is called from Python): ``(text, table)``
 #: → text.
 hint_commands: Callable[[str, str | None], str] | None = None
+
+
+@dataclass(frozen=True)
+class ErrorContext:
+    """What the engine is working on while it runs code below it: an error built meanwhile
+    names this table and snapshot unless its raise site names its own (the byte store, a
+    source's reader or the state's records need not know which table they serve)."""
+
+    #: The table (its configured name) the engine works on.
+    table: str | None = None
+    #: The snapshot the engine processes (None: none, or the work is a sink's, not the
+    #: snapshot's — see :func:`error_context`).
+    snapshot: str | None = None
+
+
+_CONTEXT: ContextVar[ErrorContext] = ContextVar("diffcdc_error_context", default=ErrorContext())
+_KEEP = object()
+
+
+def current_context() -> ErrorContext:
+    """The engine's error context in this thread (or task)."""
+    return _CONTEXT.get()
+
+
+@contextlib.contextmanager
+def error_context(*, table: object = _KEEP, snapshot: object = _KEEP) -> Iterator[ErrorContext]:
+    """Within the block, errors built name ``table`` / ``snapshot`` unless they name their own
+    (a field not given stays as it is; ``snapshot=None`` clears it). A thread the block starts
+    sees it only when handed the context (``contextvars.copy_context().run``)."""
+    now = _CONTEXT.get()
+    fields = {name: value for name, value in (("table", table), ("snapshot", snapshot))
+              if value is not _KEEP}
+    token = _CONTEXT.set(replace(now, **fields))  # type: ignore[arg-type]
+    try:
+        yield _CONTEXT.get()
+    finally:
+        _CONTEXT.reset(token)
 
 
 class DiffcdcError(Exception):
@@ -36,9 +76,10 @@ class DiffcdcError(Exception):
         hint: str | None = None,
     ) -> None:
         super().__init__(message)
+        where = _CONTEXT.get()
         self.message = message
-        self.table = table
-        self.snapshot = snapshot
+        self.table = table or where.table
+        self.snapshot = snapshot or where.snapshot
         self.path = path
         self.hint = hint
 
@@ -66,6 +107,20 @@ class DiffcdcError(Exception):
             "path": self.path,
             "hint": self._complete(self.hint),
         }
+
+    def restated(self, message: str, **fields: str | None) -> DiffcdcError:
+        """A NEW error of this class built from this complete one: ``message`` and the
+        ``fields`` given (``snapshot``, ``hint`` ...) replace its own; everything else (its
+        class, exit code, the gate's reports) is kept, and this one, untouched, is its cause.
+        For errors that sum up others (a run's failed sinks), never to amend a raised one."""
+        new = type(self).__new__(type(self))  # its __init__ may take other arguments
+        Exception.__init__(new, message)
+        new.__dict__.update(self.__dict__)
+        new.message = message
+        for name, value in fields.items():
+            setattr(new, name, value)
+        new.__cause__ = self
+        return new
 
     def _complete(self, text: str | None) -> str | None:
         """``text``, the commands it suggests completed to run as printed (``hint_commands``)."""

@@ -15,7 +15,7 @@ from diffcdc.engine.gate import Gate
 from diffcdc.engine.plan import RunRequest, TablePlan
 from diffcdc.engine.progress import MessageObserver, RunObserver
 from diffcdc.engine.report import Progress
-from diffcdc.errors import DiffcdcError
+from diffcdc.engine.sink_errors import SinkFailure
 from diffcdc.sinks.base import Sink, SinkHistory, SinkTable
 from diffcdc.sinks.registry import build_sink
 from diffcdc.sources.base import Source
@@ -74,9 +74,9 @@ class RunContext:
     copies: SnapshotCopies  #: where read-once sources materialize their snapshots
     #: Tells which step a snapshot (or, with None, the table) is at: (snapshot id, step).
     stage: Callable[[str | None, str], None] = field(default=lambda snapshot, step: None)
-    #: Sinks that failed in this run (sink id → the error): they publish nothing more in it,
+    #: Sinks that failed in this run (sink id → its failure): they publish nothing more in it,
     #: while the table's other sinks go on (see :mod:`diffcdc.engine.publish`).
-    failed: dict[str, DiffcdcError] = field(default_factory=dict)
+    failed: dict[str, SinkFailure] = field(default_factory=dict)
 
     @classmethod
     def open(
@@ -105,16 +105,15 @@ class RunContext:
         for sink in self.sinks.values():
             sink.close()
 
-    def fail_sink(self, sink_id: str, error: DiffcdcError, when: str) -> None:
-        """Record that ``sink_id`` failed (``when``: at which step); it is left alone for the
-        rest of the run and the run's error names it. A run that has lost the table's lease
-        stops instead: what its sink found is most likely the other run's work."""
+    def fail_sink(self, failure: SinkFailure, when: str) -> None:
+        """Record that a sink failed (``when``: at which step); it is left alone for the rest
+        of the run and the run's error names it (:func:`~diffcdc.engine.publish.
+        failed_sinks_error`; the sink's error is kept as it was raised). A run that has lost
+        the table's lease stops instead: what its sink found is most likely the other run's
+        work."""
         self.state.check_lease()
-        error.table = error.table or self.table.name
-        if not error.message.startswith(f"sink {sink_id}: "):
-            error.message = f"sink {sink_id}: {error.message}"
-        self.failed.setdefault(sink_id, error)
-        self.say(f"{when}: sink {sink_id} failed: {error.message}")
+        self.failed.setdefault(failure.sink_id, failure)
+        self.say(f"{when}: sink {failure.sink_id} failed: {failure.message}")
 
     def use_table(self, ident: SinkTable) -> None:
         """Every sink's table for the version at hand: the one view of it, with the columns as

@@ -17,7 +17,7 @@ import time
 from diffcdc.config import TableConfig
 from diffcdc.engine.plan import TablePlan
 from diffcdc.engine.report import TableReport
-from diffcdc.errors import DiffcdcError, StateOwnerError
+from diffcdc.errors import DiffcdcError, StateOwnerError, error_context
 from diffcdc.state.root import StateRoot
 from diffcdc.state.store import TableState, new_run_id, now_iso
 
@@ -30,7 +30,14 @@ def idle_report(table: TableConfig, state_root: StateRoot | str, plan: TablePlan
     or None when the table has work, as its plan (:func:`~diffcdc.engine.plan.plan_table`)
     says: the plan ``diffcdc plan`` prints, so the two can never disagree. A known idle table
     keeps it as its last run only: its reports and ``last_change.json`` keep the last run that
-    did something."""
+    did something. Every error found names the table
+    (:func:`~diffcdc.errors.error_context`)."""
+    with error_context(table=table.name, snapshot=None):
+        return _idle_report(table, state_root, plan)
+
+
+def _idle_report(table: TableConfig, state_root: StateRoot | str, plan: TablePlan
+                 ) -> TableReport | None:
     started = time.monotonic()
     report = TableReport(table.name, new_run_id(), now_iso())
     try:
@@ -49,7 +56,6 @@ def idle_report(table: TableConfig, state_root: StateRoot | str, plan: TablePlan
             except OSError as save_error:
                 log.warning("%s: the run's report could not be saved (%s)", table.name, save_error)
     except DiffcdcError as exc:
-        exc.table = exc.table or table.name
         log.error("%s", exc)
         report.outcome = "failed"
         report.error = exc.to_dict()

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 
 from diffcdc.config import TableConfig, check_secrets
 from diffcdc.engine.rollback import rollback_snapshot
-from diffcdc.errors import DiffcdcError, InputRefused, StateError, UsageError
+from diffcdc.errors import DiffcdcError, InputRefused, StateError, UsageError, error_context
 from diffcdc.sources.base import PendingSnapshot, Source
 from diffcdc.state.owner import check_owner
 from diffcdc.state.records import sink_backlog
@@ -130,8 +130,15 @@ def plan_table(
     operator asked of this run. ``state_given`` is set by the command line, which checks that
     its state root and targets are the table's (:func:`check_state_root`): True when the state
     root was named (``--state`` or a config file), False for the default ``./state`` (only the
-    hint of a wrong root differs); None (a run in Python) checks the owner only.
+    hint of a wrong root differs); None (a run in Python) checks the owner only. Every error
+    found names the table (:func:`~diffcdc.errors.error_context`).
     """
+    with error_context(table=table.name, snapshot=None):
+        return _plan_table(table, state, source, request, state_given)
+
+
+def _plan_table(table: TableConfig, state: TableState, source: Source | None,
+                request: RunRequest, state_given: bool | None) -> TablePlan:
     sinks = tuple(cfg.sink_id for cfg in table.sinks)
     plan = TablePlan(table.name, sinks, None, rollback_to=request.rollback_to)
     try:
@@ -142,7 +149,7 @@ def plan_table(
         if state_given is not None:
             check_state_root(table, state, commits, request, state_given)
     except DiffcdcError as exc:
-        return replace(plan, refusal=_of(table, exc), state_root_refused=True)
+        return replace(plan, refusal=exc, state_root_refused=True)
     try:
         if plan.drop:
             raise StateError(
@@ -160,7 +167,7 @@ def plan_table(
         plan = replace(plan, backlog=backlog, reload=reload,
                        record_reload=reload is not pending_reload)
     except DiffcdcError as exc:
-        return replace(plan, refusal=_of(table, exc))
+        return replace(plan, refusal=exc)
     try:
         source = source or _build_source(table)
         if request.rollback_to is not None:
@@ -173,21 +180,15 @@ def plan_table(
             checked = check_continues(table, head, snapshots, plan.reload)
             plan = replace(plan, identity_checked=checked)
     except DiffcdcError as exc:
-        plan = replace(plan, error=_of(table, exc))
+        plan = replace(plan, error=exc)
     else:
         plan = replace(plan, snapshots=tuple(snapshots))
     try:
         if plan.has_work:
             check_secrets([table])  # a missing password variable: refused before Spark starts
     except DiffcdcError as exc:
-        plan = replace(plan, refusal=_of(table, exc))
+        plan = replace(plan, refusal=exc)
     return plan
-
-
-def _of(table: TableConfig, error: DiffcdcError) -> DiffcdcError:
-    """``error``, naming ``table`` unless it names one already."""
-    error.table = error.table or table.name
-    return error
 
 
 def check_state_root(

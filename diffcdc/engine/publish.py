@@ -18,7 +18,7 @@ from collections.abc import Mapping
 
 from diffcdc.engine.context import RunContext, sink_history, staging_dir
 from diffcdc.engine.sink_errors import sink_error, under
-from diffcdc.errors import DiffcdcError
+from diffcdc.errors import DiffcdcError, current_context, error_context
 from diffcdc.faults import crash_point
 from diffcdc.state.records import sink_backlog
 from diffcdc.state.store import Commit
@@ -60,18 +60,19 @@ def _publish(
     ctx.state.check_lease()  # a run frozen past its lease publishes nothing more
     sink = ctx.sinks[sink_id]
     try:
-        sink.publish(
-            commit.version,
-            record.sinks[sink_id].manifest,
-            staging_dir(ctx.state, record, sink_id),
-            sink_history(commits, sink_id, upto=commit.version),
-            checked=checked,
-        )
+        with error_context(snapshot=None):  # the sink's target, not the snapshot at hand
+            sink.publish(
+                commit.version,
+                record.sinks[sink_id].manifest,
+                staging_dir(ctx.state, record, sink_id),
+                sink_history(commits, sink_id, upto=commit.version),
+                checked=checked,
+            )
     except Exception as exc:  # noqa: BLE001 - the sink's disk, server or library: its own
         if under(exc, ctx.state.dir):
             raise  # the state's disk (the staged output, a mark): the state's failure
-        error = sink_error(sink, exc, f"publishing version {commit.version}", commit.version)
-        ctx.fail_sink(sink_id, error, f"version {commit.version}")
+        failure = sink_error(sink, exc, f"publishing version {commit.version}", commit.version)
+        ctx.fail_sink(failure, f"version {commit.version}")
         return False
     crash_point("before_mark_published", scope=sink_id)
     ctx.state.mark_published(commit.version, sink_id, {})  # the state's: its failure is its own
@@ -79,12 +80,19 @@ def _publish(
 
 
 def failed_sinks_error(ctx: RunContext) -> DiffcdcError:
-    """The run's error when sinks failed: the first failure, naming every failed sink and
-    saying that the table's other sinks published."""
+    """The run's error when sinks failed, a new one summing up their complete errors (which
+    stay as they were raised): the first failure's, of its class, naming every failed sink and
+    saying that the table's other sinks published; the snapshot at hand, when the sink's error
+    names none."""
     first = next(iter(ctx.failed.values()))
     others = [s for s in ctx.sinks if s not in ctx.failed]
+    message = first.message
     if len(ctx.failed) > 1:
-        first.message = f"sinks {', '.join(ctx.failed)} failed; {first.message}"
+        message = f"sinks {', '.join(ctx.failed)} failed; {message}"
     if others:
-        first.message += f" (sink(s) {', '.join(others)} published what was committed)"
-    return first
+        message += f" (sink(s) {', '.join(others)} published what was committed)"
+    error = first.error
+    return error.restated(
+        message, snapshot=error.snapshot or current_context().snapshot,
+        hint=first.disk_hint or error.hint,
+    )

@@ -25,7 +25,7 @@ from diffcdc.engine.report import SnapshotResult, TableReport
 from diffcdc.engine.sink_errors import sink_error, under
 from diffcdc.engine.snapshot import process_snapshot
 from diffcdc.engine.unexpected import unexpected_error
-from diffcdc.errors import DiffcdcError, SparkConnectLost, StateOwnerError
+from diffcdc.errors import DiffcdcError, SparkConnectLost, StateOwnerError, error_context
 from diffcdc.sources.base import Source
 from diffcdc.sources.copies import SnapshotCopies
 from diffcdc.sources.registry import build_source
@@ -59,7 +59,16 @@ def run_table(
     report (passed or failed) is saved with the table's state before returning/raising. A
     table with nothing committed or requested keeps no state: a failed first run leaves no
     folder behind.
+
+    Every error built while the table runs names it (:func:`~diffcdc.errors.error_context`),
+    and each snapshot's step names its snapshot.
     """
+    with error_context(table=table.name, snapshot=None):
+        return _run_table(spark, table, state_root, options, source)
+
+
+def _run_table(spark: SparkSession, table: TableConfig, state_root: StateRoot | str,
+               options: RunOptions, source: Source | None) -> TableReport:
     watch = options.watcher()
     state = TableState(state_root, table.state_name)
     report = TableReport(table.name, new_run_id(), now_iso(), overrides=sorted(options.overrides))
@@ -100,11 +109,11 @@ def run_table(
         if lost is not None:
             error = connect_lost_error(spark, lost, table, state, plan, report)
         else:
+            # a foreign exception (Spark's, the OS's): our one-line error, built at this boundary
             error = exc if isinstance(exc, DiffcdcError) else unexpected_error(exc, state_dir=state.dir)
-        if error.table is None:
-            error.table = table.name
         report.outcome = "failed"
         report.error = error.to_dict()
+        # The failed run's report, for the caller (run_many, a test); not part of the error's text.
         error.report = report  # type: ignore[attr-defined]
         if error is exc:
             raise
@@ -235,14 +244,13 @@ def _execute(ctx: RunContext, report: TableReport, watch: RunObserver) -> None:
     plan, state, say = ctx.plan, ctx.state, ctx.say
     if plan.reload is None:
         state.requests.remove_carried_out()
-    for sink_id, sink in ctx.sinks.items():  # under the lock: our temporary uploads are debris
+    for sink in ctx.sinks.values():  # under the lock: our temporary uploads are debris
         try:
             sink.prepare(state.dir)
         except Exception as exc:  # noqa: BLE001 - its disk, server or library: its own
             if under(exc, state.dir):
                 raise  # the state's disk: the state's failure
-            ctx.fail_sink(sink_id, sink_error(sink, exc, "preparing its target"),
-                          "at the start")
+            ctx.fail_sink(sink_error(sink, exc, "preparing its target"), "at the start")
     if plan.superseded:
         say(f"the requested reload supersedes what {', '.join(plan.superseded)} left unpublished")
     if plan.publishes_first:
@@ -268,13 +276,13 @@ def _process(ctx: RunContext, report: TableReport, watch: RunObserver) -> None:
     first one carries out the plan's reload)."""
     for index, entry in enumerate(ctx.plan.snapshots):
         try:
-            result = process_snapshot(ctx, entry, ctx.state.commits(),
-                                      ctx.plan.reload if index == 0 else None)
+            with error_context(snapshot=entry.snapshot_id):  # its errors name the snapshot
+                result = process_snapshot(ctx, entry, ctx.state.commits(),
+                                          ctx.plan.reload if index == 0 else None)
         except DiffcdcError as exc:
-            exc.snapshot = exc.snapshot or entry.snapshot_id
             report.refused_gate = getattr(exc, "gate", [])
             raise
-        except Exception as exc:
+        except Exception as exc:  # Spark's or the OS's: our one-line error, built here
             damaged = unreadable_state(f"{exc}\n{error_text(exc)}", ctx.state)
             raise (damaged or unexpected_error(exc, entry, ctx.state.dir)) from exc
         if result is not None:

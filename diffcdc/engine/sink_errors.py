@@ -4,7 +4,8 @@ Whatever a sink raises while it is prepared, checked or published — an ``OSErr
 disk (read-only, full, no permission, an I/O error), a library's or Spark's exception, a
 :class:`~diffcdc.errors.DiffcdcError` of its own — fails that sink alone (see
 :mod:`diffcdc.engine.publish`): :func:`sink_error` words it, with the sink's target and, for a
-disk, what is wrong with it and the way out. A sink's staged output lives in the state's
+disk, what is wrong with it and the way out, as a :class:`SinkFailure` the run's error is built
+from (the sink's own error is never amended). A sink's staged output lives in the state's
 version folder, on the state's disk: :func:`staging_error` says so, and the version is not
 committed (the table's state stays as it was).
 """
@@ -13,9 +14,10 @@ from __future__ import annotations
 
 import errno
 import os
+from dataclasses import dataclass
 from typing import Any
 
-from diffcdc.errors import ConfigError, DiffcdcError, InputRefused, StorageError
+from diffcdc.errors import ConfigError, DiffcdcError, InputRefused, StorageError, error_context
 from diffcdc.sinks.base import Sink
 from diffcdc.spark.compat import error_text
 
@@ -37,6 +39,24 @@ _DISK_TEXTS = {
     "Operation not permitted": errno.EPERM,
     "Input/output error": errno.EIO,
 }
+
+
+@dataclass(frozen=True)
+class SinkFailure:
+    """A sink that failed in a run: its error as raised (the sink's own, or the one-line
+    error :func:`sink_error` built for a foreign exception) and, for a sink's own error whose
+    text shows a disk failure, the engine's way out for that disk (the run's error says it
+    instead of the sink's hint)."""
+
+    sink_id: str
+    error: DiffcdcError
+    disk_hint: str | None = None
+
+    @property
+    def message(self) -> str:
+        """What the run's error says of this sink: its error's message, naming the sink."""
+        text = self.error.message
+        return text if text.startswith(f"sink {self.sink_id}: ") else f"sink {self.sink_id}: {text}"
 
 
 def disk_problem(exc: BaseException) -> tuple[int, str | None] | None:
@@ -90,15 +110,18 @@ def _disk_hint(sink: Sink, code: int, after: str) -> str:
 
 
 def sink_error(sink: Sink, exc: BaseException, doing: str, version: int | None = None
-               ) -> DiffcdcError:
+               ) -> SinkFailure:
     """``exc``, raised while the sink was ``doing`` something (``"publishing version 3"``),
-    as the sink's own one-line error naming its target. A :class:`DiffcdcError` of the sink's
-    is kept, but one whose text shows a disk failure (delta-rs' ``Read-only file system (os
-    error 30)``) gets the disk's way out as its hint."""
+    as the sink's failure naming its target. A :class:`DiffcdcError` of the sink's is kept as
+    it is, but one whose text shows a disk failure (delta-rs' ``Read-only file system (os
+    error 30)``) comes with the disk's way out (:attr:`SinkFailure.disk_hint`). A foreign
+    exception (the sink's disk, server or library) becomes our one-line error here, at the
+    boundary: the error built where it is raised. A sink's failure is about its target, not
+    the snapshot at hand: it never names one the sink did not name."""
     found = disk_problem(exc)
     if isinstance(exc, DiffcdcError) and (
             found is None or isinstance(exc, (InputRefused, ConfigError))):
-        return exc
+        return SinkFailure(sink.id, exc)
     target = target_of(sink)
     after = (f"version {version} is committed and waits for this sink; once it works it "
              "publishes its unpublished versions in order (the table's other sinks go on)"
@@ -107,20 +130,21 @@ def sink_error(sink: Sink, exc: BaseException, doing: str, version: int | None =
              "the same; once it works it publishes them in order")
     if isinstance(exc, DiffcdcError):
         assert found is not None
-        exc.hint = f"{DISK_PROBLEMS[found[0]]} at {target}: {_disk_hint(sink, found[0], after)}"
-        return exc
-    if found is not None:
-        code, name = found
-        where = f" ({name})" if name and name != target else ""
-        error = StorageError(f"{doing} failed: {DISK_PROBLEMS[code]}{where}",
-                             table=sink.table.name, path=target,
-                             hint=_disk_hint(sink, code, after))
-    else:
-        error = StorageError(f"{doing} failed: {_first_line(exc)}",
-                             table=sink.table.name, path=target,
-                             hint=f"run again with --debug for the full trace; {after}")
+        return SinkFailure(sink.id, exc, f"{DISK_PROBLEMS[found[0]]} at {target}: "
+                                         f"{_disk_hint(sink, found[0], after)}")
+    with error_context(snapshot=None):
+        if found is not None:
+            code, name = found
+            where = f" ({name})" if name and name != target else ""
+            error = StorageError(f"{doing} failed: {DISK_PROBLEMS[code]}{where}",
+                                 table=sink.table.name, path=target,
+                                 hint=_disk_hint(sink, code, after))
+        else:
+            error = StorageError(f"{doing} failed: {_first_line(exc)}",
+                                 table=sink.table.name, path=target,
+                                 hint=f"run again with --debug for the full trace; {after}")
     error.__cause__ = exc
-    return error
+    return SinkFailure(sink.id, error)
 
 
 def staging_error(sink: Sink, exc: BaseException, version: int, staging_dir: str,

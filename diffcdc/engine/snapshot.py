@@ -43,7 +43,7 @@ from diffcdc.engine.publish import failed_sinks_error, publish_backlog
 from diffcdc.engine.recreate import decide_recreate
 from diffcdc.engine.report import SnapshotResult
 from diffcdc.engine.sink_errors import sink_error, staging_error
-from diffcdc.errors import ConfigError, InputRefused, StateError
+from diffcdc.errors import ConfigError, InputRefused, StateError, error_context
 from diffcdc.faults import crash_point
 from diffcdc.sinks.base import ChangeSet, SinkHistory, SinkTable
 from diffcdc.sinks.registry import sink_result
@@ -347,13 +347,13 @@ def _check_sinks(ctx: RunContext, step: VersionPlan, *, quick: bool) -> None:
         if sink_id in ctx.failed:
             continue
         try:
-            if quick:
-                sink.quick_check(step.histories[sink_id])
-            else:
-                sink.check(step.histories[sink_id])
+            with error_context(snapshot=None):  # the sink's target, not the snapshot's
+                if quick:
+                    sink.quick_check(step.histories[sink_id])
+                else:
+                    sink.check(step.histories[sink_id])
         except Exception as exc:  # noqa: BLE001 - its disk, server or library: its own
-            ctx.fail_sink(sink_id, sink_error(sink, exc, "checking its target"),
-                          "before the commit")
+            ctx.fail_sink(sink_error(sink, exc, "checking its target"), "before the commit")
     _some_sink_left(ctx)
 
 
@@ -548,8 +548,7 @@ def _stage_sinks(
             raise  # this change set or config cannot work: nothing is committed
         except Exception as exc:  # noqa: BLE001 - its target unreachable: the sink's own
             if sink_id not in ctx.failed:
-                ctx.fail_sink(sink_id, sink_error(sink, exc, "checking its target"),
-                              "before the commit")
+                ctx.fail_sink(sink_error(sink, exc, "checking its target"), "before the commit")
     _some_sink_left(ctx)
     out = {}
     for sink_id, sink in ctx.sinks.items():

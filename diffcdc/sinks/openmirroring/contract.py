@@ -63,6 +63,12 @@ def last_data_mtime(storage: ByteStore, folder: str) -> float:
     return max(times, default=0.0)
 
 
+def alone_hint(hint: str, alone: str | None) -> str:
+    """``hint`` and, when given, the recovery that leaves the table's other sinks alone
+    (``alone``: the command that publishes a full image to this sink alone)."""
+    return f"{hint}; or publish a full image to this sink alone: '{alone}'" if alone else hint
+
+
 def check_continuation(
     storage: ByteStore,
     folder: str,
@@ -71,6 +77,7 @@ def check_continuation(
     published_through: int,
     batch: set[int] | frozenset[int] = frozenset(),
     known: dict[int, tuple[str, int]] | None = None,
+    alone: str | None = None,
 ) -> None:
     """Refuse a landing folder that does not match what the state says was published.
 
@@ -80,6 +87,7 @@ def check_continuation(
     were written by someone else; a folder without any file at or above it lost files we
     wrote (the service always keeps the last processed file). ``known`` (number → name and
     size of the files we wrote) also exposes a foreign file under one of our numbers.
+    ``alone``: the command that publishes a full image to this sink alone (named in the hint).
     """
     found = _sequence_files(storage, folder)
     numbers = {n: path for n, (path, _) in found.items()}
@@ -97,12 +105,14 @@ def check_continuation(
             f"(state has published up to {published_through})",
             table=table,
             path=numbers[foreign[0]],
-            hint=f"another publisher writes into {where}; stop it, or re-create the table "
-            f"(diffcdc reload --table {table} --yes) to start a fresh initial load"
-            if published_through
-            else "nothing was published here from this state: if the table was published with "
-            "another state root, run from the folder that holds it or give --state (or the "
-            f"config file's state); if another publisher writes into {where}, stop it",
+            hint=alone_hint(
+                f"another publisher writes into {where}; stop it, or re-create the table "
+                f"(diffcdc reload --table {table} --yes) to start a fresh initial load"
+                if published_through
+                else "nothing was published here from this state: if the table was published "
+                "with another state root, run from the folder that holds it or give --state (or "
+                f"the config file's state); if another publisher writes into {where}, stop it",
+                alone),
         )
     if published_through > 0 and not any(n >= published_through for n in numbers):
         raise LandingZoneMismatch(
@@ -110,7 +120,8 @@ def check_continuation(
             f"{published_through}; none at or above it remain)",
             table=table,
             path=where,
-            hint="the table folder was deleted or re-created by someone else; re-create the "
-            f"table (diffcdc reload --table {table} --yes) to publish a fresh initial load",
+            hint=alone_hint("the table folder was deleted or re-created by someone else; "
+                            f"re-create the table (diffcdc reload --table {table} --yes) to "
+                            "publish a fresh initial load", alone),
         )
 

@@ -16,6 +16,7 @@ the Open Mirroring contract needs:
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import time
 from collections.abc import Callable, Sequence
@@ -23,6 +24,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 from diffcdc.errors import ConfigError, PublishConflict, StorageError, TransientStorageError
+from diffcdc.sinks.openmirroring.contract import alone_hint
 from diffcdc.storage import paths
 from diffcdc.storage.base import ByteStore, FileInfo, is_temp_name, join
 from diffcdc.storage.registry import ADLS_SCHEMES, open_store, scheme
@@ -91,12 +93,13 @@ def remove_temp_files(store: ByteStore, folder: str) -> int:
     return removed
 
 
-def publish_one(store: ByteStore, item: PublishItem) -> bool:
+def publish_one(store: ByteStore, item: PublishItem, *, alone: str | None = None) -> bool:
     """Publish one staged file idempotently.
 
     Returns True when the file was created, False when an identical file was already in
     place (a resumed publish). A different file under the same name is a
-    :class:`PublishConflict`: we never overwrite.
+    :class:`PublishConflict`: we never overwrite (``alone``: the command that publishes a
+    full image to this sink alone, named in its hint).
     """
     existing = store.stat(item.target)
     if existing is None:
@@ -113,8 +116,9 @@ def publish_one(store: ByteStore, item: PublishItem) -> bool:
         f"{item.target} already exists in {store.describe()} with different content "
         f"({existing.size} bytes, expected {item.size})",
         path=item.target,
-        hint="a file this run did not write holds the name; move it away or re-create the "
-        "table (diffcdc reload) — diffcdc never overwrites a landing file",
+        hint=alone_hint("a file this run did not write holds the name; move it away or "
+                        "re-create the table (diffcdc reload) — diffcdc never overwrites a "
+                        "landing file", alone),
     )
 
 
@@ -126,6 +130,8 @@ def publish_files(
     store: ByteStore,
     items: Sequence[PublishItem],
     on_published: Callable[[PublishItem, bool], None] | None = None,
+    *,
+    alone: str | None = None,
 ) -> int:
     """Publish files strictly in the given order; returns how many were newly created.
 
@@ -137,7 +143,7 @@ def publish_files(
     if store.parallel_uploads == 1 or len(items) <= 1:
         created = 0
         for item in items:
-            was_created = publish_one(store, item)
+            was_created = publish_one(store, item, alone=alone)
             created += int(was_created)
             if on_published is not None:
                 on_published(item, was_created)
@@ -150,9 +156,11 @@ def publish_files(
         try:
             for index, item in enumerate(items):
                 while submitted < len(items) and submitted < index + window:
-                    pending[submitted] = pool.submit(_prepare, store, items[submitted])
+                    # the upload thread builds its errors in this context (they name the table)
+                    pending[submitted] = pool.submit(contextvars.copy_context().run,
+                                                     _prepare, store, items[submitted])
                     submitted += 1
-                was_created = _finish(store, item, pending.pop(index).result())
+                was_created = _finish(store, item, pending.pop(index).result(), alone)
                 created += int(was_created)
                 if on_published is not None:
                     on_published(item, was_created)
@@ -169,14 +177,14 @@ def _prepare(store: ByteStore, item: PublishItem) -> str | None:
     return _upload(store, item.local_path, item.target)
 
 
-def _finish(store: ByteStore, item: PublishItem, temp: str | None) -> bool:
+def _finish(store: ByteStore, item: PublishItem, temp: str | None, alone: str | None) -> bool:
     if temp is None:
-        return publish_one(store, item)  # compares content: False or PublishConflict
+        return publish_one(store, item, alone=alone)  # compares content: False or PublishConflict
     try:
         store.rename(temp, item.target)
         return True
     except FileExistsError:
-        return publish_one(store, item)
+        return publish_one(store, item, alone=alone)
 
 
 def _abandon(store: ByteStore, pending: dict[int, Future[str | None]]) -> None:
@@ -251,6 +259,8 @@ def publish_time_ordered(
     items: Sequence[PublishItem],
     after: float,
     on_published: Callable[[PublishItem, bool], None] | None = None,
+    *,
+    alone: str | None = None,
 ) -> int:
     """Publish one file after the other, each modified strictly later than the one before.
 
@@ -270,7 +280,7 @@ def publish_time_ordered(
             except FileExistsError:
                 info = None
         if info is None:
-            was_created = publish_one(store, item)  # same content, or PublishConflict
+            was_created = publish_one(store, item, alone=alone)  # same content, or conflict
             info = store.stat(item.target)
         if info is not None:
             last = max(last, info.mtime)

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from diffcdc.errors import LandingZoneMismatch
+from diffcdc.sinks.openmirroring.contract import alone_hint
 from diffcdc.sinks.openmirroring.landing import PublishItem, file_sha256, put_staged, read_file
 from diffcdc.sinks.openmirroring.text import TextFormat
 from diffcdc.storage import paths
@@ -59,12 +60,14 @@ def metadata_item(staging_dir: str, folder: str, document: dict[str, Any]) -> Pu
 
 
 def check_published_metadata(
-    storage: ByteStore, folder: str, manifest: dict[str, Any], table: str
+    storage: ByteStore, folder: str, manifest: dict[str, Any], table: str,
+    alone: str | None = None,
 ) -> None:
     """Before a commit: the table's ``_metadata.json`` is still the one we published.
 
     Someone else's edit is refused here, before anything is committed, not at publish time.
-    A missing file is put back by the next publish.
+    A missing file is put back by the next publish. ``alone``: the command that publishes a
+    full image to this sink alone (named in the hint).
     """
     ours = manifest.get("metadata_document")
     target = join(folder, METADATA_FILE)
@@ -77,8 +80,9 @@ def check_published_metadata(
             f"{existing}, this engine published {ours})",
             table=table,
             path=f"{storage.describe()}/{target}",
-            hint="put back the published content (the table's consumer may already have read "
-            f"it), or re-create the table (diffcdc reload --table {table} --yes)",
+            hint=alone_hint("put back the published content (the table's consumer may already "
+                            f"have read it), or re-create the table (diffcdc reload --table "
+                            f"{table} --yes)", alone),
         )
 
 
@@ -91,8 +95,10 @@ def _published_json(storage: ByteStore, path: str) -> Any:
         return None
 
 
-def publish_metadata(storage: ByteStore, item: PublishItem, table: str) -> None:
-    """Put ``_metadata.json`` in place, or check that the one in place agrees with ours."""
+def publish_metadata(storage: ByteStore, item: PublishItem, table: str,
+                     alone: str | None = None) -> None:
+    """Put ``_metadata.json`` in place, or check that the one in place agrees with ours
+    (``alone``: the command that publishes a full image to this sink alone, for the hint)."""
     if storage.stat(item.target) is None:
         try:
             put_staged(storage, item.local_path, item.target)
@@ -106,7 +112,7 @@ def publish_metadata(storage: ByteStore, item: PublishItem, table: str) -> None:
             "_metadata.json in the landing zone is not valid JSON",
             table=table,
             path=item.target,
-            hint="fix or remove it (diffcdc reload re-creates the table)",
+            hint=alone_hint("fix or remove it (diffcdc reload re-creates the table)", alone),
         ) from None
     ours = json.loads(paths.read_bytes(item.local_path).decode("utf-8"))
     if existing.get("keyColumns") != ours.get("keyColumns"):
@@ -115,7 +121,7 @@ def publish_metadata(storage: ByteStore, item: PublishItem, table: str) -> None:
             f"{ours.get('keyColumns')}; keyColumns can never change once published",
             table=table,
             path=item.target,
-            hint="re-create the table (diffcdc reload) to change its keys",
+            hint=alone_hint("re-create the table (diffcdc reload) to change its keys", alone),
         )
     if existing != ours:
         fields = sorted(k for k in {*existing, *ours} if existing.get(k) != ours.get(k))
@@ -124,7 +130,8 @@ def publish_metadata(storage: ByteStore, item: PublishItem, table: str) -> None:
             f"{', '.join(fields)} ({existing} vs {ours})",
             table=table,
             path=item.target,
-            hint="change the table settings back, or re-create the table (diffcdc reload)",
+            hint=alone_hint("change the table settings back, or re-create the table (diffcdc "
+                            "reload)", alone),
         )
 
 

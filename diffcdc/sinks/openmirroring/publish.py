@@ -62,6 +62,7 @@ def publish_batch(
     known: dict[int, tuple[str, int]],
     keys: list[str],
     sink_id: str,
+    alone: str | None = None,
 ) -> int:
     """Publish a committed batch idempotently; returns how many files were newly created.
 
@@ -69,7 +70,8 @@ def publish_batch(
     last re-created) to their names and sizes. The folder is checked again right before the
     files go in, even right after the sink's check before this version's commit: the
     state's hashing and the other sinks' publishing came in between, and the service ingests a
-    file as soon as it lands.
+    file as soon as it lands. ``alone``: the command that publishes a full image to this sink
+    alone, named in the hint of a folder that is not where this sink left it.
     """
     folder = manifest["landing_folder"]
     remove_temp_files(storage, folder)
@@ -88,10 +90,11 @@ def publish_batch(
         published_through=manifest["sequence"]["first"] - 1,
         batch={int(f["sequence"]) for f in manifest["files"]},
         known=known,
+        alone=alone,
     )
     document = manifest.get("metadata_document") or metadata_document(keys)
     meta = metadata_item(staging_dir, folder, document)
-    publish_metadata(storage, meta, table)
+    publish_metadata(storage, meta, table, alone)
     count = {"n": 0}
 
     def after_each(item: PublishItem, created: bool) -> None:
@@ -101,7 +104,8 @@ def publish_batch(
     if document.get("fileDetectionStrategy"):
         # LastUpdateTimeFileDetection: the service reads files by modification time.
         after = last_data_mtime(storage, folder)
-        created = publish_time_ordered(storage, items, after, on_published=after_each)
+        created = publish_time_ordered(storage, items, after, on_published=after_each,
+                                       alone=alone)
     else:
-        created = publish_files(storage, items, on_published=after_each)
+        created = publish_files(storage, items, on_published=after_each, alone=alone)
     return created

@@ -8,15 +8,13 @@ the numbers, names, sizes and SHA-256 of the files, so a rerun publishes only wh
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
 from diffcdc.core.compare import Replayed
-from diffcdc.errors import PublishConflict, StateError, TargetMismatch
+from diffcdc.errors import StateError
 from diffcdc.sinks.base import ChangeSet, Sink, SinkHistory, SinkTable
 from diffcdc.sinks.openmirroring.config import OpenMirroringSinkConfig
 from diffcdc.sinks.openmirroring.contract import check_continuation, known_files, table_folder
@@ -81,28 +79,21 @@ class OpenMirroringSink(Sink):
             )
 
     def check(self, history: SinkHistory) -> None:
+        """A landing folder that is not where this sink left it (a foreign file, lost files, an
+        edited ``_metadata.json``) is refused, naming also the recovery that leaves the table's
+        other sinks alone."""
         last = history.last
-        with self._recovery():
-            check_continuation(
-                self.storage,
-                self.folder,
-                table=self.table.name,
-                published_through=(last[1]["sequence"]["next"] - 1) if last else 0,
-                known=known_files([m for _, m in history.manifests]),
-            )
-            if last is not None:
-                check_published_metadata(self.storage, self.folder, last[1], self.table.name)
-
-    @contextlib.contextmanager
-    def _recovery(self) -> Iterator[None]:
-        """A landing folder that is not where this sink left it (a foreign file, lost files)
-        also names the recovery that leaves the table's other sinks alone."""
-        try:
-            yield
-        except (TargetMismatch, PublishConflict) as exc:
-            exc.hint = (f"{exc.hint}; or publish a full image to this sink alone: "
-                        f"'{self.reload_command()}'")
-            raise
+        alone = self.reload_command()
+        check_continuation(
+            self.storage,
+            self.folder,
+            table=self.table.name,
+            published_through=(last[1]["sequence"]["next"] - 1) if last else 0,
+            known=known_files([m for _, m in history.manifests]),
+            alone=alone,
+        )
+        if last is not None:
+            check_published_metadata(self.storage, self.folder, last[1], self.table.name, alone)
 
     def schema_problem(self, schema: T.StructType, history: SinkHistory) -> str | None:
         last = history.last
@@ -171,12 +162,9 @@ class OpenMirroringSink(Sink):
         self, version: int, manifest: dict[str, Any], staging_dir: str, history: SinkHistory,
         *, checked: bool = False,
     ) -> None:
-        with self._recovery():
-            self._publish(version, manifest, staging_dir, history)
-
-    def _publish(
-        self, version: int, manifest: dict[str, Any], staging_dir: str, history: SinkHistory,
-    ) -> None:
+        """Publish a committed version; a landing folder that is not where this sink left it
+        (a foreign file, lost files, another ``_metadata.json``) is refused, naming also the
+        recovery that leaves the table's other sinks alone."""
         publish_batch(
             self.storage,
             self.marks,
@@ -187,6 +175,7 @@ class OpenMirroringSink(Sink):
             known=known_files([m for v, m in history.manifests if v < version]),
             keys=list(self.table.keys),
             sink_id=self.id,
+            alone=self.reload_command(),
         )
 
     def is_published(self, version: int, manifest: dict[str, Any]) -> bool:
