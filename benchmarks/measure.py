@@ -2,6 +2,10 @@
 
 psutil is not a dependency: the RSS of this process and all its descendants is read from
 ``/proc`` by a sampling thread (every 50 ms), which sees the JVM that PySpark starts as a child.
+The sampler must not slow what it measures: the tree's processes are looked up twice a second
+(not at every sample: that reads every process's ``stat``), and its PSS once a second, since
+reading ``smaps_rollup`` walks a process's page tables under its memory-map lock, which
+stalls a JVM of a few GiB (the figures before and after: benchmarks/README.md).
 
 RSS counts a page once per process that maps it: PySpark's Python workers are forks of one
 daemon and share most of its pages, so a moment with several workers alive adds the daemon's
@@ -51,8 +55,12 @@ def tree_pids(root: int) -> list[int]:
 
 def tree_rss(root: int | None = None) -> int:
     """Resident bytes of a process tree (default: this process)."""
+    return _rss_of(tree_pids(root or os.getpid()))
+
+
+def _rss_of(pids: list[int]) -> int:
     total = 0
-    for pid in tree_pids(root or os.getpid()):
+    for pid in pids:
         try:
             with open(f"/proc/{pid}/statm", "rb") as handle:
                 total += int(handle.read().split()[1]) * _PAGE
@@ -71,8 +79,12 @@ def cpu_seconds(pid: int) -> float:
 def tree_pss(root: int | None = None) -> int:
     """Proportional set size of a process tree (shared pages split among their mappers);
     0 where /proc has no ``smaps_rollup``."""
+    return _pss_of(tree_pids(root or os.getpid()))
+
+
+def _pss_of(pids: list[int]) -> int:
     total = 0
-    for pid in tree_pids(root or os.getpid()):
+    for pid in pids:
         try:
             with open(f"/proc/{pid}/smaps_rollup", "rb") as handle:
                 for line in handle:
@@ -85,26 +97,36 @@ def tree_pss(root: int | None = None) -> int:
 
 
 class PeakSampler:
-    """Samples ``tree_rss(root)`` and ``tree_pss(root)`` in a daemon thread; ``peak`` and
-    ``peak_pss`` are the maxima seen."""
+    """Samples the RSS (every ``interval``) and PSS (every ``pss_interval``) of the process
+    tree of ``root`` in a daemon thread, its processes looked up every ``tree_interval``;
+    ``peak`` and ``peak_pss`` are the maxima seen (both also sampled on entry and exit)."""
 
-    def __init__(self, root: int | None = None, interval: float = 0.05) -> None:
+    def __init__(self, root: int | None = None, interval: float = 0.05,
+                 pss_interval: float = 1.0, tree_interval: float = 0.5) -> None:
         self.root = root or os.getpid()
         self.interval = interval
+        self.pss_interval = pss_interval
+        self.tree_interval = tree_interval
         self.peak = 0
         self.peak_pss = 0
+        self._pids: list[int] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
-    def _sample(self) -> None:
-        self.peak = max(self.peak, tree_rss(self.root))
-        self.peak_pss = max(self.peak_pss, tree_pss(self.root))
+    def _sample(self, pss: bool = True, tree: bool = True) -> None:
+        if tree or not self._pids:
+            self._pids = tree_pids(self.root)
+        self.peak = max(self.peak, _rss_of(self._pids))
+        if pss:
+            self.peak_pss = max(self.peak_pss, _pss_of(self._pids))
 
     def _loop(self) -> None:
-        while True:
-            self._sample()
-            if self._stop.wait(self.interval):
-                return
+        last_pss = last_tree = time.monotonic()
+        while not self._stop.wait(self.interval):
+            now = time.monotonic()
+            pss, tree = now - last_pss >= self.pss_interval, now - last_tree >= self.tree_interval
+            self._sample(pss=pss, tree=tree)
+            last_pss, last_tree = (now if pss else last_pss), (now if tree else last_tree)
 
     def __enter__(self) -> PeakSampler:  # noqa: PYI034 - py310 has no typing.Self
         self._sample()
