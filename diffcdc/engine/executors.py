@@ -38,6 +38,18 @@ def _probe(items: Iterator[Sequence[str]]) -> Iterator[str]:
         yield f"{sys.version_info[0]}.{sys.version_info[1]}"
 
 
+#: diffcdc's own modules every commit runs on the executors (the state manifest).
+OWN_MODULES: tuple[str, ...] = ("diffcdc.state.integrity",)
+
+
+def executor_check_modules(tables: Sequence[Any]) -> tuple[str, ...]:
+    """What the executors must import for ``tables``: diffcdc's own modules and those of the
+    sinks the tables use — not of every sink type registered, so a plug-in no table uses cannot
+    fail the check of a run that never runs its code."""
+    used = (sink.type for table in tables for sink in table.sinks)
+    return tuple(dict.fromkeys((*OWN_MODULES, *executor_modules(used))))
+
+
 def check_executor_python(spark: SparkSession, tables: Sequence[Any]) -> None:
     """Raise a one-line :class:`ConfigError` when executors cannot run the tables' Python code."""
     if not tables:
@@ -46,7 +58,7 @@ def check_executor_python(spark: SparkSession, tables: Sequence[Any]) -> None:
         return
     master = spark_label(spark)
     try:
-        modules = ("diffcdc.state.integrity", *executor_modules())
+        modules = executor_check_modules(tables)
         on_executors(spark, [modules], _probe)
     except Exception as exc:  # a failed task arrives as a Py4J or PySpark error with a trace
         raise ConfigError(
