@@ -43,7 +43,14 @@ from diffcdc.sinks.targets import (
     target_clash,
 )
 from diffcdc.sources.plugin import SourcePlugin
-from diffcdc.sources.registry import source_kind, source_plugin, source_plugins, source_type
+from diffcdc.sources.registry import (
+    check_source_secrets,
+    source_jars,
+    source_kind,
+    source_plugin,
+    source_plugins,
+    source_type,
+)
 from diffcdc.sources.snapshot_time import SnapshotTimeRule
 from diffcdc.spark.connect import DEFAULT_CONNECT_TIMEOUT
 from diffcdc.state.chain import MAX_DELTA_RATIO, MAX_DELTAS
@@ -422,7 +429,7 @@ class RunConfig(BaseModel):
 
     def jars(self) -> list[str]:
         """Driver jars the tables' JDBC sources need on Spark's classpath."""
-        jars = [j for t in self.tables for j in source_plugin(t.source).jars(t.source)]
+        jars = [j for t in self.tables for j in source_jars(t)]
         return list(dict.fromkeys(jars))
 
 
@@ -494,7 +501,7 @@ def check_secrets(tables: list[TableConfig]) -> None:
     ``password_env``, a Kafka sink's ``sasl_password_env`` — found before Spark starts (exit
     2, one line), not once the read or the publish begins."""
     for table in tables:
-        source_plugin(table.source).check_secrets(table.source, table.name)
+        check_source_secrets(table)
         for sink in table.sinks:
             plugin = plugin_of(sink)
             plugin_answer(plugin, f"check the secrets of sink {sink.sink_id} of table {table.name}",

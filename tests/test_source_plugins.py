@@ -16,7 +16,7 @@ import pyarrow as pa
 import pytest
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
-from diffcdc.config import RunConfig, TableConfig
+from diffcdc.config import RunConfig, TableConfig, check_secrets
 from diffcdc.config_file import load_config
 from diffcdc.engine.run import run_many
 from diffcdc.errors import ConfigError, DiffcdcError, UsageError
@@ -291,3 +291,31 @@ def test_source_capabilities_of_a_registered_plugin_are_what_status_asks():
                             landing="/l")
         assert source_plugin(table.source).capabilities.lists_waiting
     assert not ArrowList.capabilities.lists_waiting
+
+
+def test_a_plugin_whose_secrets_check_or_jars_raise_is_one_line_before_spark():
+    def no_secrets(cls, config, table):  # noqa: ANN001, ANN202
+        raise AttributeError("no attribute 'password_env'")
+
+    def no_jars(cls, config):  # noqa: ANN001, ANN202
+        raise TypeError("jars of what")
+
+    buggy = _plugin("arrow_list", check_secrets=classmethod(no_secrets), jars=classmethod(no_jars))
+    with registered_source(buggy):
+        config = RunConfig(tables=[TableConfig(
+            name="T", source={"type": "arrow_list", "name": "orders"}, keys=["id"], landing="/l")])
+        with pytest.raises(DiffcdcError) as secrets:
+            check_secrets(config.tables)
+        with pytest.raises(DiffcdcError) as jars:
+            config.jars()
+    assert str(secrets.value) == (
+        "source type 'arrow_list': its plug-in Source_10 failed to check the secrets of the "
+        "source of table T: AttributeError: no attribute 'password_env' — fix the source "
+        "plug-in; run again with --debug for the full trace")
+    assert str(jars.value).startswith(
+        "source type 'arrow_list': its plug-in Source_10 failed to give the jars of the source "
+        "of table T: TypeError: jars of what")
+    with registered_source(ArrowList):
+        assert RunConfig(tables=[TableConfig(
+            name="T", source={"type": "arrow_list", "name": "orders"}, keys=["id"],
+            landing="/l")]).jars() == []

@@ -124,6 +124,22 @@ def build_source(table: SourceTable) -> Source:
                            lambda: plugin.build(table))
 
 
+def source_jars(table: SourceTable) -> tuple[str, ...]:
+    """The driver jars ``table``'s source needs on Spark's class path; a plug-in's bug is one
+    line naming it and the table."""
+    plugin = source_plugin(table.source)
+    return tuple(_SOURCES.answer(plugin, f"give the jars of the source of table {table.name}",
+                                 lambda: plugin.jars(table.source)))
+
+
+def check_source_secrets(table: SourceTable) -> None:
+    """Refuses (``ConfigError``) a secret ``table``'s source names that is not there; a
+    plug-in's bug is one line naming it and the table."""
+    plugin = source_plugin(table.source)
+    _SOURCES.answer(plugin, f"check the secrets of the source of table {table.name}",
+                    lambda: plugin.check_secrets(table.source, table.name))
+
+
 def read_snapshot_at(spark: SparkSession, path: str, *, infer_csv: bool = False,
                      encoding: str = "utf-8") -> DataFrame:
     """The snapshot file or folder at ``path``, read as a folder source reads its entries
