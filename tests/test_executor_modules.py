@@ -5,9 +5,10 @@ check's question is tested, and the probe a cluster runs is run here."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import pytest
+from pydantic import BaseModel, ConfigDict
 
 from diffcdc.config import TableConfig
 from diffcdc.engine import executors
@@ -15,6 +16,8 @@ from diffcdc.engine.executors import _probe, check_executor_python, executor_che
 from diffcdc.errors import ConfigError
 from diffcdc.sinks.plugin import Capabilities
 from diffcdc.sinks.registry import executor_modules, registered_sink
+from diffcdc.sources.plugin import SourceCapabilities, SourcePlugin
+from diffcdc.sources.registry import registered_source
 from tests.support.memory_sink import MemoryPlugin
 
 LANDING = {"type": "open_mirroring", "landing": "/data/landing"}
@@ -26,6 +29,24 @@ class _Shipping(MemoryPlugin):
     """A memory sink whose Spark tasks would import a module the executors lack."""
 
     capabilities = Capabilities(executor_modules=(MISSING,))
+
+
+class _ReaderConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    type: Literal["remote_reader"] = "remote_reader"
+
+
+class _RemoteReader(SourcePlugin):
+    """A source type whose reads run a module of its own on the executors."""
+
+    type = "remote_reader"
+    config = _ReaderConfig
+    capabilities = SourceCapabilities(executor_modules=("tests.support.reader_tasks",))
+
+    @classmethod
+    def build(cls, table: Any) -> Any:
+        raise AssertionError("not read here")
 
 
 def _table(name: str, *sinks: dict[str, Any]) -> TableConfig:
@@ -71,3 +92,13 @@ def test_the_check_asks_the_executors_for_the_tables_modules(monkeypatch):
     assert "\n" not in message and refused.value.exit_code == 2
     assert "cannot run diffcdc's Python code" in message and "table(s) M" in message
     assert f"No module named '{MISSING}'" in message
+
+
+def test_a_source_plugins_executor_modules_are_asked_for_the_tables_that_read_it():
+    with registered_source(_RemoteReader):
+        folder = _table("T", LANDING)
+        reader = TableConfig(name="R", source={"type": "remote_reader"}, keys=["id"],
+                             sinks=[LANDING])
+        assert executor_check_modules([folder]) == (INTEGRITY, STAGING)
+        assert executor_check_modules([folder, reader, reader]) == (
+            INTEGRITY, STAGING, "tests.support.reader_tasks")

@@ -235,10 +235,13 @@ def test_a_config_that_is_no_model_with_a_type_is_refused_at_registration():
 
 @pytest.mark.parametrize(("field", "value"), [
     ("capabilities", {"lists_waiting": True}), ("in_file", "yes"),
+    ("capabilities.executor_modules", SourceCapabilities(executor_modules="tests.x")),  # type: ignore[arg-type]
+    ("capabilities.executor_modules", SourceCapabilities(executor_modules=(3,))),  # type: ignore[arg-type]
 ])
 def test_declarations_of_the_wrong_kind_are_refused(field, value):
+    declared = {field.split(".")[0]: value}
     with pytest.raises(UsageError, match=f"source plug-in Source_3: {field} of the wrong kind"):
-        register_source(_plugin("odd", **{field: value}))
+        register_source(_plugin("odd", **declared))
     assert "odd" not in {p.type for p in source_plugins()}
 
 

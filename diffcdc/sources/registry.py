@@ -13,7 +13,7 @@ is validated against the types known when it is validated.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
@@ -47,14 +47,19 @@ def _check_declarations(plugin: type[SourcePlugin], kind: str, name: str) -> Non
             "a type field",
             hint="give it a model whose type is Literal[\"<the plug-in's type>\"] (see "
             "diffcdc.sources.config.JdbcSourceConfig)")
+    capabilities = plugin.capabilities
     wrong = [field for field, value, kind_ in (
-        ("capabilities", plugin.capabilities, SourceCapabilities),
+        ("capabilities", capabilities, SourceCapabilities),
         ("in_file", plugin.in_file, bool),
     ) if not isinstance(value, kind_)]
+    if isinstance(capabilities, SourceCapabilities) and not (
+            isinstance(capabilities.executor_modules, tuple)
+            and all(isinstance(m, str) for m in capabilities.executor_modules)):
+        wrong.append("capabilities.executor_modules")
     if wrong:
         raise UsageError(f"source plug-in {name}: {', '.join(wrong)} of the wrong kind",
-                         hint="capabilities: a diffcdc.sources.plugin.SourceCapabilities; "
-                         "in_file: True or False")
+                         hint="capabilities: a diffcdc.sources.plugin.SourceCapabilities "
+                         "(executor_modules: a tuple of module names); in_file: True or False")
 
 
 _SOURCES: PluginRegistry[SourcePlugin] = PluginRegistry("source", SourcePlugin, BUILTIN,
@@ -122,6 +127,12 @@ def build_source(table: SourceTable) -> Source:
     plugin = source_plugin(table.source)
     return _SOURCES.answer(plugin, f"build the source of table {table.name}",
                            lambda: plugin.build(table))
+
+
+def source_executor_modules(tables: Iterable[SourceTable]) -> tuple[str, ...]:
+    """The modules the sources of ``tables`` run in Spark tasks on the executors."""
+    plugins = dict.fromkeys(source_plugin(t.source) for t in tables)
+    return tuple(dict.fromkeys(m for p in plugins for m in p.capabilities.executor_modules))
 
 
 def source_jars(table: SourceTable) -> tuple[str, ...]:
