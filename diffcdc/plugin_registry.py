@@ -81,7 +81,8 @@ class PluginRegistry(Generic[P]):
     @contextmanager
     def registered(self, plugin: type[P]) -> Iterator[type[P]]:
         """``plugin`` registered for the block only (one registered before stays registered)."""
-        before = self._registered.get(getattr(plugin, "type", None))  # type: ignore[arg-type]
+        kind = getattr(plugin, "type", None)
+        before = self._registered.get(kind) if isinstance(kind, str) else None
         self.register(plugin)
         try:
             yield plugin

@@ -322,3 +322,10 @@ def test_a_plugin_whose_secrets_check_or_jars_raise_is_one_line_before_spark():
         assert RunConfig(tables=[TableConfig(
             name="T", source={"type": "arrow_list", "name": "orders"}, keys=["id"],
             landing="/l")]).jars() == []
+
+
+def test_a_type_that_is_no_text_is_refused_by_the_block_too():
+    for kind in (["arrow_list"], None, 3):
+        with pytest.raises(UsageError, match="lacks its type, config or build"), \
+                registered_source(_plugin("x", type=kind)):
+            pass
