@@ -24,12 +24,13 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic_core import PydanticKnownError
+from pydantic_core import PydanticCustomError, PydanticKnownError
 
 from diffcdc.core.fields import STRICT_SETTINGS, PathText
 from diffcdc.core.names import MAX_NAME_BYTES, check_folder_name
 from diffcdc.core.quality_config import QualityConfig
 from diffcdc.errors import ConfigError, DiffcdcError
+from diffcdc.plugin_registry import first_line
 from diffcdc.sinks.openmirroring.shorthand import TABLE_LEVEL
 from diffcdc.sinks.plugin import SinkPlugin
 from diffcdc.sinks.registry import plugin_answer, plugin_of, sink_plugin, sink_plugins
@@ -41,23 +42,64 @@ from diffcdc.sinks.targets import (
     own,
     target_clash,
 )
-from diffcdc.sources.registry import SOURCES, source_kind, source_plugin
+from diffcdc.sources.plugin import SourcePlugin
+from diffcdc.sources.registry import (
+    check_source_secrets,
+    source_jars,
+    source_kind,
+    source_plugin,
+    source_plugins,
+    source_type,
+)
 from diffcdc.sources.snapshot_time import SnapshotTimeRule
 from diffcdc.spark.connect import DEFAULT_CONNECT_TIMEOUT
 from diffcdc.state.chain import MAX_DELTA_RATIO, MAX_DELTAS
 from diffcdc.state.root import StateRoot
 
-#: A folder (string) or a table selected by ``type`` (every registered source type); errors
-#: name the branch that was meant.
-SourceConfig = Annotated[
-    Union[tuple(Annotated[p.config, Tag(p.type)] for p in SOURCES)],
-    Discriminator(
-        source_kind,
-        custom_error_type="source_kind",
-        custom_error_message="must be a folder path or a table with type = " + " or ".join(
-            f'"{p.type}"' for p in SOURCES if p.in_file and p.config is not str),
-    ),
-]
+
+@lru_cache(maxsize=8)
+def _source_union(plugins: tuple[type[SourcePlugin], ...]) -> TypeAdapter[Any]:
+    """The union of these source types' settings, by ``type`` (one per set of known types):
+    a folder (a string) or a table selected by its ``type``; errors name the branch meant."""
+    return TypeAdapter(
+        Annotated[Union[tuple(Annotated[p.config, Tag(p.type)] for p in plugins)],
+                  Discriminator(source_kind)],
+        config=ConfigDict(strict=True),
+    )
+
+
+def _source_setting(value: Any, info: ValidationInfo) -> Any:
+    """A table's ``source`` validated by the config of its type, among the source types
+    registered when it is validated: a plug-in a package or a test registers is named in a
+    config file like a built-in one. Its errors keep their places (``source.jdbc.url``); an
+    unknown type is refused with the known ones listed."""
+    plugins = source_plugins()
+    if source_kind(value) is None:
+        in_file = [p.type for p in plugins if p.in_file and p.config is not str]
+        kind = source_type(value)
+        if kind is not None and kind not in {p.type for p in plugins}:
+            text = (f"unknown source type {kind!r}; give a folder path or type = one of "
+                    + ", ".join(repr(t) for t in in_file))
+        else:  # no type, or a folder's given as a table
+            text = "must be a folder path or a table with type = " + " or ".join(
+                f'"{t}"' for t in in_file)
+        raise PydanticCustomError("source_kind", "{text}", {"text": text})
+    try:
+        return _source_union(plugins).validate_python(value, context=info.context)
+    except (ValidationError, DiffcdcError):
+        raise
+    except Exception as exc:  # noqa: BLE001 - a plug-in's config model failed: name the source
+        kind = source_kind(value)
+        plugin = source_plugin(value)
+        raise ConfigError(
+            f"source type {kind!r}: the config model of its plug-in {plugin.__qualname__} "
+            f"failed: {first_line(exc)}",
+            hint="fix the source plug-in, or check this source setting against it",
+        ) from exc
+
+
+#: A table's ``source``: a folder path (a string) or the config of a registered source type.
+SourceConfig = Annotated[Any, PlainValidator(_source_setting)]
 
 
 def _sink_type(entry: Any) -> str | None:
@@ -387,7 +429,7 @@ class RunConfig(BaseModel):
 
     def jars(self) -> list[str]:
         """Driver jars the tables' JDBC sources need on Spark's classpath."""
-        jars = [j for t in self.tables for j in source_plugin(t.source).jars(t.source)]
+        jars = [j for t in self.tables for j in source_jars(t)]
         return list(dict.fromkeys(jars))
 
 
@@ -459,7 +501,7 @@ def check_secrets(tables: list[TableConfig]) -> None:
     ``password_env``, a Kafka sink's ``sasl_password_env`` — found before Spark starts (exit
     2, one line), not once the read or the publish begins."""
     for table in tables:
-        source_plugin(table.source).check_secrets(table.source, table.name)
+        check_source_secrets(table)
         for sink in table.sinks:
             plugin = plugin_of(sink)
             plugin_answer(plugin, f"check the secrets of sink {sink.sink_id} of table {table.name}",

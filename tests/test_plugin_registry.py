@@ -24,7 +24,7 @@ from diffcdc.sinks.registry import (
 from diffcdc.sinks.table import SinkTable
 from diffcdc.sources.base import PendingSnapshot, Source
 from diffcdc.sources.identity import identify, identity_record, same_files
-from diffcdc.sources.registry import SOURCES, build_source, source_plugin
+from diffcdc.sources.registry import build_source, builtin_sources, source_plugin
 from diffcdc.state.commit import CommitRecord
 from tests.support.memory_sink import MemoryPlugin, MemorySinkConfig, MemorySinks
 
@@ -98,7 +98,7 @@ def test_loading_the_config_imports_no_sink_library():
 
 
 def test_source_capabilities_tell_what_status_and_repair_may_ask():
-    by_type = {p.type: p for p in SOURCES}
+    by_type = {p.type: p for p in builtin_sources()}
     assert by_type["folder"].capabilities.lists_waiting
     assert by_type["folder"].capabilities.reads_again
     for kind in ("jdbc", "dataframe"):

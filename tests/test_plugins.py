@@ -10,7 +10,7 @@ import pytest
 from diffcdc.config import TableConfig
 from diffcdc.sinks.openmirroring.shorthand import TABLE_LEVEL, headline
 from diffcdc.sinks.registry import builtin_sinks, sink_plugin, sink_result, sink_status
-from diffcdc.sources.registry import SOURCES, source_kind
+from diffcdc.sources.registry import builtin_sources, source_kind
 from tests.support.sink_kinds import KINDS
 
 SINKS = builtin_sinks()
@@ -69,4 +69,4 @@ def test_result_and_status_of_a_sink_come_from_its_plugin():
 ])
 def test_a_source_setting_is_told_apart_by_the_registry(value, kind):
     assert source_kind(value) == kind
-    assert {p.type for p in SOURCES} == {"folder", "jdbc", "dataframe"}
+    assert {p.type for p in builtin_sources()} == {"folder", "jdbc", "dataframe"}

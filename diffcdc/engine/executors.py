@@ -2,8 +2,9 @@
 
 The diff itself is Spark SQL in the JVM, but every commit runs small Python tasks on the
 executors: the state manifest (sizes, footer rows and checksums of the state files,
-:mod:`diffcdc.state.integrity`) and the sinks' own tasks (each sink's plug-in names their
-modules: the landing files' facts and text conversion, the Kafka sink's Avro encoding), all
+:mod:`diffcdc.state.integrity`) and the tasks of the sinks and sources the run's tables use
+(each plug-in names their modules: the landing files' facts and text conversion, the Kafka
+sink's Avro encoding; a type no table uses is not asked for), all
 through :func:`diffcdc.staged_files.on_executors`, so that files written by executors are read
 where they are. Those tasks run with the driver's ``PYSPARK_PYTHON`` (or
 ``spark.pyspark.python``) on every executor, which must be the driver's Python version and be
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from diffcdc.errors import ConfigError
 from diffcdc.sinks.registry import executor_modules
+from diffcdc.sources.registry import source_executor_modules
 from diffcdc.spark.session import on_this_machine, spark_label
 from diffcdc.staged_files import on_executors
 
@@ -38,6 +40,19 @@ def _probe(items: Iterator[Sequence[str]]) -> Iterator[str]:
         yield f"{sys.version_info[0]}.{sys.version_info[1]}"
 
 
+#: diffcdc's own modules every commit runs on the executors (the state manifest).
+OWN_MODULES: tuple[str, ...] = ("diffcdc.state.integrity",)
+
+
+def executor_check_modules(tables: Sequence[Any]) -> tuple[str, ...]:
+    """What the executors must import for ``tables``: diffcdc's own modules and those of the
+    sinks and sources the tables use — not of every type registered, so a plug-in no table
+    uses cannot fail the check of a run that never runs its code."""
+    used = (sink.type for table in tables for sink in table.sinks)
+    return tuple(dict.fromkeys(
+        (*OWN_MODULES, *executor_modules(used), *source_executor_modules(tables))))
+
+
 def check_executor_python(spark: SparkSession, tables: Sequence[Any]) -> None:
     """Raise a one-line :class:`ConfigError` when executors cannot run the tables' Python code."""
     if not tables:
@@ -46,7 +61,7 @@ def check_executor_python(spark: SparkSession, tables: Sequence[Any]) -> None:
         return
     master = spark_label(spark)
     try:
-        modules = ("diffcdc.state.integrity", *executor_modules())
+        modules = executor_check_modules(tables)
         on_executors(spark, [modules], _probe)
     except Exception as exc:  # a failed task arrives as a Py4J or PySpark error with a trace
         raise ConfigError(

@@ -10,17 +10,16 @@ sink objects a run uses.
 
 from __future__ import annotations
 
-import importlib
 import inspect
-import re
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Mapping
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
 
 from diffcdc.errors import ConfigError, DiffcdcError, UsageError
 from diffcdc.extras import Extra
+from diffcdc.plugin_registry import PluginRegistry, first_line
 from diffcdc.sinks.plugin import Capabilities, ResultFiles, SinkPlugin
 from diffcdc.sinks.table import SinkTable
 
@@ -35,45 +34,13 @@ BUILTIN: Mapping[str, str] = {
     "kafka": "diffcdc.sinks.kafka.plugin:KafkaPlugin",
 }
 
-_REGISTERED: dict[str, type[SinkPlugin]] = {}
-
 T = TypeVar("T")
-
-#: What a sink type may be called: it is a config file's ``type`` and is named in messages.
-_TYPE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,63}")
-
-
-def register_sink(plugin: type[SinkPlugin]) -> None:
-    """Make a sink type known (its package calls this once, when it is imported)."""
-    name = getattr(plugin, "__qualname__", repr(plugin))
-    if not isinstance(plugin, type) or not issubclass(plugin, SinkPlugin):
-        raise UsageError(f"sink plug-in {name} is not a class deriving from SinkPlugin",
-                         hint="subclass diffcdc.sinks.plugin.SinkPlugin and register the class")
-    kind = getattr(plugin, "type", None)
-    if not isinstance(kind, str) or not isinstance(getattr(plugin, "config", None), type) or \
-            not callable(getattr(plugin, "build", None)):
-        raise UsageError(f"sink plug-in {name} lacks its type, config or build",
-                         hint="subclass diffcdc.sinks.plugin.SinkPlugin and set all three")
-    _check_declarations(plugin, kind, name)
-    known = _REGISTERED.get(kind)
-    if (known is not None and known is not plugin) or (kind in BUILTIN and known is None):
-        raise UsageError(f"sink type {kind!r} is registered already",
-                         hint="give the plug-in a type of its own")
-    alike = next((t for t in (*BUILTIN, *_REGISTERED) if t != kind and t.lower() == kind.lower()),
-                 None)
-    if alike is not None:  # ``type = "Delta"`` would name another sink than ``"delta"``
-        raise UsageError(f"sink type {kind!r} differs from the known type {alike!r} only in case",
-                         hint="give the plug-in a type of its own")
-    _REGISTERED[kind] = plugin
 
 
 def _check_declarations(plugin: type[SinkPlugin], kind: str, name: str) -> None:
     """Refuse a plug-in whose declarations a run would trip over later (in every table's run,
-    for ``capabilities``): a type that is no plain name, a config model without the sink's id
-    and targets, capabilities, extra or path fields of the wrong kind."""
-    if not _TYPE_NAME.fullmatch(kind):
-        raise UsageError(f"sink plug-in {name}: its type {kind!r} is not a plain name",
-                         hint="a letter, then letters, digits, '_', '-' or '.' (at most 64)")
+    for ``capabilities``): a config model without the sink's id and targets, capabilities,
+    extra or path fields of the wrong kind."""
     config = plugin.config
     lacking = [a for a in ("sink_id", "targets") if not hasattr(config, a)]
     if not issubclass(config, BaseModel) or lacking:
@@ -94,42 +61,39 @@ def _check_declarations(plugin: type[SinkPlugin], kind: str, name: str) -> None:
                          "diffcdc.extras.Extra or None; path_fields: a tuple of field names")
 
 
+_SINKS: PluginRegistry[SinkPlugin] = PluginRegistry("sink", SinkPlugin, BUILTIN,
+                                                     _check_declarations)
+
+
+def register_sink(plugin: type[SinkPlugin]) -> None:
+    """Make a sink type known (its package calls this once, when it is imported)."""
+    _SINKS.register(plugin)
+
+
 def unregister_sink(sink_type: str) -> None:
     """Forget a sink type :func:`register_sink` made known (a built-in one stays)."""
-    if sink_type not in BUILTIN:
-        _REGISTERED.pop(sink_type, None)
+    _SINKS.unregister(sink_type)
 
 
-@contextmanager
-def registered_sink(plugin: type[SinkPlugin]) -> Iterator[type[SinkPlugin]]:
+def registered_sink(plugin: type[SinkPlugin]) -> AbstractContextManager[type[SinkPlugin]]:
     """``plugin`` registered for the block only (one registered before stays registered)."""
-    before = _REGISTERED.get(getattr(plugin, "type", None))  # type: ignore[arg-type]
-    register_sink(plugin)
-    try:
-        yield plugin
-    finally:
-        if before is None:
-            unregister_sink(plugin.type)
+    return _SINKS.registered(plugin)
 
 
 def sink_plugin(sink_type: str) -> type[SinkPlugin] | None:
     """The plug-in of a sink type (None: not one this diffcdc knows, e.g. in a newer state)."""
-    found = _REGISTERED.get(sink_type)
-    if found is None and sink_type in BUILTIN:
-        module, name = BUILTIN[sink_type].split(":")
-        found = _REGISTERED[sink_type] = getattr(importlib.import_module(module), name)
-    return found
+    return _SINKS.get(sink_type)
 
 
 def builtin_sinks() -> tuple[type[SinkPlugin], ...]:
     """The built-in sink types' plug-ins."""
-    return tuple(p for t in BUILTIN if (p := sink_plugin(t)) is not None)
+    return _SINKS.builtins()
 
 
 def sink_plugins() -> tuple[type[SinkPlugin], ...]:
     """Every sink type known now: the built-in ones, then those :func:`register_sink` made
     known (a config's sink entries validate against these, when they are validated)."""
-    return builtin_sinks() + tuple(p for t, p in _REGISTERED.items() if t not in BUILTIN)
+    return _SINKS.known()
 
 
 def plugin_of(config: Any) -> type[SinkPlugin]:
@@ -156,10 +120,9 @@ def build_sink(config: Any, table: SinkTable, state: TableState) -> Sink:
     except (DiffcdcError, OSError):
         raise  # its own one line, or a disk whose failure the caller words
     except Exception as exc:  # noqa: BLE001 - a plug-in's bug: named with its sink
-        first = (str(exc).strip().splitlines() or [""])[0][:300]
         raise DiffcdcError(
             f"sink {sink_id}: its plug-in {plugin.__qualname__} failed to build it: "
-            f"{type(exc).__name__}{': ' + first if first else ''}",
+            f"{first_line(exc)}",
             table=table.name,
             hint="check the sink's entry, or fix the plug-in; run again with --debug for the "
             "full trace",
@@ -185,10 +148,13 @@ def _takes_checked(publish: Any) -> bool:
         p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)) for p in parameters)
 
 
-def executor_modules() -> tuple[str, ...]:
-    """The loaded sinks' modules whose code runs in Spark tasks on the executors."""
-    builtin_sinks()  # every built-in one loaded: their modules are asked for before any run
-    return tuple(m for p in _REGISTERED.values() for m in p.capabilities.executor_modules)
+def executor_modules(sink_types: Iterable[str] | None = None) -> tuple[str, ...]:
+    """The modules whose code runs in Spark tasks on the executors of the sinks of
+    ``sink_types`` (a run's: those its tables use; an unknown type has none), or of every sink
+    type known now (None)."""
+    plugins = _SINKS.known() if sink_types is None else tuple(
+        p for t in dict.fromkeys(sink_types) if (p := _SINKS.get(t)) is not None)
+    return tuple(dict.fromkeys(m for p in plugins for m in p.capabilities.executor_modules))
 
 
 def sink_result(sink_type: str, manifest: Mapping[str, Any]) -> ResultFiles:
@@ -212,14 +178,4 @@ def sink_status(sink_type: str, manifest: Mapping[str, Any]) -> dict[str, Any]:
 def plugin_answer(plugin: type[SinkPlugin], what: str, ask: Callable[[], T]) -> T:
     """A plug-in's answer to ``ask`` (``what`` it was asked to do: "give the status of ...");
     its bug (a manifest or an entry it cannot read) as one line naming it."""
-    try:
-        return ask()
-    except DiffcdcError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - a plug-in's bug: named with its sink type
-        first = (str(exc).strip().splitlines() or [""])[0][:300]
-        raise DiffcdcError(
-            f"sink type {plugin.type!r}: its plug-in {plugin.__qualname__} failed to {what}: "
-            f"{type(exc).__name__}{': ' + first if first else ''}",
-            hint="fix the sink plug-in; run again with --debug for the full trace",
-        ) from exc
+    return _SINKS.answer(plugin, what, ask)

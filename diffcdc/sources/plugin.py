@@ -36,6 +36,9 @@ class SourceCapabilities:
     #: A committed snapshot can be read again and proven the same by the identity its commit
     #: recorded (:meth:`~diffcdc.sources.base.Source.proven`; ``rollback``, ``repair``).
     reads_again: bool = False
+    #: Modules whose code runs in Spark tasks on the executors when it reads (the executors'
+    #: import check asks for them when a run's table uses the source type).
+    executor_modules: tuple[str, ...] = ()
 
 
 class SourcePlugin:

@@ -1,15 +1,26 @@
-"""Every source type diffcdc has (:class:`~diffcdc.sources.plugin.SourcePlugin`): a folder (a
-string ``source``), a JDBC table (``type = "jdbc"``) and a DataFrame handed over in Python. The
-engine and the commands reach sources here, never a source module directly."""
+"""Every source type diffcdc knows: a type name → its plug-in
+(:class:`~diffcdc.sources.plugin.SourcePlugin`). The engine and the commands reach sources here,
+never a source module directly.
+
+The built-in types — a folder (a string ``source``), a JDBC table (``type = "jdbc"``) and a
+DataFrame handed over in Python — are named by module path (:mod:`diffcdc.sources.builtin`)
+and loaded when first asked for; another package, or a test, registers its own with
+:func:`register_source` (and :func:`unregister_source`, or :func:`registered_source` for a
+block), checked as a sink plug-in is (:mod:`diffcdc.plugin_registry`). A table's ``source``
+is validated against the types known when it is validated.
+"""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
-from diffcdc.errors import UsageError
-from diffcdc.sources.config import DataFrameSourceConfig, JdbcSourceConfig
+from pydantic import BaseModel
+
+from diffcdc.errors import ConfigError, UsageError
+from diffcdc.plugin_registry import PluginRegistry
 from diffcdc.sources.plugin import SourceCapabilities, SourcePlugin, SourceTable
 
 if TYPE_CHECKING:
@@ -17,82 +28,127 @@ if TYPE_CHECKING:
 
     from diffcdc.sources.base import Source
 
-
-class FolderPlugin(SourcePlugin):
-    """Snapshots as entries of a folder (:mod:`diffcdc.sources.files`)."""
-
-    type = "folder"
-    config = str
-    capabilities = SourceCapabilities(lists_waiting=True, reads_again=True)
-
-    @classmethod
-    def build(cls, table: SourceTable) -> Source:
-        from diffcdc.sources.files import FolderSource
-        from diffcdc.sources.snapshot_time import SnapshotTimeRule
-
-        rule = SnapshotTimeRule.parse(table.snapshot_time) if table.snapshot_time else None
-        return FolderSource(table.source, table.name, table.csv_infer_schema, table.csv_encoding,
-                            rule)
+#: The built-in source types: type → ``module:class`` of its plug-in (loaded when first asked for).
+BUILTIN: Mapping[str, str] = {
+    "folder": "diffcdc.sources.builtin:FolderPlugin",
+    "jdbc": "diffcdc.sources.builtin:JdbcPlugin",
+    "dataframe": "diffcdc.sources.builtin:DataFramePlugin",
+}
 
 
-class JdbcPlugin(SourcePlugin):
-    """A database table read over JDBC (:mod:`diffcdc.sources.jdbc`)."""
-
-    type = "jdbc"
-    config = JdbcSourceConfig
-
-    @classmethod
-    def build(cls, table: SourceTable) -> Source:
-        from diffcdc.sources.jdbc import JdbcSource
-
-        return JdbcSource(table.source, table.name)
-
-    @classmethod
-    def jars(cls, config: JdbcSourceConfig) -> tuple[str, ...]:
-        return (config.jar,) if config.jar else ()
-
-    @classmethod
-    def check_secrets(cls, config: JdbcSourceConfig, table: str) -> None:
-        config.password(table)
-
-
-class DataFramePlugin(SourcePlugin):
-    """A DataFrame handed over in Python (:mod:`diffcdc.sources.dataframe`)."""
-
-    type = "dataframe"
-    config = DataFrameSourceConfig
-    in_file = False
-
-    @classmethod
-    def build(cls, table: SourceTable) -> Source:
+def _check_declarations(plugin: type[SourcePlugin], kind: str, name: str) -> None:
+    """Refuse a plug-in whose declarations a run would trip over later: a config that is no
+    pydantic model with a ``type`` (a string ``source`` is a folder's), capabilities or
+    ``in_file`` of the wrong kind."""
+    config = plugin.config
+    if not issubclass(config, BaseModel) or "type" not in config.model_fields:
         raise UsageError(
-            "this table's snapshots come from a DataFrame: run it with diffcdc.run_dataframe",
-            table=table.name,
-        )
+            f"source plug-in {name}: its config {config.__name__} is not a pydantic model with "
+            "a type field",
+            hint="give it a model whose type is Literal[\"<the plug-in's type>\"] (see "
+            "diffcdc.sources.config.JdbcSourceConfig)")
+    capabilities = plugin.capabilities
+    wrong = [field for field, value, kind_ in (
+        ("capabilities", capabilities, SourceCapabilities),
+        ("in_file", plugin.in_file, bool),
+    ) if not isinstance(value, kind_)]
+    if isinstance(capabilities, SourceCapabilities) and not (
+            isinstance(capabilities.executor_modules, tuple)
+            and all(isinstance(m, str) for m in capabilities.executor_modules)):
+        wrong.append("capabilities.executor_modules")
+    if wrong:
+        raise UsageError(f"source plug-in {name}: {', '.join(wrong)} of the wrong kind",
+                         hint="capabilities: a diffcdc.sources.plugin.SourceCapabilities "
+                         "(executor_modules: a tuple of module names); in_file: True or False")
 
 
-SOURCES: tuple[type[SourcePlugin], ...] = (FolderPlugin, JdbcPlugin, DataFramePlugin)
+_SOURCES: PluginRegistry[SourcePlugin] = PluginRegistry("source", SourcePlugin, BUILTIN,
+                                                         _check_declarations)
 
-_BY_TYPE = {p.type: p for p in SOURCES}
+
+def register_source(plugin: type[SourcePlugin]) -> None:
+    """Make a source type known (its package calls this once, when it is imported)."""
+    _SOURCES.register(plugin)
+
+
+def unregister_source(source_type: str) -> None:
+    """Forget a source type :func:`register_source` made known (a built-in one stays)."""
+    _SOURCES.unregister(source_type)
+
+
+def registered_source(plugin: type[SourcePlugin]) -> AbstractContextManager[type[SourcePlugin]]:
+    """``plugin`` registered for the block only (one registered before stays registered)."""
+    return _SOURCES.registered(plugin)
+
+
+def builtin_sources() -> tuple[type[SourcePlugin], ...]:
+    """The built-in source types' plug-ins."""
+    return _SOURCES.builtins()
+
+
+def source_plugins() -> tuple[type[SourcePlugin], ...]:
+    """Every source type known now: the built-in ones, then those :func:`register_source`
+    made known (a table's ``source`` validates against these, when it is validated)."""
+    return _SOURCES.known()
+
+
+def source_type(value: Any) -> str | None:
+    """The type a ``source`` setting names: ``folder`` for a string, else its ``type`` (None:
+    it names none), known or not."""
+    if isinstance(value, str):
+        return "folder"
+    kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
+    return kind if isinstance(kind, str) else None
 
 
 def source_kind(value: Any) -> str | None:
     """The type of a ``source`` setting: ``folder`` for a string, else its ``type`` (None: not
-    a registered one)."""
-    if isinstance(value, str):
-        return "folder"
-    kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
-    return kind if kind in _BY_TYPE and _BY_TYPE[kind].config is not str else None
+    a registered one, or a folder's given as a table)."""
+    kind = source_type(value)
+    if kind is None or isinstance(value, str):
+        return kind
+    plugin = _SOURCES.get(kind)
+    return kind if plugin is not None and plugin.config is not str else None
 
 
 def source_plugin(value: Any) -> type[SourcePlugin]:
     """The plug-in of a validated ``source`` setting."""
-    return _BY_TYPE[source_kind(value) or ""]
+    plugin = _SOURCES.get(source_kind(value) or "")
+    if plugin is None:
+        raise ConfigError(f"unknown source type {source_type(value)!r}",
+                          hint="a source type registered with "
+                          "diffcdc.sources.registry.register_source")
+    return plugin
 
 
 def build_source(table: SourceTable) -> Source:
-    """The source a run of ``table`` reads."""
-    return source_plugin(table.source).build(table)
+    """The source a run of ``table`` reads; a plug-in's failure to build it is one line naming
+    the plug-in and the table."""
+    plugin = source_plugin(table.source)
+    return _SOURCES.answer(plugin, f"build the source of table {table.name}",
+                           lambda: plugin.build(table))
+
+
+def source_executor_modules(tables: Iterable[SourceTable]) -> tuple[str, ...]:
+    """The modules the sources of ``tables`` run in Spark tasks on the executors."""
+    plugins = dict.fromkeys(source_plugin(t.source) for t in tables)
+    return tuple(dict.fromkeys(m for p in plugins for m in p.capabilities.executor_modules))
+
+
+def source_jars(table: SourceTable) -> tuple[str, ...]:
+    """The driver jars ``table``'s source needs on Spark's class path; a plug-in's bug is one
+    line naming it and the table."""
+    plugin = source_plugin(table.source)
+    return tuple(_SOURCES.answer(plugin, f"give the jars of the source of table {table.name}",
+                                 lambda: plugin.jars(table.source)))
+
+
+def check_source_secrets(table: SourceTable) -> None:
+    """Refuses (``ConfigError``) a secret ``table``'s source names that is not there; a
+    plug-in's bug is one line naming it and the table."""
+    plugin = source_plugin(table.source)
+    _SOURCES.answer(plugin, f"check the secrets of the source of table {table.name}",
+                    lambda: plugin.check_secrets(table.source, table.name))
 
 
 def read_snapshot_at(spark: SparkSession, path: str, *, infer_csv: bool = False,
