@@ -111,17 +111,21 @@ class PluginRegistry(Generic[P]):
         """The types loaded or registered so far (a built-in one not asked for yet is not)."""
         return tuple(self._registered.values())
 
-    def answer(self, plugin: Any, what: str, ask: Callable[[], T]) -> T:
+    def answer(self, plugin: Any, what: str, ask: Callable[[], T], *, table: str | None = None,
+               passes: tuple[type[BaseException], ...] = (DiffcdcError,)) -> T:
         """A plug-in's answer to ``ask`` (``what`` it was asked to do: "give the status of ...");
-        its bug as one line naming it (a :class:`DiffcdcError` is its own line already)."""
+        its bug as one line naming it and ``table`` when given (else the engine's table). What
+        ``passes`` goes on as raised: a :class:`DiffcdcError` is its own line already (and a
+        caller may let a disk's OSError through to word it itself)."""
         try:
             return ask()
-        except DiffcdcError:
+        except passes:
             raise
         except Exception as exc:  # noqa: BLE001 - a plug-in's bug: named with its type
             raise DiffcdcError(
                 f"{self.what} type {plugin.type!r}: its plug-in {plugin.__qualname__} failed to "
                 f"{what}: {first_line(exc)}",
+                table=table,
                 hint=f"fix the {self.what} plug-in; run again with --debug for the full trace",
             ) from exc
 

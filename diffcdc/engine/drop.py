@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Callable
 
 from diffcdc.config import TableConfig
-from diffcdc.sinks.registry import plugin_of
+from diffcdc.sinks.registry import drop_sink_output, sink_drop_target
 from diffcdc.state.root import StateRoot
 from diffcdc.state.store import TableState
 
@@ -25,8 +25,7 @@ from diffcdc.state.store import TableState
 def drop_targets(table: TableConfig) -> list[str]:
     """What a drop of ``table`` deletes of its sinks' output, as its confirmation names it."""
     ident = table.sink_table()
-    return [t for s in table.sinks
-            if plugin_of(s).capabilities.drop and (t := plugin_of(s).drop_target(s, ident)) is not None]
+    return [t for s in table.sinks if (t := sink_drop_target(s, ident)) is not None]
 
 
 def drop_table(
@@ -42,8 +41,7 @@ def drop_table(
     with state.lock():
         state.requests.request_drop(folder)
         for sink in table.sinks:
-            plugin = plugin_of(sink)
-            where = plugin.drop(sink, ident, say) if plugin.capabilities.drop else None
+            where = drop_sink_output(sink, ident, say)
             if where is not None:
                 places.append(where)
         graveyard = None

@@ -206,25 +206,21 @@ def check_state_root(
     cure. A table re-created on purpose (``diffcdc reload``, or a pending reload or drop) is
     not checked for either.
     """
-    from diffcdc.sinks.registry import plugin_of
+    from diffcdc.sinks.registry import check_sink_target, sink_published_output
 
     if commits:
         if not request.reload:
             record = commits[-1].record
             for sink in table.sinks:
                 entry = record.sinks.get(sink.sink_id)
-                if entry is not None and plugin_of(sink).capabilities.target_checks:
-                    # a wrong --landing / state root, before anything runs
-                    plugin_of(sink).check_target(sink, entry.manifest, table.sink_table(),
-                                                 state_given)
+                if entry is not None:  # a wrong --landing / state root, before anything runs
+                    check_sink_target(sink, entry.manifest, table.sink_table(), state_given)
         return
     if (request.reload or state.requests.has_reload_request()
             or state.requests.has_drop_request()):
         return
     published = next((found for sink in table.sinks
-                      if plugin_of(sink).capabilities.target_checks
-                      and (found := plugin_of(sink).published_output(sink, table.sink_table()))),
-                     None)
+                      if (found := sink_published_output(sink, table.sink_table()))), None)
     if published is None:
         return
     root = state.location

@@ -25,6 +25,7 @@ from diffcdc.sinks.table import SinkTable
 
 if TYPE_CHECKING:
     from diffcdc.sinks.base import Sink
+    from diffcdc.sinks.plugin import Say
     from diffcdc.state.store import TableState
 
 #: The built-in sink types: type → ``module:class`` of its plug-in (loaded when first asked for).
@@ -175,7 +176,50 @@ def sink_status(sink_type: str, manifest: Mapping[str, Any]) -> dict[str, Any]:
                          lambda: plugin.status(manifest))
 
 
-def plugin_answer(plugin: type[SinkPlugin], what: str, ask: Callable[[], T]) -> T:
+def check_sink_target(config: Any, manifest: Mapping[str, Any], table: SinkTable,
+                      state_given: bool) -> None:
+    """The sink's plug-in checks its target against the manifest of the table's last commit
+    (:meth:`SinkPlugin.check_target`; nothing for a sink without ``target_checks``)."""
+    plugin = plugin_of(config)
+    if plugin.capabilities.target_checks:
+        plugin_answer(plugin, f"check the target of sink {config.sink_id} against its last commit",
+                      lambda: plugin.check_target(config, manifest, table, state_given),
+                      table=table.name)
+
+
+def sink_published_output(config: Any, table: SinkTable) -> str | None:
+    """Where the sink's target already holds diffcdc's output for a table without state
+    (:meth:`SinkPlugin.published_output`; None for a sink without ``target_checks``)."""
+    plugin = plugin_of(config)
+    if not plugin.capabilities.target_checks:
+        return None
+    return plugin_answer(plugin, f"look for output of sink {config.sink_id} published before",
+                         lambda: plugin.published_output(config, table), table=table.name)
+
+
+def sink_drop_target(config: Any, table: SinkTable) -> str | None:
+    """What ``diffcdc drop`` deletes of the sink's output (:meth:`SinkPlugin.drop_target`;
+    None for a sink that cannot drop)."""
+    plugin = plugin_of(config)
+    if not plugin.capabilities.drop:
+        return None
+    return plugin_answer(plugin, f"name what a drop deletes of sink {config.sink_id}",
+                         lambda: plugin.drop_target(config, table), table=table.name)
+
+
+def drop_sink_output(config: Any, table: SinkTable, say: Say) -> str | None:
+    """Delete the sink's output (:meth:`SinkPlugin.drop`); where it was (None: nothing, or a
+    sink that cannot drop)."""
+    plugin = plugin_of(config)
+    if not plugin.capabilities.drop:
+        return None
+    return plugin_answer(plugin, f"drop the output of sink {config.sink_id}",
+                         lambda: plugin.drop(config, table, say), table=table.name)
+
+
+def plugin_answer(plugin: type[SinkPlugin], what: str, ask: Callable[[], T], *,
+                  table: str | None = None) -> T:
     """A plug-in's answer to ``ask`` (``what`` it was asked to do: "give the status of ...");
-    its bug (a manifest or an entry it cannot read) as one line naming it."""
-    return _SINKS.answer(plugin, what, ask)
+    its bug (a manifest or an entry it cannot read, anything not a DiffcdcError or an
+    OSError) as one line naming it, and ``table`` when given (else the engine's table)."""
+    return _SINKS.answer(plugin, what, ask, table=table, passes=(DiffcdcError, OSError))

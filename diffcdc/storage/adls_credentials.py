@@ -17,15 +17,22 @@ record.
 
 from __future__ import annotations
 
+import logging
 import os
-from typing import Any
+from collections.abc import Callable
+from contextvars import ContextVar
+from typing import Any, TypeVar
 
 from azure.core.credentials import AzureNamedKeyCredential
+from azure.core.exceptions import ClientAuthenticationError
 
 from diffcdc.errors import ConfigError
 from diffcdc.extras import ADLS_IDENTITY, require
-from diffcdc.storage.adls_transport import SCRUB
+from diffcdc.storage.adls_transport import LOGGER, SCRUB
 from diffcdc.storage.adls_url import AdlsLocation
+
+log = logging.getLogger(LOGGER)
+T = TypeVar("T")
 
 ENV_ACCOUNT_KEY = ("AZURE_STORAGE_ACCOUNT_KEY", "AZURE_STORAGE_KEY")
 ENV_SAS_TOKEN = "AZURE_STORAGE_SAS_TOKEN"
@@ -91,9 +98,74 @@ def resolve_credential(
     if os.environ.get(ENV_SAS_TOKEN):
         return sas_credential(os.environ[ENV_SAS_TOKEN]), ENV_SAS_TOKEN, False
     require(ADLS_IDENTITY, where=location.display)  # in [adls]; absent if the SDK came apart
-    from azure.identity import DefaultAzureCredential
+    return DefaultIdentity(location), "DefaultAzureCredential", True
 
-    return DefaultAzureCredential(), "DefaultAzureCredential", True
+
+#: True while :class:`DefaultIdentity` asks its chain for a token: the chain's warning (a dozen
+#: lines, one per identity it tried) is then kept off stderr; diffcdc says it in one line.
+_ASKING: ContextVar[bool] = ContextVar("diffcdc_adls_asking_identity", default=False)
+#: The azure-identity logger whose warning lists every identity the chain tried.
+CHAIN_LOGGER = "azure.identity._credentials.chained"
+
+
+class _QuietWhileAsking(logging.Filter):
+    """Drops the chain's records while :class:`DefaultIdentity` asks (only then)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not _ASKING.get()
+
+
+_QUIET = _QuietWhileAsking()
+
+
+class DefaultIdentity:
+    """``DefaultAzureCredential`` for a location given no key or SAS token. Until it has given
+    a token, its failure is a :class:`ConfigError` in one line naming the location, what is
+    missing and where a credential comes from (the chain's own text goes to the debug log); a
+    failure after that (a token that can no longer be renewed) stays the SDK's, which the
+    store words as access denied."""
+
+    def __init__(self, location: AdlsLocation) -> None:
+        from azure.identity import DefaultAzureCredential
+
+        chain = logging.getLogger(CHAIN_LOGGER)
+        if _QUIET not in chain.filters:
+            chain.addFilter(_QUIET)
+        self._chain = DefaultAzureCredential()
+        self._location = location
+        self._signed_in = False
+
+    def get_token(self, *scopes: str, **kwargs: Any) -> Any:
+        return self._ask(lambda: self._chain.get_token(*scopes, **kwargs))
+
+    def get_token_info(self, *scopes: str, options: Any = None) -> Any:
+        return self._ask(lambda: self._chain.get_token_info(*scopes, options=options))
+
+    def close(self) -> None:
+        self._chain.close()
+
+    def _ask(self, ask: Callable[[], T]) -> T:
+        asking = _ASKING.set(True)
+        try:
+            answer = ask()
+        except ClientAuthenticationError as exc:
+            if self._signed_in:
+                raise
+            log.debug("DefaultAzureCredential got no token: %s", SCRUB.secrets_only(str(exc)))
+            raise ConfigError(
+                f"{self._location.display}: no credential: no account_key, sas_token (or "
+                "their _env option) is given, neither AZURE_STORAGE_ACCOUNT_KEY nor "
+                "AZURE_STORAGE_SAS_TOKEN is set, and DefaultAzureCredential got no token from "
+                "any identity it tries",
+                hint="export AZURE_STORAGE_ACCOUNT_KEY or AZURE_STORAGE_SAS_TOKEN, name one with "
+                "the account_key_env / sas_token_env option, or sign in an identity "
+                "(AZURE_TENANT_ID, AZURE_CLIENT_ID and AZURE_CLIENT_SECRET, a managed identity, "
+                "az login); see docs/remote-landing.md",
+            ) from None
+        finally:
+            _ASKING.reset(asking)
+        self._signed_in = True
+        return answer
 
 
 def key_credential(location: AdlsLocation, key: str) -> AzureNamedKeyCredential:
