@@ -38,7 +38,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     the property tests.
 
     The default tier (the README's first test command, ``-m "unit or default_tier"``) is the
-    unit tier plus the tests marked ``default_tier``: one contract run per sink kind, the
+    unit tier plus the tests marked ``default_tier``: one contract run over every sink kind, the
     commit-boundary kill over every sink, and engine tests with the in-memory sink. The whole
     suite's command after it (``--hypothesis-profile=full``) runs the rest and, again, the
     default tier's ``property`` tests: only their example counts differ by profile.
