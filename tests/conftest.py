@@ -7,7 +7,7 @@ import os
 import pyspark  # noqa: F401 - imported early: it raises the recursion limit on import
 import pytest
 
-from tests.support import hypothesis_profiles, tiers
+from tests.support import hypothesis_profiles, jvm_options, tiers
 
 os.environ.setdefault("DIFFCDC_SPARK_LOG_LEVEL", "ERROR")
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # tests stay on the loopback interface
@@ -18,6 +18,10 @@ pytest_plugins = ("tests.support.fixtures",)
 
 # Hypothesis: few examples by default, each test's own count with --hypothesis-profile=full.
 hypothesis_profiles.register()
+
+# Every JVM the tests start (this session's, each subprocess's, the servers') compiles with C1
+# only: short-lived JVMs of tiny jobs start their work sooner (tests/support/jvm_options.py).
+_SPARK_CONF_DIR = jvm_options.use_client_compiler()
 
 
 #: Fixtures that start a JVM or a server: a test that uses one is not in the unit tier.
@@ -31,6 +35,10 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "property: set by tests/conftest.py on property tests (a Hypothesis test, or a "
         "test that defines and runs one): the only tests the Hypothesis profile changes")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    jvm_options.remove(_SPARK_CONF_DIR)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
