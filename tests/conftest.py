@@ -19,9 +19,9 @@ pytest_plugins = ("tests.support.fixtures",)
 # Hypothesis: few examples by default, each test's own count with --hypothesis-profile=full.
 hypothesis_profiles.register()
 
-# Every JVM the tests start (this session's, each subprocess's, the servers') compiles with C1
-# only: short-lived JVMs of tiny jobs start their work sooner (tests/support/jvm_options.py).
-_SPARK_CONF_DIR = jvm_options.use_client_compiler()
+# The driver JVMs PySpark starts (this session's, each subprocess's) compile with C1 only:
+# short-lived JVMs of tiny jobs start their work sooner (tests/support/jvm_options.py).
+_CLIENT_COMPILER = jvm_options.use_client_compiler()
 
 
 #: Fixtures that start a JVM or a server: a test that uses one is not in the unit tier.
@@ -38,7 +38,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    jvm_options.remove(_SPARK_CONF_DIR)
+    jvm_options.remove(_CLIENT_COMPILER)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
