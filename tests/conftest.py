@@ -7,7 +7,7 @@ import os
 import pyspark  # noqa: F401 - imported early: it raises the recursion limit on import
 import pytest
 
-from tests.support import hypothesis_profiles, tiers
+from tests.support import hypothesis_profiles, jvm_options, tiers
 
 os.environ.setdefault("DIFFCDC_SPARK_LOG_LEVEL", "ERROR")
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # tests stay on the loopback interface
@@ -18,6 +18,10 @@ pytest_plugins = ("tests.support.fixtures",)
 
 # Hypothesis: few examples by default, each test's own count with --hypothesis-profile=full.
 hypothesis_profiles.register()
+
+# The driver JVMs PySpark starts (this session's, each subprocess's) compile with C1 only:
+# short-lived JVMs of tiny jobs start their work sooner (tests/support/jvm_options.py).
+_CLIENT_COMPILER = jvm_options.use_client_compiler()
 
 
 #: Fixtures that start a JVM or a server: a test that uses one is not in the unit tier.
@@ -33,12 +37,16 @@ def pytest_configure(config: pytest.Config) -> None:
         "test that defines and runs one): the only tests the Hypothesis profile changes")
 
 
+def pytest_unconfigure(config: pytest.Config) -> None:
+    jvm_options.remove(_CLIENT_COMPILER)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark the unit tier: tests that need no Spark session, no server and no subprocess; and
     the property tests.
 
     The default tier (the README's first test command, ``-m "unit or default_tier"``) is the
-    unit tier plus the tests marked ``default_tier``: one contract run per sink kind, the
+    unit tier plus the tests marked ``default_tier``: one contract run over every sink kind, the
     commit-boundary kill over every sink, and engine tests with the in-memory sink. The whole
     suite's command after it (``--hypothesis-profile=full``) runs the rest and, again, the
     default tier's ``property`` tests: only their example counts differ by profile.

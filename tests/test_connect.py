@@ -67,9 +67,18 @@ def _config(root: str, table: TableConfig, url: str) -> str:
     return path
 
 
+#: The Connect replay's example count under the full profile (one under the default): the
+#: in-process contract (tests/test_sink_contract.py) runs the same data path (the engine, every
+#: sink's publishing, verify) over the same strategy at its own count; through the server each
+#: example costs a client process per snapshot. Each example still sends every sink kind and
+#: the awkward-types snapshots (tests/support/snapshots.py) through the server.
+CONNECT_REPLAY_EXAMPLES = 3
+
+
 @pytest.mark.default_tier
 def test_every_sink_replays_each_snapshot_through_a_connect_server(spark, servers, connect_server):
-    @settings(max_examples=examples(8), deadline=None, suppress_health_check=list(HealthCheck))
+    @settings(max_examples=examples(CONNECT_REPLAY_EXAMPLES), deadline=None,
+              suppress_health_check=list(HealthCheck))
     @given(snapshots=snapshot_sequences())
     def body(snapshots):
         with tempfile.TemporaryDirectory() as root:
