@@ -207,8 +207,11 @@ class Change:
         if self.op == "remove":
             return Schema(keys, columns[:i] + columns[i + 1:])
         if self.op == "retype":
-            if self.kind == old.kind or "void" in (self.kind, old.kind):
-                return None  # an untyped all-NULL column changes no type
+            if (KINDS[self.kind].arrow == KINDS[old.kind].arrow
+                    or "void" in (self.kind, old.kind)):
+                # the same type under another kind's values ("nulls" is an all-NULL string),
+                # or an untyped all-NULL column: no type changes
+                return None
             columns[i] = Column(old.name, self.kind)
             return Schema(keys, columns)
         if self.op == "rename":
