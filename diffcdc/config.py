@@ -45,6 +45,7 @@ from diffcdc.sinks.targets import (
 from diffcdc.sources.plugin import SourcePlugin
 from diffcdc.sources.registry import (
     check_source_secrets,
+    source_folder,
     source_jars,
     source_kind,
     source_plugin,
@@ -286,7 +287,8 @@ class TableConfig(BaseModel):
 
     @model_validator(mode="after")
     def _exclude_not_key(self) -> TableConfig:
-        if self.snapshot_time is not None and not isinstance(self.source, str):
+        if self.snapshot_time is not None and \
+                not source_plugin(self.source).capabilities.snapshot_times:
             raise ValueError(
                 "snapshot_time is a rule for folder snapshots: a JDBC read's time is its start, "
                 "a DataFrame's is run_dataframe(snapshot_time=...)")
@@ -305,9 +307,10 @@ class TableConfig(BaseModel):
         clash = target_clash(self.targets())
         if clash:
             raise ValueError(clash)
-        if isinstance(self.source, str):  # a folder of snapshots
+        folder = source_folder(self)
+        if folder is not None:  # a folder of snapshots
             overlap = folder_overlap(
-                self.targets(), self.source, "the table's source folder",
+                self.targets(), folder, "the table's source folder",
                 "what the sink writes would be read as a snapshot (or a snapshot taken for "
                 "its output)")
             if overlap:
@@ -463,20 +466,21 @@ class RunConfig(BaseModel):
         roots = [(f, what) for f, what in ((self.state, "the state root"),
                                            (self.state_data, "the state data folder")) if f]
         for table in self.tables:
-            if not isinstance(table.source, str):
+            source = source_folder(table)
+            if source is None:
                 continue
             overlap = folder_overlap(  # a table's own sinks: checked with the table
-                [t for t in targets if t.table != table_label(table)], table.source,
+                [t for t in targets if t.table != table_label(table)], source,
                 f"the source folder of table {table_label(table)}",
                 "what the sink writes would be read as that table's snapshots")
             if overlap:
                 return overlap
             for folder, what in roots:
-                here, there = folder_location(table.source), folder_location(folder)
+                here, there = folder_location(source), folder_location(folder)
                 if here == there or here.startswith(there.rstrip("/") + "/") or \
                         there.startswith(here.rstrip("/") + "/"):
                     return (f"table {table_label(table)} reads its snapshots from "
-                            f"{table.source}, which is, lies inside or holds {what} {folder}: "
+                            f"{source}, which is, lies inside or holds {what} {folder}: "
                             "the state would be read as snapshots, or snapshots as state; give "
                             "them folders side by side")
         return None

@@ -98,13 +98,16 @@ def load_config(path: str) -> RunConfig:
             raise ConfigError(f"table {name}: expected a [tables.{name}] section", path=path)
         merged = {**defaults, **body, "name": name}
         kind = source_kind(merged.get("source"))
-        if kind is not None and not source_plugin(merged["source"]).in_file:
+        plugin = source_plugin(merged["source"]) if kind is not None else None
+        if plugin is not None and not plugin.in_file:
             raise ConfigError(
                 f"table {name}: a {kind} source is handed over in Python "
-                "(diffcdc.run_dataframe), not configured in a file",
+                f"({plugin.run_with}), not configured in a file",
                 path=path,
             )
-        for key in ("source", *TABLE_LEVEL.path_fields):
+        if "source" in merged:
+            merged["source"] = _resolve_source_paths(base, merged["source"])
+        for key in TABLE_LEVEL.path_fields:
             if isinstance(merged.get(key), str):
                 merged[key] = _resolve(base, merged[key])
         if isinstance(merged.get("sinks"), list):
@@ -132,6 +135,18 @@ def load_config(path: str) -> RunConfig:
     # state, state_data and state_options fit together
     StateRoot(config.state, config.state_data, config.state_options, config_file=path)
     return config
+
+
+def _resolve_source_paths(base: str, source: Any) -> Any:
+    """A source's local paths relative to the config file: a folder's (a string ``source``) or
+    the fields its type's plug-in names (none for a type not known, refused later)."""
+    if isinstance(source, str):
+        return _resolve(base, source)
+    if not isinstance(source, dict) or source_kind(source) is None:
+        return source
+    plugin = source_plugin(source)
+    return {k: _resolve(base, v) if k in plugin.path_fields and isinstance(v, str) else v
+            for k, v in source.items()}
 
 
 def _resolve_sink_paths(base: str, sink: Any) -> Any:

@@ -20,7 +20,11 @@ class FolderPlugin(SourcePlugin):
 
     type = "folder"
     config = str
-    capabilities = SourceCapabilities(lists_waiting=True, reads_again=True)
+    capabilities = SourceCapabilities(lists_waiting=True, reads_again=True, snapshot_times=True)
+
+    @classmethod
+    def folder(cls, config: str) -> str:
+        return config
 
     @classmethod
     def build(cls, table: SourceTable) -> Source:
@@ -63,6 +67,6 @@ class DataFramePlugin(SourcePlugin):
     @classmethod
     def build(cls, table: SourceTable) -> Source:
         raise UsageError(
-            "this table's snapshots come from a DataFrame: run it with diffcdc.run_dataframe",
+            f"this table's snapshots come from a DataFrame: run it with {cls.run_with}",
             table=table.name,
         )

@@ -39,6 +39,9 @@ class SourceCapabilities:
     #: Modules whose code runs in Spark tasks on the executors when it reads (the executors'
     #: import check asks for them when a run's table uses the source type).
     executor_modules: tuple[str, ...] = ()
+    #: The table's ``snapshot_time`` rule gives its snapshots' as-of times (a folder's: their
+    #: mtime or their id); a table of a source type without it is refused one.
+    snapshot_times: bool = False
 
 
 class SourcePlugin:
@@ -50,6 +53,11 @@ class SourcePlugin:
     config: ClassVar[type[Any]]
     #: Whether a config file may name it (``dataframe``: handed over in Python only).
     in_file: ClassVar[bool] = True
+    #: How a source not named in a config file (``in_file`` False) is handed over: named when a
+    #: config file names it.
+    run_with: ClassVar[str] = "diffcdc.run_dataframe"
+    #: Fields of its config that hold local paths (relative ones: relative to the config file).
+    path_fields: ClassVar[tuple[str, ...]] = ()
     capabilities: ClassVar[SourceCapabilities] = SourceCapabilities()
 
     if TYPE_CHECKING:  # every plug-in defines it
@@ -62,6 +70,12 @@ class SourcePlugin:
     def jars(cls, config: Any) -> tuple[str, ...]:
         """Driver jars it needs on Spark's class path."""
         return ()
+
+    @classmethod
+    def folder(cls, config: Any) -> str | None:
+        """The folder it reads its snapshots from (None: none), kept apart from every sink's
+        folder, the state root and other tables' sinks."""
+        return None
 
     @classmethod
     def check_secrets(cls, config: Any, table: str) -> None:

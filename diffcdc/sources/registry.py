@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from diffcdc.errors import ConfigError, UsageError
+from diffcdc.errors import ConfigError, DiffcdcError, UsageError
 from diffcdc.plugin_registry import PluginRegistry
 from diffcdc.sources.plugin import SourceCapabilities, SourcePlugin, SourceTable
 
@@ -51,15 +51,25 @@ def _check_declarations(plugin: type[SourcePlugin], kind: str, name: str) -> Non
     wrong = [field for field, value, kind_ in (
         ("capabilities", capabilities, SourceCapabilities),
         ("in_file", plugin.in_file, bool),
+        ("run_with", plugin.run_with, str),
     ) if not isinstance(value, kind_)]
     if isinstance(capabilities, SourceCapabilities) and not (
             isinstance(capabilities.executor_modules, tuple)
             and all(isinstance(m, str) for m in capabilities.executor_modules)):
         wrong.append("capabilities.executor_modules")
+    if isinstance(capabilities, SourceCapabilities) and not isinstance(
+            capabilities.snapshot_times, bool):
+        wrong.append("capabilities.snapshot_times")
+    paths = plugin.path_fields
+    if not (isinstance(paths, tuple) and all(
+            isinstance(f, str) and f in config.model_fields for f in paths)):
+        wrong.append("path_fields")
     if wrong:
         raise UsageError(f"source plug-in {name}: {', '.join(wrong)} of the wrong kind",
                          hint="capabilities: a diffcdc.sources.plugin.SourceCapabilities "
-                         "(executor_modules: a tuple of module names); in_file: True or False")
+                         "(executor_modules: a tuple of module names; snapshot_times: True or "
+                         "False); in_file: True or False; run_with: text; path_fields: a tuple "
+                         "of its config's field names")
 
 
 _SOURCES: PluginRegistry[SourcePlugin] = PluginRegistry("source", SourcePlugin, BUILTIN,
@@ -127,6 +137,21 @@ def build_source(table: SourceTable) -> Source:
     plugin = source_plugin(table.source)
     return _SOURCES.answer(plugin, f"build the source of table {table.name}",
                            lambda: plugin.build(table))
+
+
+def source_folder(table: SourceTable) -> str | None:
+    """The folder ``table``'s source reads its snapshots from (None: none); a plug-in's bug is
+    one line naming it and the table."""
+    plugin = source_plugin(table.source)
+    folder = _SOURCES.answer(plugin, f"give the folder of the source of table {table.name}",
+                             lambda: plugin.folder(table.source))
+    if folder is not None and not (isinstance(folder, str) and folder.strip()):
+        raise DiffcdcError(
+            f"source type {plugin.type!r}: its plug-in {plugin.__qualname__} gave "
+            f"{type(folder).__name__} {folder!r:.80} as the folder of the source of table "
+            f"{table.name}, not a path or None",
+            hint="fix the source plug-in's folder() to return the folder it reads, or None")
+    return folder
 
 
 def source_executor_modules(tables: Iterable[SourceTable]) -> tuple[str, ...]:
