@@ -11,6 +11,12 @@ The first run without an archive asks its JVM to write one when it exits, under 
 its process id; a later run renames a finished one (its writer gone) into place.
 ``python -m diffcdc.cds`` builds it at once (``.ci/install`` calls it). ``DIFFCDC_CDS=0`` turns
 all of this off.
+
+A dynamic archive needs a class path without non-empty folders: Spark's launcher puts the
+configuration folders on it (``SPARK_CONF_DIR`` or ``$SPARK_HOME/conf``, ``HADOOP_CONF_DIR``,
+``YARN_CONF_DIR``), and with a file in one of them the JVM writes no archive and prints
+"Cannot have non-empty directory in paths" on stdout (into ``--json`` output). With such a
+folder the run goes without an archive.
 """
 
 from __future__ import annotations
@@ -57,9 +63,34 @@ def archive_key() -> str | None:
     return digest.hexdigest()[:16]
 
 
+def _conf_folders() -> list[str]:
+    """The folders Spark's launcher puts on the driver's class path (those that are set)."""
+    spark_conf = os.environ.get("SPARK_CONF_DIR")
+    if not spark_conf and os.environ.get("SPARK_HOME"):
+        spark_conf = os.path.join(os.environ["SPARK_HOME"], "conf")
+    if not spark_conf:
+        import pyspark  # its launcher's SPARK_HOME when none is set: the package folder
+
+        spark_conf = os.path.join(os.path.dirname(pyspark.__file__), "conf")
+    return [f for f in (spark_conf, os.environ.get("HADOOP_CONF_DIR"),
+                        os.environ.get("YARN_CONF_DIR")) if f]
+
+
+def _non_empty_folder_on_class_path() -> str | None:
+    """A configuration folder on the class path that holds something (None: none)."""
+    for folder in _conf_folders():
+        try:
+            if os.path.isdir(folder) and os.listdir(folder):
+                return folder
+        except OSError:
+            continue
+    return None
+
+
 def java_options() -> str:
-    """The driver's JVM options for the archive: use it, or have this run write it."""
-    if os.environ.get(ENV, "1") == "0":
+    """The driver's JVM options for the archive: use it, or have this run write it (nothing
+    when the class path has a non-empty folder: see the module's docstring)."""
+    if os.environ.get(ENV, "1") == "0" or _non_empty_folder_on_class_path():
         return ""
     key = archive_key()
     if key is None:
