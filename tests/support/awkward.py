@@ -207,8 +207,10 @@ class Change:
         if self.op == "remove":
             return Schema(keys, columns[:i] + columns[i + 1:])
         if self.op == "retype":
-            if (KINDS[self.kind].arrow == KINDS[old.kind].arrow
-                    or "void" in (self.kind, old.kind)):
+            same_type = (self.kind == old.kind or (
+                self.kind in KINDS and old.kind in KINDS
+                and KINDS[self.kind].arrow == KINDS[old.kind].arrow))
+            if same_type or "void" in (self.kind, old.kind):
                 # the same type under another kind's values ("nulls" is an all-NULL string),
                 # or an untyped all-NULL column: no type changes
                 return None
