@@ -1,4 +1,5 @@
-"""Shared fixtures: one local[2] SparkSession for the whole suite, few shuffle partitions."""
+"""Shared fixtures: one local[2] SparkSession per test process (the whole suite runs in two
+pytest-xdist workers in CI: one each), few shuffle partitions."""
 
 from __future__ import annotations
 
