@@ -269,6 +269,7 @@ class DeltaSink(Sink):
                     f"one version {version} was staged for ({layout.describe()})",
                     f"rebuild the history with a full image: '{self.reload_command()}'")
             table = self._convert(table, made or scd2.DEFAULT, layout, keys, version)
+            crash_point("delta_history_converted", scope=self.id)
         newest = scd2.newest_valid_from(table, options, layout)
         if newest is not None and newest > at.valid_from:  # never a row valid before it opens
             raise self.target.mismatch(
