@@ -170,3 +170,26 @@ def history_once_all(state: TableState, names: Names) -> None:
         data = pq.read_table(commit.record.snapshot_path)
         assert canonical(as_of(rows, commit.version, names), data.column_names) == canonical(
             data.to_pylist()), commit.version
+
+
+@pytest.mark.connect
+def test_a_history_layout_through_a_connect_server(spark, servers, connect_server, tmp_path):
+    """The engine through a Connect client without Java (the other sink kinds run so in
+    tests/test_connect.py): the layout history is exact after each snapshot."""
+    from tests.support.connect_server import client_env
+
+    root = str(tmp_path)
+    table = _table(root, servers, kinds=[HISTORY_DBT])
+    state = os.path.join(root, "state")
+    config = os.path.join(root, "diffcdc.toml")
+    with open(config, "w", encoding="utf-8") as handle:
+        handle.write(table_toml(table, state, spark={"remote": connect_server.url}))
+    for i, rows in enumerate([FIRST, SECOND, THIRD]):
+        sid = f"{i + 1}.parquet"
+        _write(root, sid, rows, seed=i)
+        done = subprocess.run([sys.executable, "-m", "diffcdc.cli", "run", "--quiet", "--config",
+                               config], cwd=root, env=client_env(root), capture_output=True,
+                              text=True, timeout=300, check=False)
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert_replays(spark, table, state, sid)
+    assert_once(table, state, servers, [HISTORY_DBT])

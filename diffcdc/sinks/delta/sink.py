@@ -79,8 +79,11 @@ class DeltaSink(Sink):
         self.target = DeltaTarget(sink_id, table, config, self.reload_command())
 
     def describe(self) -> dict[str, Any]:
-        return {"type": self.type, "target": self.config.path,
-                "changelog": self.config.changelog_path, "mode": self.config.mode}
+        described = {"type": self.type, "target": self.config.path,
+                     "changelog": self.config.changelog_path, "mode": self.config.mode}
+        if self.layout != scd2.DEFAULT:  # (a default history is described as before)
+            described["layout"] = self.layout.describe()
+        return described
 
     def accept(self, changes: ChangeSet) -> None:
         self.target.refuse_file(self.config.path)
