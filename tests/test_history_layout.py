@@ -186,3 +186,22 @@ def test_a_layout_is_recorded_and_read_back():
 def test_settings_that_cannot_work_are_refused_by_the_config(settings_, message):
     with pytest.raises(ValueError, match=message):
         DeltaSinkConfig(path="lake/h", **settings_)
+
+
+def test_tracked_columns_with_tombstones_restate_in_place_and_keep_the_last_values(tmp_path):
+    """A change only in the untracked ``n`` is written into the open row; a delete's tombstone
+    then carries the restated values (the key's last ones)."""
+    sink_settings, names = VARIANTS["dbt"]
+    driver = HistoryDriver(str(tmp_path), {**sink_settings, "track_history_except_columns": ["n"]})
+    snapshots = [{1: ("a", 1), 2: ("b", 1)}, {1: ("a", 2), 2: ("b2", 2)}, {2: ("b2", 2)},
+                 {1: ("a", 3), 2: ("b2", 2)}]
+    for snapshot in snapshots:
+        driver.publish(snapshot)
+    rows = history_rows(driver.path)
+    check_history(rows, ["id"], names=names)
+    for version, snapshot in enumerate(snapshots, start=1):  # exact in the tracked column
+        assert canonical(as_of(rows, version, names), ["id", "v"]) == canonical(
+            snapshot_rows(snapshot), ["id", "v"]), version
+    got = sorted((r["id"], r["v"], r["n"], r[names.start_at], r[names.deleted]) for r in rows)
+    assert got == [(1, "a", 2, 1, False), (1, "a", 2, 3, True), (1, "a", 3, 4, False),
+                   (2, "b", 1, 1, False), (2, "b2", 2, 2, False)]

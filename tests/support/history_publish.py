@@ -74,7 +74,9 @@ class HistoryDriver:
                     "keys": ["id"], "incarnation": "i1", "table_id": None, "rows": len(rows),
                     "initial": initial, "mode": "scd2",
                     "valid_from": format_time(self.time(self.version)),
-                    "track": None, "track_except": [], "layout": sink.layout.record()}
+                    "track": sink.config.track_history_columns,
+                    "track_except": sink.config.track_history_except_columns or [],
+                    "layout": sink.layout.record()}
         self.manifests.append((self.version, manifest))
         sink.publish(self.version, manifest, staging, SinkHistory(tuple(self.manifests)))
         self.previous = dict(snapshot)
