@@ -104,12 +104,15 @@ def test_a_history_from_before_layouts_takes_a_new_one_only_by_a_reload(spark, m
     assert DeltaTable(path).version() == delta_version
     report = run_table(spark, table, state, RunOptions(quality=PERMISSIVE, request=RunRequest(
         reload=True, reload_sinks=("history",))))
-    assert report.outcome == "ok"
-    assert run_table(spark, table, state, RunOptions(quality=PERMISSIVE)).outcome == "ok"
+    # the reload's full image is the pending snapshot, version 4
+    assert report.outcome == "ok" and [v.version for v in report.snapshots] == [4]
     rows = _exact(made, names)
     # the deletes main's history recorded as gaps are tombstones now: 2 at version 2 (back at
-    # 3), 4 at version 3 (never back), 2, 5, 6, 7 at version 5
+    # 3), 4 at version 3 (never back); then the image's: 2, 5, 6, 7 at version 4
     tombs = sorted((r["id"], r["__START_AT"], r["__END_AT"]) for r in rows if r["__DELETED"])
-    assert tombs == [(2, 2, 3), (2, 5, None), (4, 3, None), (5, 5, None), (6, 5, None),
-                     (7, 5, None)]
+    assert tombs == [(2, 2, 3), (2, 4, None), (4, 3, None), (5, 4, None), (6, 4, None),
+                     (7, 4, None)]
+    _snapshot(made, "2026-11-05", [(1, "n1", 12), (4, "n4", 40)])  # 4 back, 3 and 8 deleted
+    assert run_table(spark, table, state, RunOptions(quality=PERMISSIVE)).outcome == "ok"
+    _exact(made, names)
     assert table_layout(DeltaTable(path)) == table.sinks[0].history_layout()

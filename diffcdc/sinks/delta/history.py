@@ -334,6 +334,10 @@ def merge(table: DeltaTable, source: pa.Table, keys: Sequence[str], version: Ver
             source = source.append_column(field, pa.nulls(source.num_rows, field.type))
     data = [c for c in source.column_names
             if c not in layout.columns and c != _ACTION and not c.startswith("__diffcdc_mk")]
+    # the layout is the target's own (recorded when it was made, or none by an earlier diffcdc):
+    # a source field's metadata would replace it, and delta-rs then reads the column's
+    # earlier values as NULL
+    source = source.cast(pa.schema([f.remove_metadata() for f in source.schema]))
     # every name quoted, the target columns' too (delta-rs parses them as SQL: ``order.id``
     # unquoted is column ``id`` of a table ``order``)
     on = " AND ".join(f"t.{quote(k)} = s.{quote(merge_key(i))}" for i, k in enumerate(keys))
