@@ -2,13 +2,14 @@
 table, and beside them the history with deletes as tombstone rows, dbt's column names and both
 open-end sentinels (tests/support/history_kinds.py).
 
-1. Property: random snapshot sequences (deletes, keys back, key changes, NULLs, awkward types)
-   one snapshot at a time; after each, every sink replays that snapshot, the history is exact
-   as of every version (tombstones left out), nothing is applied twice.
-2. Kills: a real ``diffcdc run`` process dies at the commit boundary and inside the layout
-   history's publishing (the other steps with ``-m exhaustive``), and a ``diffcdc reload``
-   that rebuilds a history in a new layout dies between its rebuild and its merge: the next
-   run finishes exactly once.
+1. Replay: a fixed sequence (deletes, a key change, a key back after its delete; in the
+   default tier) and random ones (NULLs, awkward types ...), one snapshot at a time; after
+   each, every sink replays that snapshot, the history is exact as of every version
+   (tombstones left out), nothing is applied twice.
+2. Kills: a real ``diffcdc run`` process dies inside the layout history's commit (every other
+   step with ``-m exhaustive``), and a ``diffcdc reload`` that rebuilds a history in a new
+   layout dies between its rebuild and its merge: the next run finishes exactly once.
+3. The layout history through a Spark Connect client without Java.
 """
 
 from __future__ import annotations
@@ -58,24 +59,38 @@ def _write(root: str, sid: str, rows: dict, seed: int) -> None:
     pq.write_table(snapshot_table(rows, seed), os.path.join(root, "source", sid))
 
 
+def _replay_each(spark, servers, root: str, snapshots: list[dict]) -> None:
+    """Each snapshot run through one table with a sink of every kind and the layout history;
+    after each, every sink replays it; at the end the history is exact as of every version
+    and nothing was applied twice in any sink."""
+    table = _table(root, servers)
+    state = os.path.join(root, "state")
+    previous: dict = {}
+    for i, rows in enumerate(snapshots):
+        sid = f"{i + 1:08d}.parquet"
+        _write(root, sid, rows, seed=i)
+        (result,) = run_table(spark, table, state, RunOptions(quality=PERMISSIVE)).snapshots
+        got = {k: getattr(result, k) for k in ("inserted", "updated", "deleted")}
+        assert got == expected_counts(previous, rows), sid  # minimal
+        assert_replays(spark, table, state, sid)
+        previous = rows
+    assert_once(table, state, servers, WITH_LAYOUT)  # (the history's: as of every version)
+
+
 @pytest.mark.default_tier
-def test_every_sink_and_a_history_layout_replay_every_snapshot(spark, servers):
-    @settings(max_examples=examples(4), deadline=None, suppress_health_check=list(HealthCheck))
+def test_every_sink_and_a_history_layout_replay_deletes_keys_back_and_key_changes(
+        spark, servers, tmp_path):
+    """The default tier's example: deletes (5, 6), a key change (a delete and an insert), a
+    key back after its delete (5)."""
+    _replay_each(spark, servers, str(tmp_path), [FIRST, SECOND, THIRD])
+
+
+def test_every_sink_and_a_history_layout_replay_random_sequences(spark, servers):
+    @settings(max_examples=examples(3), deadline=None, suppress_health_check=list(HealthCheck))
     @given(snapshots=snapshot_sequences())
     def body(snapshots):
         with tempfile.TemporaryDirectory() as root:
-            table = _table(root, servers)
-            state = os.path.join(root, "state")
-            previous: dict = {}
-            for i, rows in enumerate(snapshots):
-                sid = f"{i + 1:08d}.parquet"
-                _write(root, sid, rows, seed=i)
-                (result,) = run_table(spark, table, state, RunOptions(quality=PERMISSIVE)).snapshots
-                got = {k: getattr(result, k) for k in ("inserted", "updated", "deleted")}
-                assert got == expected_counts(previous, rows), sid
-                assert_replays(spark, table, state, sid)
-                previous = rows
-            assert_once(table, state, servers, WITH_LAYOUT)
+            _replay_each(spark, servers, root, snapshots)
 
     body()
 
@@ -90,9 +105,9 @@ def _kill(root: str, config: str, point: str, *args: str) -> None:
     assert crashed.returncode == 137, crashed.stderr[-2000:]
 
 
-#: The commit boundary and the layout history's own publishing: in the suite; the other steps
-#: (the same for every sink, run by tests/test_sink_contract.py) with ``-m exhaustive``.
-CORE = {"after_claim", *HISTORY_DBT.crash_points, "before_mark_published@history_dbt"}
+#: Inside the layout history's commit: in the suite; every other step (the same for every
+#: sink: tests/test_sink_contract.py runs them in the suite) with ``-m exhaustive``.
+CORE = {*HISTORY_DBT.crash_points}
 
 
 def _points() -> list:
@@ -124,8 +139,9 @@ def test_a_run_killed_anywhere_is_finished_exactly_once_with_a_history_layout(
     assert again.outcome == "nothing to do"
 
 
-@pytest.mark.parametrize("point", ["delta_history_converted@history",
-                                   "delta_committed@history"])
+@pytest.mark.parametrize("point", [
+    "delta_history_converted@history",
+    pytest.param("delta_committed@history", marks=pytest.mark.exhaustive)])
 def test_a_reload_into_a_new_layout_killed_in_its_publishing_is_finished_exactly_once(
         spark, servers, tmp_path, point):
     """A history made with the defaults; the config takes the dbt layout; ``diffcdc reload
@@ -184,7 +200,7 @@ def test_a_history_layout_through_a_connect_server(spark, servers, connect_serve
     config = os.path.join(root, "diffcdc.toml")
     with open(config, "w", encoding="utf-8") as handle:
         handle.write(table_toml(table, state, spark={"remote": connect_server.url}))
-    for i, rows in enumerate([FIRST, SECOND, THIRD]):
+    for i, rows in enumerate([FIRST, SECOND]):  # deletes: tombstones
         sid = f"{i + 1}.parquet"
         _write(root, sid, rows, seed=i)
         done = subprocess.run([sys.executable, "-m", "diffcdc.cli", "run", "--quiet", "--config",
