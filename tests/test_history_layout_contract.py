@@ -59,10 +59,11 @@ def _write(root: str, sid: str, rows: dict, seed: int) -> None:
     pq.write_table(snapshot_table(rows, seed), os.path.join(root, "source", sid))
 
 
-def _replay_each(spark, servers, root: str, snapshots: list[dict]) -> None:
+def _replay_each(spark, servers, root: str, snapshots: list[dict], *, each: bool = True) -> None:
     """Each snapshot run through one table with a sink of every kind and the layout history;
     after each, every sink replays it; at the end the history is exact as of every version
-    and nothing was applied twice in any sink."""
+    and nothing was applied twice in any sink (``each``: every sink replays every snapshot;
+    else the last one, the history every one)."""
     table = _table(root, servers)
     state = os.path.join(root, "state")
     previous: dict = {}
@@ -72,7 +73,8 @@ def _replay_each(spark, servers, root: str, snapshots: list[dict]) -> None:
         (result,) = run_table(spark, table, state, RunOptions(quality=PERMISSIVE)).snapshots
         got = {k: getattr(result, k) for k in ("inserted", "updated", "deleted")}
         assert got == expected_counts(previous, rows), sid  # minimal
-        assert_replays(spark, table, state, sid)
+        if each or i == len(snapshots) - 1:
+            assert_replays(spark, table, state, sid)
         previous = rows
     assert_once(table, state, servers, WITH_LAYOUT)  # (the history's: as of every version)
 
@@ -82,7 +84,7 @@ def test_every_sink_and_a_history_layout_replay_deletes_keys_back_and_key_change
         spark, servers, tmp_path):
     """The default tier's example: deletes (5, 6), a key change (a delete and an insert), a
     key back after its delete (5)."""
-    _replay_each(spark, servers, str(tmp_path), [FIRST, SECOND, THIRD])
+    _replay_each(spark, servers, str(tmp_path), [FIRST, SECOND, THIRD], each=False)
 
 
 def test_every_sink_and_a_history_layout_replay_random_sequences(spark, servers):
