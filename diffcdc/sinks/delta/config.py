@@ -2,11 +2,46 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from diffcdc.core import history_layout as hl
 from diffcdc.sinks.targets import SinkTarget, folder_location
+
+
+class HistoryColumns(BaseModel):
+    """The names of a history's metadata columns (``mode = "scd2"``; docs/history.md)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    start_at: str = Field(default=hl.START_AT, description="The version that opened the row.")
+    end_at: str = Field(default=hl.END_AT, description="The version that closed the row.")
+    valid_from: str = Field(default=hl.VALID_FROM, description="The as-of time it opened.")
+    valid_to: str = Field(default=hl.VALID_TO, description="The as-of time it closed.")
+    changed_columns: str = Field(default=hl.CHANGED_COLUMNS,
+                                 description="An update's changed columns.")
+    deleted: str | None = Field(default=None, description="deletes = \"row\": the tombstone "
+                                f"flag (default {hl.DELETED}).")
+
+
+class OpenEndConfig(BaseModel):
+    """What the open row holds instead of NULL (``mode = "scd2"``; docs/history.md)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    end_at: int | None = Field(default=None, description="A version sentinel above every "
+                               "version, e.g. 9223372036854775807.")
+    valid_to: str | dt.datetime | None = Field(
+        default=None, description="A UTC time sentinel, e.g. \"9999-12-31T00:00:00Z\".")
+
+    @field_validator("valid_to")
+    @classmethod
+    def _a_time(cls, value: str | dt.datetime | None) -> str | dt.datetime | None:
+        if value is not None:
+            hl.parse_open_time(value)
+        return value
 
 
 class DeltaSinkConfig(BaseModel):
@@ -36,6 +71,15 @@ class DeltaSinkConfig(BaseModel):
         description="scd2: a change in these columns alone is written into the open row; "
         "every other column opens a new history row.",
     )
+    deletes: Literal["close", "row"] = Field(
+        default="close",
+        description="scd2: `close`: a delete closes the key's open row; `row`: it also opens "
+        "a tombstone row (the key's last values, the deleted flag true).",
+    )
+    history_columns: HistoryColumns | None = Field(
+        default=None, description="scd2: the metadata columns' names (default __START_AT ...).")
+    open_end: OpenEndConfig | None = Field(
+        default=None, description="scd2: sentinels the open row holds instead of NULL.")
     storage_options: dict[str, str] = Field(
         default_factory=dict,
         repr=False,  # credentials
@@ -50,6 +94,35 @@ class DeltaSinkConfig(BaseModel):
         """The Delta table's folder and the change log's."""
         paths = [("path", self.path), ("changelog_path", self.changelog_path)]
         return [SinkTarget("folder", key, folder_location(p), p) for key, p in paths if p]
+
+    def history_layout(self) -> hl.HistoryLayout:
+        """The history's layout these settings give (``mode = "scd2"``)."""
+        names = self.history_columns or HistoryColumns()
+        deleted = (names.deleted or hl.DELETED) if self.deletes == "row" else None
+        end = self.open_end or OpenEndConfig()
+        return hl.HistoryLayout(
+            start_at=names.start_at, end_at=names.end_at, valid_from=names.valid_from,
+            valid_to=names.valid_to, changed_columns=names.changed_columns, deleted=deleted,
+            open_end=hl.OpenEnd(end.end_at, hl.parse_open_time(end.valid_to)
+                                if end.valid_to is not None else None),
+        )
+
+    @model_validator(mode="after")
+    def _layout_settings(self) -> DeltaSinkConfig:
+        given = [k for k in ("history_columns", "open_end") if getattr(self, k) is not None]
+        if self.deletes != "close":
+            given.insert(0, "deletes")
+        if self.mode != "scd2" and given:
+            raise ValueError(f"{' / '.join(given)} need mode = \"scd2\" (a history table)")
+        if (self.history_columns is not None and self.history_columns.deleted is not None
+                and self.deletes != "row"):
+            raise ValueError("history_columns.deleted names the tombstone flag of "
+                             "deletes = \"row\": set deletes = \"row\", or leave it out")
+        if self.mode == "scd2":
+            problems = self.history_layout().problems()
+            if problems:
+                raise ValueError(problems[0])
+        return self
 
     @model_validator(mode="after")
     def _history_settings(self) -> DeltaSinkConfig:

@@ -32,6 +32,7 @@ from pyspark.sql import SparkSession
 from diffcdc.core.changeset import OP, OP_DELETE, OP_INSERT, OP_UPDATE
 from diffcdc.core.column_changes import CHANGED_COLUMNS, partners
 from diffcdc.core.compare import Replayed, arrow_rows
+from diffcdc.core.history_layout import HistoryLayout
 from diffcdc.core.sql import quote
 from diffcdc.errors import ConfigError, DiffcdcError, InputRefused
 from diffcdc.faults import crash_point
@@ -67,8 +68,10 @@ class DeltaSink(Sink):
         self.config = config
         self.history = config.mode == "scd2"
         self.needs_snapshot_time = self.history
+        #: The history's layout as configured (its column names, open end, tombstones).
+        self.layout = config.history_layout() if self.history else scd2.DEFAULT
         if self.history:
-            self.reserved_columns = (*scd2.HISTORY_COLUMNS, *CHANGE_COLUMNS, *CHANGELOG_COLUMNS)
+            self.reserved_columns = (*self.layout.columns, *CHANGE_COLUMNS, *CHANGELOG_COLUMNS)
         elif config.changelog_path:
             self.reserved_columns = (*CHANGE_COLUMNS, *CHANGELOG_COLUMNS, CHANGED_COLUMNS)
         #: The table (and changelog table) as this sink finds it: opened, checked, its failures
@@ -76,8 +79,11 @@ class DeltaSink(Sink):
         self.target = DeltaTarget(sink_id, table, config, self.reload_command())
 
     def describe(self) -> dict[str, Any]:
-        return {"type": self.type, "target": self.config.path,
-                "changelog": self.config.changelog_path, "mode": self.config.mode}
+        described = {"type": self.type, "target": self.config.path,
+                     "changelog": self.config.changelog_path, "mode": self.config.mode}
+        if self.layout != scd2.DEFAULT:  # (a default history is described as before)
+            described["layout"] = self.layout.describe()
+        return described
 
     def accept(self, changes: ChangeSet) -> None:
         self.target.refuse_file(self.config.path)
@@ -107,6 +113,37 @@ class DeltaSink(Sink):
         problem = self.target.mode_problem(table) if table is not None else None
         if problem is not None:
             raise problem
+        self._accept_layout(changes, table)
+
+    def _accept_layout(self, changes: ChangeSet, table: DeltaTable | None) -> None:
+        """Refuse a layout the history cannot take: another one than the history was made
+        with (unless this version starts the sink from a full image, which rebuilds it), or
+        open-end sentinels the version reaches."""
+        made = scd2.table_layout(table) if table is not None else None
+        if made is not None and made != self.layout and not changes.initial:
+            raise ConfigError(
+                f"sink {self.id}: the history was made with {made.describe()} but the sink "
+                f"now has {self.layout.describe()}: an existing history keeps its layout",
+                table=self.table.name, path=self.config.path,
+                hint="set deletes / history_columns / open_end back, or rebuild the history "
+                     f"with the new layout: '{self.reload_command()}'",
+            )
+        end = self.layout.open_end
+        assert changes.snapshot_time is not None
+        if end.end_at is not None and end.end_at <= changes.version:
+            raise ConfigError(
+                f"sink {self.id}: open_end.end_at {end.end_at} is not above version "
+                f"{changes.version}: an open row could not be told from a closed one",
+                table=self.table.name, path=self.config.path,
+                hint="give a larger sentinel, e.g. 9223372036854775807",
+            )
+        if end.valid_to is not None and end.valid_to <= changes.snapshot_time:
+            raise ConfigError(
+                f"sink {self.id}: open_end.valid_to {format_time(end.valid_to)} is not after "
+                f"the snapshot's time {format_time(changes.snapshot_time)}",
+                table=self.table.name, path=self.config.path,
+                hint="give a far-future sentinel, e.g. \"9999-12-31T00:00:00Z\"",
+            )
 
     def check(self, history: SinkHistory) -> None:
         self.target.verify(list(history.manifests))
@@ -136,7 +173,8 @@ class DeltaSink(Sink):
             assert changes.snapshot_time is not None  # accept() refused a version without
             manifest.update(mode="scd2", valid_from=format_time(changes.snapshot_time),
                             track=self.config.track_history_columns,
-                            track_except=self.config.track_history_except_columns or [])
+                            track_except=self.config.track_history_except_columns or [],
+                            layout=self.layout.record())
         return manifest
 
     def publish(
@@ -218,13 +256,24 @@ class DeltaSink(Sink):
         """Version ``version`` into the history table (see :mod:`diffcdc.sinks.delta.history`)."""
         at = scd2.Version(version, read_time(str(manifest["valid_from"])))
         keys = list(manifest["keys"])
+        layout = HistoryLayout.from_record(manifest.get("layout"))  # none: main's earlier
+        options = self.config.storage_options
         if table is None:  # the first load: every row opened
-            rows = scd2.image_rows(data.drop_columns([OP]), at)
+            rows = scd2.image_rows(data.drop_columns([OP]), at, layout)
             write_deltalake(self.config.path, unsliced(rows), mode="error",
                             storage_options=self.config.storage_options,
                             commit_properties=props)
             return
-        newest = scd2.newest_valid_from(table, self.config.storage_options)
+        made = scd2.table_layout(table)
+        if made != layout:
+            if not manifest.get("initial"):  # accept() refused it: the table changed since
+                raise self.target.mismatch(
+                    f"the history's layout ({made.describe() if made else 'none'}) is not the "
+                    f"one version {version} was staged for ({layout.describe()})",
+                    f"rebuild the history with a full image: '{self.reload_command()}'")
+            table = self._convert(table, made or scd2.DEFAULT, layout, keys, version)
+            crash_point("delta_history_converted", scope=self.id)
+        newest = scd2.newest_valid_from(table, options, layout)
         if newest is not None and newest > at.valid_from:  # never a row valid before it opens
             raise self.target.mismatch(
                 f"the history holds rows valid from {format_time(newest)}, after the as-of time "
@@ -234,7 +283,7 @@ class DeltaSink(Sink):
                 f"'{self.reload_command()}'",
             )
         target = [f.name for f in table.schema().fields]
-        skip = {c.lower() for c in (*keys, *self.table.exclude, *scd2.HISTORY_COLUMNS, OP)}
+        skip = {c.lower() for c in (*keys, *self.table.exclude, *layout.columns, OP)}
         compared = [c for c in dict.fromkeys([*data.column_names, *target])
                     if c.lower() not in skip]
         tracking = scd2.Tracking(
@@ -242,7 +291,7 @@ class DeltaSink(Sink):
             tuple(manifest.get("track_except") or ()))
         if manifest.get("initial"):  # a full image onto the history: what differs from it
             image = data.drop_columns([OP])
-            current = plain_types(scd2.open_rows(table, keys, None, self.config.storage_options))
+            current = plain_types(scd2.open_rows(table, keys, None, options, layout))
             copies, differ = scd2.copied_open_rows(current, keys)
             if differ:  # which of them diffcdc wrote cannot be told
                 raise self.target.mismatch(
@@ -255,35 +304,79 @@ class DeltaSink(Sink):
             if copies.num_rows:  # another writer's exact copies: removed in a commit first
                 scd2.remove_copies(table, copies, keys, CommitProperties(custom_metadata={
                     "diffcdc.table": self.table.name,
-                    "diffcdc.repair": f"copies of open rows removed before version {version}"}))
+                    "diffcdc.repair": f"copies of open rows removed before version {version}"}),
+                    layout)
                 table = self.target.open()
                 assert table is not None
-                current = plain_types(scd2.open_rows(table, keys, None, self.config.storage_options))
-            gone_rows = [i for i, j in enumerate(partners(current, image, keys)) if j is None]
-            gone = current.take(scd2.row_indices(gone_rows)).select(keys)
+                current = plain_types(scd2.open_rows(table, keys, None, options, layout))
+            live = current
+            if layout.deleted is not None:  # a key already deleted stays so
+                live = current.filter(pc.invert(pc.fill_null(current.column(layout.deleted),
+                                                             False)))
+            gone_rows = [i for i, j in enumerate(partners(live, image, keys)) if j is None]
+            gone = live.take(scd2.row_indices(gone_rows)).select(keys)
             source = scd2.merge_source(image, gone, current, keys, compared, tracking, at,
-                                       unchanged_possible=True)
+                                       unchanged_possible=True, layout=layout)
         else:
             op = data.column(OP)
             updates = data.filter(pc.equal(op, OP_UPDATE))
-            current = plain_types(scd2.open_rows(table, keys, updates,
-                                                 self.config.storage_options))
-            if any(j is None for j in partners(updates, current, keys)):
-                raise self.target.mismatch(
-                    f"the history has no open row for a key version {version} updates",
-                    f"replace the table's current rows with a full image: "
-                    f"'{self.reload_command()}'",
-                )
+            # with tombstones: the open rows of every key of the version (a delete's last
+            # values, an insert's tombstone)
+            current = plain_types(scd2.open_rows(
+                table, keys, data if layout.deleted is not None else updates, options, layout))
+            self._refuse_missing_rows(version, updates, data.filter(pc.equal(op, OP_DELETE)),
+                                      current, keys, layout)
             source = scd2.merge_source(
                 data.filter(pc.not_equal(op, OP_DELETE)).drop_columns([OP]),
                 data.filter(pc.equal(op, OP_DELETE)).select(keys), current, keys, compared,
-                tracking, at, unchanged_possible=False)
+                tracking, at, unchanged_possible=False, layout=layout)
         if source.num_rows:
-            scd2.merge(table, source, keys, at, props)
+            scd2.merge(table, source, keys, at, props, layout)
         else:  # nothing differs: the version is still recorded, by an empty commit
             write_deltalake(self.config.path, pa.schema(table.schema().to_arrow()).empty_table(),
                             mode="append", storage_options=self.config.storage_options,
                             commit_properties=props)
+
+    def _refuse_missing_rows(self, version: int, updates: pa.Table, deletes: pa.Table,
+                             current: pa.Table, keys: list[str], layout: HistoryLayout) -> None:
+        """Refuse a version whose updated keys (with tombstones: deleted keys too) have no
+        live open row in the history."""
+        live = current
+        if layout.deleted is not None:
+            live = current.filter(pc.invert(pc.fill_null(current.column(layout.deleted), False)))
+        missing = any(j is None for j in partners(updates, live, keys))
+        what = "updates"
+        if not missing and layout.deleted is not None:
+            missing, what = any(j is None for j in partners(deletes, live, keys)), "deletes"
+        if missing:
+            raise self.target.mismatch(
+                f"the history has no open row for a key version {version} {what}",
+                f"replace the table's current rows with a full image: "
+                f"'{self.reload_command()}'",
+            )
+
+    def _convert(self, table: DeltaTable, made: HistoryLayout, layout: HistoryLayout,
+                 keys: list[str], version: int) -> DeltaTable:
+        """The whole history rewritten in ``layout`` (one commit, before version
+        ``version``'s full image is merged): a reload with changed history settings."""
+        rows = plain_types(files_dataset(table, self.config.storage_options).to_table())
+        try:
+            converted = scd2.convert(rows, keys, made, layout)
+        except ValueError as exc:
+            raise self.target.mismatch(
+                f"the history cannot take the new layout: {exc}",
+                "name the history columns apart from the table's columns, then run again",
+            ) from None
+        write_deltalake(
+            self.config.path, unsliced(converted), mode="overwrite", schema_mode="overwrite",
+            storage_options=self.config.storage_options,
+            commit_properties=CommitProperties(custom_metadata={
+                "diffcdc.table": self.table.name,
+                "diffcdc.repair": f"history layout changed before version {version}: "
+                                  f"{layout.describe()}"}))
+        reopened = self.target.open()
+        assert reopened is not None
+        return reopened
 
     @staticmethod
     def _staged(staged: str) -> pa.Table:
@@ -346,9 +439,10 @@ class DeltaSink(Sink):
         if table is not None:
             # read from its files: a date before year 1 or after 9999 stays exact (Day)
             data = plain_types(files_dataset(table, self.config.storage_options).to_table())
-            if self.history:
-                data = data.filter(pc.is_null(data.column(scd2.END_AT)))
-                data = data.drop_columns(list(scd2.HISTORY_COLUMNS))
+            layout = scd2.table_layout(table) if self.history else None
+            if layout is not None:  # its own layout (a rebuild may be pending)
+                data = data.filter(scd2.live_open_mask(data, layout))
+                data = data.drop_columns([c for c in layout.columns if c in data.column_names])
             rows, columns = arrow_rows(data), data.column_names
         return Replayed(list(self.table.keys), columns, rows,
                         units=(table.version() + 1) if table is not None else 0)
