@@ -213,22 +213,18 @@ def normalized_sql(value: str, rules: ColumnRules | None, dtype: T.DataType) -> 
     for rule in rules.rules:
         if rule.name == "json":
             value = f"{JSON_FUNCTION}({value})"
-        elif rule.name == "trim":
-            value = f"btrim({value}, {_chars(TRIM_CHARS)})"
+        elif rule.name == "trim":  # the SQL form: the functions' argument orders differ
+            value = f"trim(BOTH {text(TRIM_CHARS)} FROM {value})"
         elif rule.name == "rtrim":
-            value = f"rtrim({value}, {_chars(' ')})"
+            value = f"trim(TRAILING ' ' FROM {value})"
         elif rule.name == "casefold":
             value = f"lower({value})"
         elif rule.name == "empty_as_null":
-            value = f"nullif({value}, {_chars('')})"
+            value = f"nullif({value}, '')"
         elif rule.name == "round":
             assert rule.digits is not None
             value = _round_sql(value, rule.digits, dtype)
     return value
-
-
-def _chars(value: str) -> str:
-    return text(value)
 
 
 def _round_sql(value: str, digits: int, dtype: T.DataType) -> str:
