@@ -258,3 +258,14 @@ def test_rule_text_round_trips():
     for text in ("trim", "round:0", "round:38", "json"):
         assert str(Rule.parse(text)) == text
     assert ColumnRules("x", (Rule("round", 2),)).names() == ["round:2"]
+
+
+def test_the_executors_import_the_json_rules_module_only_for_a_table_with_one(conf):
+    from diffcdc.engine.executors import JSON_MODULE, executor_check_modules
+
+    conf.write_text(_table("code = ['trim']"))
+    (plain,) = load_config(str(conf)).tables
+    assert JSON_MODULE not in executor_check_modules([plain])
+    conf.write_text(_table("code = ['json']"))
+    (table,) = load_config(str(conf)).tables
+    assert JSON_MODULE in executor_check_modules([plain, table])

@@ -87,7 +87,12 @@ def _normalized_element(f: T.StructField, normalize: Normalizers) -> str | None:
     """A top-level column's element, its value normalized by its rules (if any)."""
     rules = normalize.get(f.name)
     value = normalized_sql(quote(f.name), rules, f.dataType)
-    return _element(f.name, value, normalized_type(rules, f.dataType), 0)
+    dtype = normalized_type(rules, f.dataType)
+    if rules is not None and any(r.name == "json" for r in rules.rules):
+        # the element names its value twice: through a lambda the Python UDF runs once a row
+        x = variable(0)
+        return f"element_at(transform(array({value}), {x} -> {_element(f.name, x, dtype, 1)}), 1)"
+    return _element(f.name, value, dtype, 0)
 
 
 def canon(value: str, dtype: T.DataType, depth: int = 0) -> str:
