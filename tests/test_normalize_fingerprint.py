@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import os
 import tempfile
-from decimal import Decimal
+from decimal import Context, Decimal
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -58,12 +58,14 @@ SCHEMA = pa.schema([("id", pa.int64()), ("s", pa.string()), ("d", pa.float64()),
 
 def _decimals(digits: int, scale: int) -> st.SearchStrategy[Decimal]:
     bound = 10**digits - 1
-    return st.one_of(
-        st.integers(-bound, bound).map(lambda u: Decimal(u).scaleb(-scale)),
-        st.sampled_from([Decimal("0.5").quantize(Decimal(1).scaleb(-scale)),
-                         Decimal("-2.5").quantize(Decimal(1).scaleb(-scale)),
-                         Decimal(bound).scaleb(-scale), Decimal(-bound).scaleb(-scale)]),
-    )
+    exact = Context(prec=60)
+
+    def of(unscaled: int) -> Decimal:
+        return Decimal(unscaled).scaleb(-scale, exact)
+
+    halves = [5 * 10 ** (scale - 1) * sign * odd for sign in (1, -1) for odd in (1, 3, 5)]
+    return st.one_of(st.integers(-bound, bound).map(of),
+                     st.sampled_from([bound, -bound, *halves]).map(of))
 
 
 @st.composite

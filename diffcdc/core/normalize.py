@@ -251,18 +251,18 @@ def register_functions(spark: Any, normalize: Normalizers) -> None:
 # ----------------------------------------------------------------------------- Python
 
 
-def canonical_json(text: str | None) -> str | None:
-    """The canonical JSON text of ``text`` (see the module docstring); not JSON: as it is."""
-    if text is None:
+def canonical_json(raw: str | None) -> str | None:
+    """The canonical JSON text of ``raw`` (see the module docstring); not JSON: as it is."""
+    if raw is None:
         return None
     try:
-        value = json.loads(text)
+        value = json.loads(raw)
     except (ValueError, RecursionError):
-        return text
+        return raw
     try:
         return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     except (ValueError, RecursionError):  # nested deeper than Python's recursion allows
-        return text
+        return raw
 
 
 def python_normalizer(
