@@ -43,11 +43,10 @@ import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Context, Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pyspark.sql import types as T
-
-from diffcdc.core.sql import text
+if TYPE_CHECKING:  # pyspark is imported where a type is looked at: a config loads without it
+    from pyspark.sql import types as T
 
 #: The rules in the order they apply ("round" takes its digits as ``round:N``).
 ORDER = ("json", "trim", "rtrim", "casefold", "empty_as_null", "round")
@@ -101,6 +100,8 @@ class ColumnRules:
 
     def fits(self, dtype: T.DataType) -> str | None:
         """None when every rule fits a column of ``dtype``, else why not (in words)."""
+        from pyspark.sql import types as T
+
         text = isinstance(dtype, (T.StringType, T.CharType, T.VarcharType))
         number = isinstance(dtype, (T.FloatType, T.DoubleType, T.DecimalType))
         for rule in self.rules:
@@ -193,6 +194,8 @@ NO_RULES = Normalizers()
 def normalized_type(rules: ColumnRules | None, dtype: T.DataType) -> T.DataType:
     """The type of the value hashed: a decimal rounded to fewer digits than its scale has
     the scale N (and the precision its integral digits need, one more for a carry)."""
+    from pyspark.sql import types as T
+
     if rules is None or not isinstance(dtype, T.DecimalType):
         return dtype
     digits = _round_digits(rules)
@@ -208,6 +211,8 @@ def _round_digits(rules: ColumnRules) -> int | None:
 def normalized_sql(value: str, rules: ColumnRules | None, dtype: T.DataType) -> str:
     """Spark SQL of ``value`` (an expression of type ``dtype``) with ``rules`` applied; NULL
     stays NULL."""
+    from diffcdc.core.sql import text
+
     if rules is None:
         return value
     for rule in rules.rules:
@@ -228,6 +233,8 @@ def normalized_sql(value: str, rules: ColumnRules | None, dtype: T.DataType) -> 
 
 
 def _round_sql(value: str, digits: int, dtype: T.DataType) -> str:
+    from pyspark.sql import types as T
+
     if isinstance(dtype, T.DecimalType):
         if digits >= dtype.scale:
             return value
@@ -243,6 +250,8 @@ def _round_sql(value: str, digits: int, dtype: T.DataType) -> str:
 def register_functions(spark: Any, normalize: Normalizers) -> None:
     """Register the Python UDF the ``json`` rule needs in ``spark``'s session (nothing
     without such a rule). A Spark Connect session registers it on its server."""
+    from pyspark.sql import types as T
+
     if not normalize.uses_json():
         return
     spark.udf.register(JSON_FUNCTION, canonical_json, T.StringType())
@@ -301,6 +310,8 @@ def python_normalizer(
 
 
 def _round_python(digits: int, dtype: T.DataType) -> Callable[[Any], Any]:
+    from pyspark.sql import types as T
+
     if isinstance(dtype, T.DecimalType):
         scale, wide = dtype.scale, dtype.precision > 18
         quantum = Decimal(1).scaleb(-digits)
@@ -330,6 +341,8 @@ def compared_value(rules: ColumnRules, dtype: T.DataType) -> Callable[[Any], Any
     """A column's values as ``diffcdc verify`` compares a sink's with a snapshot's: through
     its rules, a number a sink holds as text (a landing CSV) parsed first; a value of a type
     the rules do not take is compared as it is."""
+    from pyspark.sql import types as T
+
     normalized = python_normalizer(rules, dtype)
     assert normalized is not None
     numbers = any(r.name == "round" for r in rules.rules)
