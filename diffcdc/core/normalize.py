@@ -29,8 +29,9 @@ rule               what the hashed value becomes                                
 =================  ==================================================================  =========
 
 Spark computes them as Spark SQL (:func:`normalized_sql`), except ``json``: Spark 3.5 has no
-SQL function that parses JSON without a schema (Spark 4's ``parse_json`` keeps number
-spellings apart and does not exist on 3.5), so it is a Python UDF (:func:`canonical_json`, the
+SQL function that parses JSON without a schema (Spark 4's ``to_json(parse_json(x))`` sorts
+keys but does not exist on 3.5, so a table's fingerprints would change with its Spark; it
+also reads ``1.00`` as ``1`` but ``1e0`` as ``1.0``: measured on 4.3), so it is a Python UDF (:func:`canonical_json`, the
 same function the reference calls), registered per session by :func:`register_functions` and
 run only for the columns that have the rule; the executors import this module (see
 :mod:`diffcdc.engine.executors`). :func:`python_normalizer` is the pure-Python mirror the
