@@ -91,7 +91,7 @@ def _spark(spark, path: str, normalize: Normalizers) -> dict[int, tuple[int, int
     return {r["id"]: (r[FP], r[FP_HI]) for r in out}
 
 
-@settings(max_examples=examples(40), deadline=None,
+@settings(max_examples=examples(25), deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(data=batches())
 def test_normalized_fingerprints_equal_the_reference(spark, data):

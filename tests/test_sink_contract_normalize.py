@@ -112,7 +112,7 @@ def _check_steps(spark, servers, root: str, steps: list[tuple[int, dict]]) -> No
 
 def test_noise_the_rules_remove_is_never_published_and_real_changes_are(spark, servers):
     """Every sink kind on one table, random sequences (see the module docstring)."""
-    @settings(max_examples=examples(3), deadline=None, suppress_health_check=list(HealthCheck))
+    @settings(max_examples=examples(2), deadline=None, suppress_health_check=list(HealthCheck))
     @given(steps=sequences())
     def body(steps):
         with tempfile.TemporaryDirectory() as root:
