@@ -28,6 +28,7 @@ from pydantic_core import PydanticCustomError, PydanticKnownError
 
 from diffcdc.core.fields import STRICT_SETTINGS, PathText
 from diffcdc.core.names import MAX_NAME_BYTES, check_folder_name
+from diffcdc.core.normalize import Normalizers
 from diffcdc.core.quality_config import QualityConfig
 from diffcdc.errors import ConfigError, DiffcdcError
 from diffcdc.plugin_registry import first_line
@@ -178,6 +179,13 @@ class TableConfig(BaseModel):
     )
     keys: list[str] = Field(description="Key columns (composite allowed).")
     exclude: list[str] = Field(default_factory=list, description="Columns left out of the fingerprint.")
+    normalize: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="Per column, rules applied to its value before the fingerprint (what "
+        "counts as a change; the published values stay as they are): `{code = [\"trim\", "
+        "\"casefold\"], amount = [\"round:2\"]}`; rules: trim, rtrim, casefold, round:N, "
+        "empty_as_null, json (docs/normalizers.md).",
+    )
     schema_name: str | None = Field(default=None, description="Schema (`<schema>.schema/` folder).")
     fingerprint_bits: Literal[64, 128] = Field(default=64, description="Fingerprint width.")
     csv_infer_schema: bool = Field(
@@ -284,6 +292,30 @@ class TableConfig(BaseModel):
         if len({k.lower() for k in value}) != len(value):
             raise ValueError(f"key columns repeat: {value}")
         return value
+
+    @field_validator("normalize")
+    @classmethod
+    def _known_rules(cls, value: dict[str, list[str]]) -> dict[str, list[str]]:
+        Normalizers.parse(value)
+        return value
+
+    @model_validator(mode="after")
+    def _normalize_not_key(self) -> TableConfig:
+        """A key column cannot be normalized (keys are identities), an excluded one need not."""
+        for column in self.normalize:
+            if column.lower() in {k.lower() for k in self.keys}:
+                raise ValueError(f"key column {column!r} cannot be normalized: keys are the rows' "
+                                 "identities, compared as they are; remove it from normalize")
+            if column.lower() in {c.lower() for c in self.exclude}:
+                raise ValueError(f"column {column!r} is excluded from the fingerprint: a "
+                                 "normalizer on it would do nothing; remove it from normalize "
+                                 "or from exclude")
+        return self
+
+    @property
+    def normalizers(self) -> Normalizers:
+        """The table's normalizers (:mod:`diffcdc.core.normalize`), typed."""
+        return Normalizers.parse(self.normalize)
 
     @model_validator(mode="after")
     def _exclude_not_key(self) -> TableConfig:

@@ -30,9 +30,17 @@ def format_summary(reports: list[dict[str, Any]]) -> str:
     for r in reports:
         if (line := backlog_line(r)) is not None:
             lines.append(line)
+        lines.extend(refingerprint_lines(r))
         if r.get("error"):
             lines.append(f"{r['table']}: {DiffcdcError(**error_fields(r['error']))}")
     return "\n".join(lines)
+
+
+def refingerprint_lines(report: dict[str, Any]) -> list[str]:
+    """One line per version that re-fingerprinted the table (its rule changed)."""
+    return [f"{report['table']}: version {s['version']} re-fingerprinted the table "
+            f"({s['refingerprinted']}); no row counted as changed because of it"
+            for s in report.get("snapshots", []) if s.get("refingerprinted")]
 
 
 def backlog_line(report: dict[str, Any]) -> str | None:

@@ -58,8 +58,13 @@ def classify(
     fp_cols: Sequence[str],
     *,
     one_task: bool = False,
+    stored: Sequence[str] = (),
 ) -> DataFrame:
     """The new state: one row per key with its fingerprint, CHANGE and DUP columns.
+
+    ``stored`` (a re-fingerprint, :mod:`diffcdc.engine.recreate`): columns of ``snapshot_fp``,
+    one per ``fp_cols``, with the fingerprints the new state keeps; ``fp_cols`` then hold those
+    the snapshot is compared with (the previous state's rule).
 
     ``snapshot_fp`` holds at least the key and fingerprint columns of the snapshot;
     ``previous`` is the previous state as its chain of links, base first (see
@@ -89,9 +94,11 @@ def classify(
     at = [f"CAST(NULL AS INT) AS {_AT}"] if chained else []
     # A first load has no old side: its old fingerprints are added as NULLs after the shuffle.
     carried_old = old_fp if previous else []
+    store_fp = [f"{RESERVED_PREFIX}_store{c}" for c in fp_cols] if stored else []
     sides = snapshot_fp.selectExpr(
         *key_cols,
         *[f"{quote(c)} AS {n}" for c, n in zip(fp_cols, new_fp)],
+        *[f"{quote(c)} AS {n}" for c, n in zip(stored, store_fp)],
         *[f"CAST(NULL AS BIGINT) AS {o}" for o in carried_old],
         *at,
         f"1 AS {DUP}",
@@ -104,7 +111,7 @@ def classify(
             old = [f"CASE WHEN {CHANGE} = {DELETE} THEN NULL ELSE {quote(c)} END" for c in fp_cols]
         sides = sides.unionByName(rows.selectExpr(
             *key_cols,
-            *[f"CAST(NULL AS BIGINT) AS {n}" for n in new_fp],
+            *[f"CAST(NULL AS BIGINT) AS {n}" for n in (*new_fp, *store_fp)],
             *[f"{o} AS {n}" for o, n in zip(old, old_fp)],
             *([f"{position} AS {_AT}"] if chained else []),
             f"0 AS {DUP}",
@@ -114,7 +121,7 @@ def classify(
         (sides.coalesce(1) if one_task else sides.repartition(*[_c(k) for k in keys]))
         .groupBy(*key_cols)
         .agg(
-            *[F.expr(f"max({c}) AS {c}") for c in new_fp],
+            *[F.expr(f"max({c}) AS {c}") for c in (*new_fp, *store_fp)],
             *[F.expr(pick.format(c=c)) for c in carried_old],
             F.expr(f"CAST(sum({DUP}) AS BIGINT) AS {DUP}"),
         )
@@ -130,7 +137,7 @@ def classify(
     )
     return grouped.selectExpr(
         *key_cols,
-        *[f"coalesce({n}, {o}) AS {c}" for c, n, o in zip(fp_cols, new_fp, old_fp)],
+        *[f"coalesce({n}, {o}) AS {c}" for c, n, o in zip(fp_cols, store_fp or new_fp, old_fp)],
         f"{change} AS {CHANGE}",
         DUP,
     )

@@ -6,7 +6,7 @@ import datetime as dt
 import decimal
 import math
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -145,14 +145,23 @@ def compare(
     columns: Sequence[str],
     ignore: Sequence[str] = (),
     sample: int = 5,
+    values: Mapping[str, Callable[[Any], Any]] | None = None,
 ) -> VerifyResult:
-    """Compare replayed rows with snapshot rows as multisets over ``columns``."""
+    """Compare replayed rows with snapshot rows as multisets over ``columns``; ``values``:
+    per column, a function both sides' values are compared through (the table's normalizers,
+    :func:`diffcdc.core.normalize.compared_value`)."""
     skip = {c.lower() for c in ignore}
     cols = [c for c in columns if c.lower() not in skip]
     if replayed.normalize is not None:
         snapshot_rows = (replayed.normalize(r) for r in snapshot_rows)
-    expected = Counter(tuple(norm_value(r.get(c)) for c in cols) for r in snapshot_rows)
-    actual = Counter(tuple(norm_value(r.get(c)) for c in cols) for r in replayed.rows)
+    through = [(values or {}).get(c) for c in cols]
+
+    def row_of(r: dict[str, Any]) -> tuple[Any, ...]:
+        return tuple(norm_value(r.get(c) if f is None else f(r.get(c)))
+                     for c, f in zip(cols, through))
+
+    expected = Counter(map(row_of, snapshot_rows))
+    actual = Counter(map(row_of, replayed.rows))
     key_idx = [cols.index(k) for k in replayed.keys if k in cols]
     only_expected = expected - actual
     only_actual = actual - expected

@@ -32,6 +32,12 @@ Definition (version 1), precise enough to reimplement:
 4. 64-bit mode: ``xxhash64`` of the elements → column ``__diffcdc_fp`` (long).
    128-bit mode: additionally ``xxhash64('diffcdc-fp-hi', elements...)`` → ``__diffcdc_fp_hi``; the
    pair is the fingerprint (for tables in the billions of rows).
+5. Normalizers (:mod:`diffcdc.core.normalize`, per table and top-level column) replace a
+   column's value by its normalized one before step 2: the element is NULL when the
+   normalized value is (``empty_as_null``), and ``canon`` takes the normalized value's type
+   (a decimal rounded to fewer digits than its scale: ``decimal(p - s + 1 + N, N)``).
+   Without rules a column is hashed as above, so a table without normalizers keeps its
+   fingerprints.
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from diffcdc.core.normalize import NO_RULES, Normalizers, normalized_sql, normalized_type
 from diffcdc.core.sql import quote, sorted_entries, text, variable
 
 FINGERPRINT_VERSION = 1
@@ -74,6 +81,18 @@ def _element(name: str, value: str, dtype: T.DataType, depth: int) -> str | None
         return None
     pair = f"named_struct('n', {text(name)}, 'v', {canon(value, dtype, depth)})"
     return f"CASE WHEN {value} IS NOT NULL THEN {pair} END"
+
+
+def _normalized_element(f: T.StructField, normalize: Normalizers) -> str | None:
+    """A top-level column's element, its value normalized by its rules (if any)."""
+    rules = normalize.get(f.name)
+    value = normalized_sql(quote(f.name), rules, f.dataType)
+    dtype = normalized_type(rules, f.dataType)
+    if rules is not None and any(r.name == "json" for r in rules.rules):
+        # the element names its value twice: through a lambda the Python UDF runs once a row
+        x = variable(0)
+        return f"element_at(transform(array({value}), {x} -> {_element(f.name, x, dtype, 1)}), 1)"
+    return _element(f.name, value, dtype, 0)
 
 
 def canon(value: str, dtype: T.DataType, depth: int = 0) -> str:
@@ -125,14 +144,17 @@ def fingerprint_exprs(
     keys: Sequence[str],
     exclude: Sequence[str] = (),
     bits: int = 64,
+    normalize: Normalizers = NO_RULES,
 ) -> list[Column]:
     """Spark expressions computing the fingerprint column(s) for rows of ``schema``.
 
     Each is one Spark SQL expression, parsed by Spark in a single call (see
-    :mod:`diffcdc.core.sql`); the frame's columns must be unqualified.
+    :mod:`diffcdc.core.sql`); the frame's columns must be unqualified. With ``normalize``
+    rules their columns are hashed normalized (a ``json`` rule needs
+    :func:`diffcdc.core.normalize.register_functions` called on the frame's session).
     """
     fields = hashed_columns(schema, keys, exclude)
-    candidates = (_element(f.name, quote(f.name), f.dataType, 0) for f in fields)
+    candidates = (_normalized_element(f, normalize) for f in fields)
     elements = [e for e in candidates if e is not None]
     if not elements:
         # No hashed columns (the key is the whole row): every present row is "unchanged".

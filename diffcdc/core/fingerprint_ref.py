@@ -12,6 +12,8 @@ without a JVM. It is written from the spec in that module's docstring and from S
 * ``xxhash64(a, b, ...)`` starts from seed 42, hashes each argument with the previous hash as
   its seed and leaves the seed unchanged for a NULL; a struct folds its fields the same way,
   an array its elements. Booleans are ints 0/1, dates ints (days), timestamps longs (µs).
+* Normalizers (:mod:`diffcdc.core.normalize`) apply to a value before it is hashed, by
+  :func:`~diffcdc.core.normalize.python_normalizer`, the mirror of the Spark SQL.
 * A double hashes ``doubleToLongBits`` (one canonical NaN), -0.0 as 0; a decimal of precision
   ≤ 18 hashes its unscaled long, a wider one the unscaled value's big-endian two's-complement
   bytes, minimal length (Java's ``BigInteger.toByteArray``).
@@ -35,6 +37,7 @@ import xxhash
 from pyspark.sql import types as T
 
 from diffcdc.core.arrow_types import spark_schema
+from diffcdc.core.normalize import NO_RULES, Normalizers, normalized_type, python_normalizer
 
 #: A hasher: (a non-NULL value, seed) → hash, both unsigned 64-bit ints.
 Hasher = Callable[[Any, int], int]
@@ -243,6 +246,7 @@ class RowFingerprinter:
         keys: Sequence[str],
         exclude: Sequence[str] = (),
         bits: int = 64,
+        normalize: Normalizers = NO_RULES,
     ) -> None:
         if bits not in (64, 128):
             raise ValueError(f"fingerprint bits must be 64 or 128, not {bits}")
@@ -255,6 +259,14 @@ class RowFingerprinter:
         self.columns = [f.name for f in fields]
         self.bits = bits
         self._elements = [(f.name.encode("utf-8"), canon_hasher(f.dataType)) for f in fields]
+        #: Per hashed column: its normalizer (:mod:`diffcdc.core.normalize`), or None.
+        self._normalizers = [python_normalizer(normalize.get(f.name), f.dataType) for f in fields]
+        if any(self._normalizers):
+            self._elements = [
+                (label, canon_hasher(normalized_type(normalize.get(f.name), f.dataType)))
+                for (label, _), f in zip(self._elements, fields)]
+        else:
+            self._normalizers = []
         self._hi_seed = _xxh(_HI_SALT, SEED)
 
     def _fold(self, values: Sequence[Any], seed: int) -> int:
@@ -263,8 +275,13 @@ class RowFingerprinter:
                 seed = hasher(value, _xxh(label, seed))
         return seed
 
+    def _normalized(self, values: Sequence[Any]) -> Sequence[Any]:
+        return [v if n is None or v is None else n(v) for n, v in zip(self._normalizers, values)]
+
     def from_values(self, values: Sequence[Any]) -> tuple[int, ...]:
         """The fingerprint of the hashed column values given in :attr:`columns` order."""
+        if self._normalizers:
+            values = self._normalized(values)
         low = signed(self._fold(values, SEED))
         if self.bits == 64:
             return (low,)
@@ -281,6 +298,7 @@ def fingerprint_ref(
     keys: Sequence[str],
     exclude: Sequence[str] = (),
     bits: int = 64,
+    normalize: Normalizers = NO_RULES,
 ) -> tuple[int, ...]:
     """The fingerprint of one row: ``(fp,)`` for 64 bits, ``(fp, fp_hi)`` for 128.
 
@@ -289,4 +307,4 @@ def fingerprint_ref(
     ``to_pylist()`` returns them (maps as lists of pairs or as dicts, structs as dicts).
     Compiling the schema costs more than one row: for many rows use :class:`RowFingerprinter`.
     """
-    return RowFingerprinter(schema, keys, exclude, bits)(row)
+    return RowFingerprinter(schema, keys, exclude, bits, normalize)(row)

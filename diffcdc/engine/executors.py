@@ -40,6 +40,8 @@ def _probe(items: Iterator[Sequence[str]]) -> Iterator[str]:
         yield f"{sys.version_info[0]}.{sys.version_info[1]}"
 
 
+#: The module of the Python UDF a ``json`` normalizer runs on the executors.
+JSON_MODULE = "diffcdc.core.normalize"
 #: diffcdc's own modules every commit runs on the executors (the state manifest).
 OWN_MODULES: tuple[str, ...] = ("diffcdc.state.integrity",)
 
@@ -49,8 +51,9 @@ def executor_check_modules(tables: Sequence[Any]) -> tuple[str, ...]:
     sinks and sources the tables use — not of every type registered, so a plug-in no table
     uses cannot fail the check of a run that never runs its code."""
     used = (sink.type for table in tables for sink in table.sinks)
+    udfs = [JSON_MODULE] if any(table.normalizers.uses_json() for table in tables) else []
     return tuple(dict.fromkeys(
-        (*OWN_MODULES, *executor_modules(used), *source_executor_modules(tables))))
+        (*OWN_MODULES, *udfs, *executor_modules(used), *source_executor_modules(tables))))
 
 
 def check_executor_python(spark: SparkSession, tables: Sequence[Any]) -> None:

@@ -10,13 +10,15 @@ schema limits (delimited text allows no added column) through ``Sink.schema_prob
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from pyspark.sql import types as T
 
 from diffcdc.config import TableConfig
 from diffcdc.core.fingerprint import FINGERPRINT_VERSION
+from diffcdc.core.normalize import ColumnRules, Normalizers
 from diffcdc.core.schema import diff_schema
-from diffcdc.errors import KeyViolation, SchemaChangeError, StateError
+from diffcdc.errors import ConfigError, KeyViolation, SchemaChangeError, StateError
 from diffcdc.state.commit import CommitRecord, Recreate
 from diffcdc.state.requests import ReloadRequest
 
@@ -97,3 +99,78 @@ def schema_problem(
         if problem not in parts:
             parts.append(problem)
     return "; ".join(parts) or None
+
+
+@dataclass(frozen=True)
+class HashRule:
+    """What the fingerprint leaves out and how it normalizes: its identity beside its version
+    and width (a commit record holds it as ``exclude`` and ``normalize``)."""
+
+    exclude: tuple[str, ...]
+    normalize: Normalizers
+
+    def describe(self) -> str:
+        return (f"exclude {', '.join(self.exclude) or 'none'}; "
+                f"normalize {self.normalize.describe()}")
+
+
+@dataclass(frozen=True)
+class Refingerprint:
+    """A version whose snapshot is compared under the head's rule (``compared``) and whose
+    state stores the fingerprints of the table's rule now (``stored``): a controlled
+    re-fingerprint, no row counted as changed because the rule changed."""
+
+    compared: HashRule
+    stored: HashRule
+
+    def describe(self) -> str:
+        return f"fingerprint rule changed from ({self.compared.describe()}) to " \
+               f"({self.stored.describe()})"
+
+
+def check_normalizers(table: TableConfig, schema: T.StructType, sid: str) -> Normalizers:
+    """The table's normalizers spelled as ``schema`` spells their columns; refuses (exit 2)
+    a column the snapshot does not have or a rule that does not fit its type."""
+    normalize = table.normalizers
+    fields = {f.name.lower(): f for f in schema.fields}
+    for rules in normalize.columns:
+        found = fields.get(rules.column.lower())
+        if found is None:
+            raise ConfigError(
+                f"normalize names column {rules.column!r}, which the snapshot does not have "
+                f"(its columns: {', '.join(schema.names)})",
+                table=table.name, snapshot=sid,
+                hint="correct the column's name in the table's normalize setting, or remove it "
+                "there")
+        problem = rules.fits(found.dataType)
+        if problem is not None:
+            raise ConfigError(
+                f"normalizer {problem}", table=table.name, snapshot=sid,
+                hint="use string rules (trim, rtrim, casefold, empty_as_null, json) on string "
+                "columns and round:N on float, double or decimal columns, in the table's "
+                "normalize setting")
+    return normalize.only(schema.names)
+
+
+def refingerprint(
+    head: CommitRecord, schema: T.StructType, rule: HashRule
+) -> Refingerprint | None:
+    """The re-fingerprint this version makes when the head's rule differs from ``rule`` (the
+    table's now) on a column of ``schema``, or None. A column the head's snapshot did not
+    have takes ``rule`` on both sides: the head's state holds nothing of it to compare."""
+    had = {f["name"].lower() for f in head.schema.get("fields", [])}
+    names = {n.lower(): n for n in schema.names}
+    old_exclude = [names[c.lower()] for c in head.exclude
+                   if c.lower() in names and c.lower() in had]
+    old_exclude += [c for c in rule.exclude if c.lower() not in had]
+    old_rules: list[ColumnRules] = [
+        ColumnRules(names[c.column.lower()], c.rules) for c in head.normalize.columns
+        if c.column.lower() in names and c.column.lower() in had]
+    old_rules += [c for c in rule.normalize.columns if c.column.lower() not in had]
+    compared = HashRule(tuple(old_exclude), Normalizers(tuple(
+        sorted(old_rules, key=lambda c: c.column.lower()))))
+    same_exclude = {c.lower() for c in compared.exclude} == {
+        c.lower() for c in rule.exclude if c.lower() in names}
+    if same_exclude and compared.normalize.same_as(rule.normalize.only(schema.names)):
+        return None
+    return Refingerprint(compared, rule)

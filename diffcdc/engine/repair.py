@@ -27,6 +27,7 @@ from pyspark.sql import SparkSession
 
 from diffcdc.config import TableConfig
 from diffcdc.core.fingerprint import FINGERPRINT_VERSION
+from diffcdc.engine.recreate import HashRule, refingerprint
 from diffcdc.engine.snapshot import state_schema, write_state
 from diffcdc.errors import StateError
 from diffcdc.sources.base import PendingSnapshot, Source
@@ -120,9 +121,14 @@ def _rebuild(
     target = paths.join(vdir, f"state-repair-{new_run_id()}")
     try:
         df = source.read_again(spark, entry)
+        # the version's own rule; compared under its base's when it re-fingerprinted
+        rule = HashRule(tuple(record.exclude), record.normalize)
+        again = refingerprint(base.record, df.schema, rule) if base is not None else None
         values = write_state(spark, df, [state.abspath(link.path) for link in chain],
                              record.keys, record.exclude, record.fingerprint.bits, target,
-                             table.name, schema=state_schema(base.record) if base else None).counts
+                             table.name, schema=state_schema(base.record) if base else None,
+                             normalize=record.normalize,
+                             compared=again.compared if again is not None else None).counts
         got = {k: int(values[k] or 0) for k in _COUNTS}
         want = {k: getattr(record.counts, k) for k in _COUNTS}
         if got != want:
@@ -151,6 +157,7 @@ def _rebuild_head(
 
     from diffcdc.core.classify import CHANGE, DUP, UNCHANGED, state_metrics
     from diffcdc.core.fingerprint import fingerprint_exprs
+    from diffcdc.core.normalize import register_functions
     from diffcdc.core.sql import quote
     from diffcdc.spark.paths import read_written, spark_path
     from diffcdc.state.integrity import find_damage
@@ -174,9 +181,10 @@ def _rebuild_head(
     try:
         df = source.read_again(spark, entry)
         keys = list(head.keys)
+        register_functions(spark, head.normalize)
         narrow = df.select(*[quote(k) for k in keys],
                            *fingerprint_exprs(df.schema, keys, head.exclude,
-                                              head.fingerprint.bits))
+                                              head.fingerprint.bits, head.normalize))
         delta = read_written(spark, state.abspath(head.state_path), state_schema(head))
         rest = (narrow.join(delta.select(*[quote(k) for k in keys]), on=keys, how="left_anti")
                 .withColumn(CHANGE, F.lit(UNCHANGED).cast("int"))

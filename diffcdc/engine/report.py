@@ -32,6 +32,9 @@ class SnapshotResult:
     gate_seconds: float = 0.0
     #: Why the table was re-created with this snapshot (None: it continued).
     recreated: str | None = None
+    #: The fingerprint rule this version changed to, compared under the old one (None: the
+    #: rule stayed): a controlled re-fingerprint, no row counted as changed because of it.
+    refingerprinted: str | None = None
     #: Sink id → what the sink published for this snapshot (rows, files, messages ...).
     sinks: dict[str, dict[str, Any]] = field(default_factory=dict)
 

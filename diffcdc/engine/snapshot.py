@@ -24,6 +24,7 @@ from diffcdc.core.changeset import change_frame, initial_frame
 from diffcdc.core.classify import (
     CHANGE,
     DUP,
+    RESERVED_PREFIX,
     classify,
     delta_counts,
     delta_rows,
@@ -35,12 +36,19 @@ from diffcdc.core.fingerprint import (
     fingerprint_columns,
     fingerprint_exprs,
 )
+from diffcdc.core.normalize import NO_RULES, Normalizers, register_functions
 from diffcdc.core.schema import check_snapshot_columns, resolve_columns
 from diffcdc.core.sql import quote
 from diffcdc.engine.context import RunContext, sink_history
 from diffcdc.engine.gate import run_gate
 from diffcdc.engine.publish import failed_sinks_error, publish_backlog
-from diffcdc.engine.recreate import decide_recreate
+from diffcdc.engine.recreate import (
+    HashRule,
+    Refingerprint,
+    check_normalizers,
+    decide_recreate,
+    refingerprint,
+)
 from diffcdc.engine.report import SnapshotResult
 from diffcdc.engine.sink_errors import sink_error, staging_error
 from diffcdc.errors import ConfigError, InputRefused, StateError, error_context
@@ -89,6 +97,10 @@ class VersionPlan:
     restart: Mapping[str, str]
     histories: Mapping[str, SinkHistory]  #: each sink's history this version continues
     as_of: dt.datetime | None  #: the snapshot's as-of time
+    #: The normalizers, their columns spelled as the snapshot spells them.
+    normalize: Normalizers = NO_RULES
+    #: The re-fingerprint this version makes (None: the head's rule is the table's).
+    refingerprint: Refingerprint | None = None
 
     @property
     def checked(self) -> tuple[str, ...]:
@@ -128,8 +140,8 @@ def process_snapshot(
     committed = False
     try:
         ctx.stage(sid, f"fingerprint and diff (version {version})")
-        written = _stage_state(ctx, snapshot.df, step.base, step.chain, step.keys,
-                               step.exclude, vdir, snapshot_bytes=_snapshot_bytes(snapshot))
+        written = _stage_state(ctx, snapshot.df, step, vdir,
+                               snapshot_bytes=_snapshot_bytes(snapshot))
         metrics = written.counts
         crash_point("after_state_staged")
         gate_started = time.monotonic()
@@ -161,7 +173,8 @@ def process_snapshot(
     publish_backlog(ctx, commits=[*commits, Commit(record, frozenset())],
                     checked={s: version for s in step.checked})
     crash_point("after_published")
-    return _result(ctx, record, gates, gate_seconds, started)
+    return _result(ctx, record, gates, gate_seconds, started,
+                   step.refingerprint.describe() if step.refingerprint else None)
 
 
 def _read(
@@ -223,11 +236,29 @@ def plan_version(
     chain = state_chain(commits, base.version) if base is not None else ()
     if base is not None:
         check_head_state(ctx.state, commits, base.version)
+    normalize, again = _fingerprint_rule(ctx, snapshot, base, exclude)
     return VersionPlan(
         version=head.version + 1 if head else 1, snapshot=snapshot, table=ident, keys=keys,
         exclude=exclude, base=base, chain=chain, recreate=recreate, reload=reload,
-        restart=restart, histories=histories, as_of=as_of,
+        restart=restart, histories=histories, as_of=as_of, normalize=normalize,
+        refingerprint=again,
     )
+
+
+def _fingerprint_rule(
+    ctx: RunContext, snapshot: Snapshot, base: Commit | None, exclude: list[str]
+) -> tuple[Normalizers, Refingerprint | None]:
+    """The table's normalizers as the snapshot spells their columns (refused when one does
+    not fit it), and the re-fingerprint the version makes when the head's rule differs."""
+    sid = snapshot.snapshot_id
+    normalize = check_normalizers(ctx.table, snapshot.df.schema, sid)
+    if base is None:
+        return normalize, None
+    again = refingerprint(base.record, snapshot.df.schema, HashRule(tuple(exclude), normalize))
+    if again is not None:
+        ctx.say(f"{sid}: re-fingerprinting the table ({again.describe()}): compared under the "
+                "old rule, stored under the new one; no row counts as changed because of it")
+    return normalize, again
 
 
 def _refuse_changed(ctx: RunContext, snapshot: Snapshot) -> None:
@@ -269,6 +300,7 @@ def _record(
         state_parent=base.version if written.delta and base is not None else None,
         keys=step.keys,
         exclude=step.exclude,
+        normalize=step.normalize,
         schema=df.schema.jsonValue(),
         fingerprint=Fingerprint(FINGERPRINT_VERSION, ctx.table.fingerprint_bits),
         counts=Counts(**{k: metrics[k] for k in _COUNTS}),
@@ -365,19 +397,20 @@ def _some_sink_left(ctx: RunContext) -> None:
 def _stage_state(
     ctx: RunContext,
     df: DataFrame,
-    head: Commit | None,
-    chain: tuple[StateLink, ...],
-    keys: list[str],
-    exclude: list[str],
+    step: VersionPlan,
     vdir: str,
     *,
     snapshot_bytes: int | None = None,
 ) -> WrittenState:
     """Write the new state version (one pass over the snapshot): a delta on the head's state,
-    or a base when there is none or compaction is due (see :mod:`diffcdc.state.chain`).
-    ``snapshot_bytes``: the size of the snapshot's files (None: not known, not files)."""
+    or a base when there is none, compaction is due (see :mod:`diffcdc.state.chain`) or the
+    version re-fingerprints (the older links hold fingerprints of the old rule: a delta would
+    leave its unchanged keys there). ``snapshot_bytes``: the size of the snapshot's files
+    (None: not known, not files)."""
+    head, chain, keys, exclude = step.base, step.chain, step.keys, step.exclude
+    again = step.refingerprint
     previous_keys = None
-    if head is not None:
+    if head is not None and again is None:
         keys_before = state_keys(head.record.counts)
         policy = ctx.table.state_compaction
         if not compaction_due(chain, keys_before, max_deltas=policy.max_deltas,
@@ -387,7 +420,8 @@ def _stage_state(
         ctx.spark, df, [ctx.state.abspath(link.path) for link in chain], keys, exclude,
         ctx.table.fingerprint_bits, paths.join(vdir, "state"), ctx.table.name,
         previous_keys=previous_keys, schema=state_schema(head.record) if head else None,
-        input_bytes=_input_bytes(snapshot_bytes, chain),
+        input_bytes=_input_bytes(snapshot_bytes, chain), normalize=step.normalize,
+        compared=again.compared if again is not None else None,
     )
 
 
@@ -436,6 +470,8 @@ def write_state(
     previous_keys: int | None = None,
     schema: StructType | None = None,
     input_bytes: int | None = None,
+    normalize: Normalizers = NO_RULES,
+    compared: HashRule | None = None,
 ) -> WrittenState:
     """Classify ``df`` against the state whose chain is at ``previous`` (base first; empty:
     nothing), write it to ``target`` and return its counts (also ``diffcdc repair``'s way to
@@ -443,15 +479,29 @@ def write_state(
     written, a delta; without, every key, a base. ``schema`` is the previous state's
     (:func:`state_schema`; None: read from its base's footer). ``input_bytes``: the size of
     the snapshot's and the previous state's files; up to :data:`ONE_TASK_BYTES` they are
-    classified in one task, without a shuffle (None: not known, shuffled)."""
-    narrow = df.select(*[quote(k) for k in keys], *fingerprint_exprs(df.schema, keys, exclude, bits))
+    classified in one task, without a shuffle (None: not known, shuffled). ``normalize``:
+    the normalizers the fingerprints are computed with; ``compared``: the previous state's
+    rule, when it differs (a re-fingerprint: the snapshot is compared under it, the state
+    keeps the fingerprints of ``exclude`` and ``normalize``; give no ``previous_keys``)."""
+    register_functions(spark, normalize)
+    fp_cols = fingerprint_columns(bits)
+    stored: list[str] = []
+    compare_exprs = []
+    if compared is not None:
+        register_functions(spark, compared.normalize)
+        stored = [f"{RESERVED_PREFIX}_stored{c}" for c in fp_cols]
+        compare_exprs = fingerprint_exprs(df.schema, keys, compared.exclude, bits, compared.normalize)
+    new_exprs = fingerprint_exprs(df.schema, keys, exclude, bits, normalize)
+    if compared is not None:
+        new_exprs = [e.alias(n) for e, n in zip(new_exprs, stored)]
+    narrow = df.select(*[quote(k) for k in keys], *compare_exprs, *new_exprs)
     old: list[DataFrame] = []
     for path in previous:  # read with the state's schema: no job to infer it from a footer
         if schema is None:
             schema = spark.read.parquet(literal_path(spark_path(spark, path))).schema
         old.append(read_written(spark, path, schema))
     one_task = input_bytes is not None and input_bytes <= ONE_TASK_BYTES
-    classified = classify(narrow, old, keys, fingerprint_columns(bits), one_task=one_task)
+    classified = classify(narrow, old, keys, fp_cols, one_task=one_task, stored=stored)
     if previous_keys is not None:
         classified = delta_rows(classified, keys)
     classified.write.mode("error").option("compression", "zstd").parquet(
@@ -568,7 +618,8 @@ def _stage_sinks(
 
 
 def _result(
-    ctx: RunContext, record: CommitRecord, gates: list[Any], gate_seconds: float, started: float
+    ctx: RunContext, record: CommitRecord, gates: list[Any], gate_seconds: float, started: float,
+    refingerprinted: str | None = None,
 ) -> SnapshotResult:
     counts = record.counts
     published = [sink_result(e.type, e.manifest) for e in record.sinks.values()]
@@ -581,6 +632,7 @@ def _result(
         gate=[g.to_dict() for g in gates],
         gate_seconds=gate_seconds,
         recreated=record.recreate.reason if record.recreate else None,
+        refingerprinted=refingerprinted,
         sinks={s: {"type": e.type, "rows": e.manifest.get("rows", 0),
                    "published": s not in ctx.failed} for s, e in record.sinks.items()},
         rows=counts.rows,

@@ -9,6 +9,7 @@ from pyspark.sql import SparkSession
 
 from diffcdc.config import TableConfig
 from diffcdc.core.compare import VerifyResult, arrow_rows, compare
+from diffcdc.core.normalize import NO_RULES, Normalizers, compared_value
 from diffcdc.errors import InputRefused, UsageError
 from diffcdc.sinks.base import Sink, SinkTable
 from diffcdc.sinks.registry import build_sink
@@ -26,15 +27,22 @@ def verify_sinks(
     ignore: Sequence[str] = (),
     infer_csv: bool = False,
     encoding: str = "utf-8",
+    normalize: Normalizers = NO_RULES,
 ) -> dict[str, VerifyResult]:
-    """Per sink id: its output replayed from nothing, compared with the snapshot's rows."""
+    """Per sink id: its output replayed from nothing, compared with the snapshot's rows
+    (the columns with ``normalize`` rules through them: a value the fingerprint took for
+    unchanged is not published again)."""
     if not os.path.exists(snapshot_path):
         raise InputRefused("snapshot not found", path=snapshot_path)
     snapshot = read_snapshot_at(spark, snapshot_path, infer_csv=infer_csv, encoding=encoding)
+    fields = {f.name.lower(): f for f in snapshot.schema.fields}
+    values = {f.name: compared_value(rules, f.dataType) for rules in normalize.columns
+              if (f := fields.get(rules.column.lower())) is not None}
     results = {}
     for sink_id, sink in sinks.items():
         df = sink.comparable(snapshot)
-        results[sink_id] = compare(sink.replay(spark), arrow_rows(to_arrow(df)), df.columns, ignore)
+        results[sink_id] = compare(sink.replay(spark), arrow_rows(to_arrow(df)), df.columns, ignore,
+                                   values=values)
     return results
 
 
@@ -69,6 +77,7 @@ def verify_table(
             ignore=ignore,
             infer_csv=table.csv_infer_schema,
             encoding=table.csv_encoding,
+            normalize=head.record.normalize if head is not None else table.normalizers,
         )
     finally:
         for sink in sinks.values():

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from diffcdc.core.normalize import NO_RULES, Normalizers
 from diffcdc.state.check_read import (
     BATCH_ROWS,
     Side,
@@ -109,6 +110,7 @@ def check_state(
     encoding: str = "utf-8",
     sample_size: int = SAMPLE_SIZE,
     batch_rows: int = BATCH_ROWS,
+    normalize: Normalizers = NO_RULES,
 ) -> StateCheckResult:
     """Compare the state version at ``state_path`` with the snapshot it should describe.
 
@@ -117,12 +119,12 @@ def check_state(
     ``snapshot_path`` a Parquet file or folder, or a CSV file with a header
     row (``snapshot_kind="csv"``, every column read as a string, empty fields NULL, as the
     engine reads CSV unless told to infer types). ``keys``, ``exclude`` and ``bits`` are the
-    table's (the commit record has them).
+    table's (the commit record has them), and ``normalize`` its normalizers.
     """
     state = read_state(state_path, keys, bits, batch_rows)
     return compare_with_snapshot(
         state, snapshot_path, exclude=exclude, bits=bits, snapshot_kind=snapshot_kind,
-        encoding=encoding, sample_size=sample_size, batch_rows=batch_rows,
+        encoding=encoding, sample_size=sample_size, batch_rows=batch_rows, normalize=normalize,
     )
 
 
@@ -136,11 +138,13 @@ def compare_with_snapshot(
     encoding: str = "utf-8",
     sample_size: int = SAMPLE_SIZE,
     batch_rows: int = BATCH_ROWS,
+    normalize: Normalizers = NO_RULES,
 ) -> StateCheckResult:
     """:func:`check_state` with the state side already read (see :func:`read_state`)."""
     started = time.monotonic()
     snapshot, snapshot_keys = read_snapshot(
-        snapshot_path, snapshot_kind, state.key_columns, exclude, bits, batch_rows, encoding
+        snapshot_path, snapshot_kind, state.key_columns, exclude, bits, batch_rows, encoding,
+        normalize,
     )
     counts, positions = _compare(state.side, snapshot, sample_size)
     samples: dict[str, list[dict[str, Any]]] = {}

@@ -27,6 +27,7 @@ from diffcdc.core.arrow_types import spark_type
 from diffcdc.core.classify import CHANGE, DELETE, DUP
 from diffcdc.core.fingerprint import fingerprint_columns
 from diffcdc.core.fingerprint_ref import SEED, RowFingerprinter, canon_hasher, java_bytes
+from diffcdc.core.normalize import NO_RULES, Normalizers
 from diffcdc.errors import InputRefused, StateError
 from diffcdc.storage import paths
 
@@ -284,12 +285,13 @@ def read_snapshot(
     bits: int,
     batch_rows: int = BATCH_ROWS,
     encoding: str = "utf-8",
+    normalize: Normalizers = NO_RULES,
 ) -> tuple[Side, list[str]]:
     """Key digests and reference fingerprints of every snapshot row, and its key columns."""
     schema = snapshot_schema(path, kind, encoding)
     key_cols = resolve(schema, keys, path)
     digest = KeyDigest([spark_type(schema.field(k).type) for k in key_cols])
-    fingerprint = RowFingerprinter(schema, key_cols, exclude, bits)
+    fingerprint = RowFingerprinter(schema, key_cols, exclude, bits, normalize)
     digests: list[np.ndarray] = []
     fps: list[list[np.ndarray]] = [[] for _ in range(bits // 64)]
     columns = list(dict.fromkeys([*key_cols, *fingerprint.columns]))

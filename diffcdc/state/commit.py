@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from diffcdc.core.normalize import NO_RULES, Normalizers
 from diffcdc.state.integrity import StateManifest
 
 STATE_FORMAT = 3
@@ -107,12 +108,16 @@ class CommitRecord:
     #: The snapshot's as-of time, ISO 8601 UTC (None: a version from before as-of times).
     snapshot_time: str | None = None
     format: int = STATE_FORMAT
+    #: The normalizers the state's fingerprints were computed with, part of the fingerprint's
+    #: identity with ``exclude`` (none: a version from before normalizers, or a table without).
+    normalize: Normalizers = NO_RULES
     #: Everything a later diffcdc may add; kept when read, written back unchanged.
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         extra = out.pop("extra")
+        out["normalize"] = self.normalize.to_record()
         return {**extra, **out}
 
     @classmethod
@@ -152,6 +157,7 @@ class CommitRecord:
             committed_at=data.get("committed_at"),
             snapshot_time=data.get("snapshot_time"),
             format=int(data.get("format", STATE_FORMAT)),
+            normalize=Normalizers.parse(data.get("normalize") or {}),
             extra={k: v for k, v in data.items() if k not in known},
         )
 

@@ -156,7 +156,7 @@ def check_fingerprints(record: CommitRecord, state: StateSide, csv_encoding: str
     try:
         result = compare_with_snapshot(state, snapshot, exclude=record.exclude,
                                        bits=record.fingerprint.bits, snapshot_kind=kind,
-                                       encoding=csv_encoding)
+                                       encoding=csv_encoding, normalize=record.normalize)
     except (DiffcdcError, OSError, ValueError, TypeError, pa.ArrowException) as exc:
         return Check("fingerprints", "failed", f"cannot read the snapshot {snapshot} with "
                      f"pyarrow: {_line(exc)}")
@@ -206,7 +206,7 @@ def check_head(
     chain = [state.abspath(link.path) for link in state_chain(state.commits(), record.version)]
     return check_state(
         chain, snapshot, keys=record.keys, exclude=record.exclude,
-        bits=record.fingerprint.bits, encoding=csv_encoding,
+        bits=record.fingerprint.bits, encoding=csv_encoding, normalize=record.normalize,
         snapshot_kind="csv" if snapshot.lower().endswith(".csv") else "parquet",
     )
 
