@@ -27,6 +27,7 @@ from pyspark.sql import SparkSession
 
 from diffcdc.config import TableConfig
 from diffcdc.core.fingerprint import FINGERPRINT_VERSION
+from diffcdc.engine.scope import recorded_scope
 from diffcdc.engine.snapshot import state_schema, write_state
 from diffcdc.errors import StateError
 from diffcdc.sources.base import PendingSnapshot, Source
@@ -40,7 +41,7 @@ from diffcdc.state.store import Commit, TableState, new_run_id
 from diffcdc.storage import paths
 
 INTACT = "the state is intact"
-_COUNTS = ("rows", "inserted", "updated", "deleted", "unchanged")
+_COUNTS = ("rows", "inserted", "updated", "deleted", "unchanged", "kept")
 
 
 @dataclass(frozen=True)
@@ -122,7 +123,9 @@ def _rebuild(
         df = source.read_again(spark, entry)
         values = write_state(spark, df, [state.abspath(link.path) for link in chain],
                              record.keys, record.exclude, record.fingerprint.bits, target,
-                             table.name, schema=state_schema(base.record) if base else None).counts
+                             table.name, schema=state_schema(base.record) if base else None,
+                             scope=recorded_scope(record, df, base.record if base else None)
+                             ).counts
         got = {k: int(values[k] or 0) for k in _COUNTS}
         want = {k: getattr(record.counts, k) for k in _COUNTS}
         if got != want:
@@ -151,6 +154,7 @@ def _rebuild_head(
 
     from diffcdc.core.classify import CHANGE, DUP, UNCHANGED, state_metrics
     from diffcdc.core.fingerprint import fingerprint_exprs
+    from diffcdc.core.scope import SCOPED, SLOT_PREFIX
     from diffcdc.core.sql import quote
     from diffcdc.spark.paths import read_written, spark_path
     from diffcdc.state.integrity import find_damage
@@ -174,16 +178,21 @@ def _rebuild_head(
     try:
         df = source.read_again(spark, entry)
         keys = list(head.keys)
+        scoped = head.scope is not None  # the unchanged keys keep their scope values too
         narrow = df.select(*[quote(k) for k in keys],
                            *fingerprint_exprs(df.schema, keys, head.exclude,
-                                              head.fingerprint.bits))
+                                              head.fingerprint.bits),
+                           *([F.lit(True).alias(SCOPED)] if scoped else []),
+                           *[F.col(quote(c)).alias(f"{SLOT_PREFIX}{i}")
+                             for i, c in enumerate(head.scope.stored if head.scope else [])])
         delta = read_written(spark, state.abspath(head.state_path), state_schema(head))
         rest = (narrow.join(delta.select(*[quote(k) for k in keys]), on=keys, how="left_anti")
                 .withColumn(CHANGE, F.lit(UNCHANGED).cast("int"))
                 .withColumn(DUP, F.lit(1).cast("long")))
         whole = delta.unionByName(rest.select(*[quote(c) for c in delta.columns]))
         whole.write.mode("error").option("compression", "zstd").parquet(spark_path(spark, folder))
-        (values,) = read_written(spark, folder, whole.schema).agg(*state_metrics(keys)).collect()
+        (values,) = read_written(spark, folder, whole.schema).agg(
+            *state_metrics(keys, scoped=scoped)).collect()
         got = {k: int(values[k] or 0) for k in _COUNTS}
         want = {k: getattr(head.counts, k) for k in _COUNTS}
         if got != want:

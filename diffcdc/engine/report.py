@@ -34,6 +34,8 @@ class SnapshotResult:
     recreated: str | None = None
     #: Sink id → what the sink published for this snapshot (rows, files, messages ...).
     sinks: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: Keys the snapshot did not hold that stay, outside its scope (docs/scope.md).
+    kept: int = 0
 
 
 @dataclass

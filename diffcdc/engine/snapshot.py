@@ -18,12 +18,16 @@ from typing import Any
 
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.types import IntegerType, LongType, StructField, StructType
+from pyspark.sql import functions as F
+from pyspark.sql.types import BooleanType, IntegerType, LongType, StructField, StructType
 
 from diffcdc.core.changeset import change_frame, initial_frame
 from diffcdc.core.classify import (
     CHANGE,
     DUP,
+    MOVED,
+    UNKNOWN_SCOPE,
+    ClassifyScope,
     classify,
     delta_counts,
     delta_rows,
@@ -36,12 +40,14 @@ from diffcdc.core.fingerprint import (
     fingerprint_exprs,
 )
 from diffcdc.core.schema import check_snapshot_columns, resolve_columns
+from diffcdc.core.scope import SCOPED
 from diffcdc.core.sql import quote
 from diffcdc.engine.context import RunContext, sink_history
 from diffcdc.engine.gate import run_gate
 from diffcdc.engine.publish import failed_sinks_error, publish_backlog
 from diffcdc.engine.recreate import decide_recreate
 from diffcdc.engine.report import SnapshotResult
+from diffcdc.engine.scope import plan_scope, refuse_empty
 from diffcdc.engine.sink_errors import sink_error, staging_error
 from diffcdc.errors import ConfigError, InputRefused, StateError, error_context
 from diffcdc.faults import crash_point
@@ -52,7 +58,14 @@ from diffcdc.sources.snapshot_time import format_time, read_time
 from diffcdc.spark.paths import literal_path, read_written, spark_path
 from diffcdc.staged_files import StagedFile, StagedFolder, in_process
 from diffcdc.state.chain import StateLink, compaction_due, state_chain
-from diffcdc.state.commit import CommitRecord, Counts, Fingerprint, Recreate, SinkEntry
+from diffcdc.state.commit import (
+    CommitRecord,
+    Counts,
+    Fingerprint,
+    Recreate,
+    ScopeRecord,
+    SinkEntry,
+)
 from diffcdc.state.guard import check_head_state
 from diffcdc.state.integrity import describe_state
 from diffcdc.state.requests import ReloadRequest
@@ -65,7 +78,7 @@ BROADCAST_CHANGED_KEYS = 2_000_000
 #: and diffed in one task each: no shuffle, no broadcast, each a Spark job fewer (a small table's
 #: jobs cost more than its rows; see benchmarks/README.md).
 ONE_TASK_BYTES = 8 * 1024 * 1024
-_COUNTS = ("rows", "inserted", "updated", "deleted", "unchanged")
+_COUNTS = ("rows", "inserted", "updated", "deleted", "unchanged", "kept")
 
 
 @dataclass(frozen=True)
@@ -89,6 +102,8 @@ class VersionPlan:
     restart: Mapping[str, str]
     histories: Mapping[str, SinkHistory]  #: each sink's history this version continues
     as_of: dt.datetime | None  #: the snapshot's as-of time
+    #: What the snapshot covers (None: the whole table; :mod:`diffcdc.core.scope`).
+    scope: ClassifyScope | None = None
 
     @property
     def checked(self) -> tuple[str, ...]:
@@ -129,12 +144,14 @@ def process_snapshot(
     try:
         ctx.stage(sid, f"fingerprint and diff (version {version})")
         written = _stage_state(ctx, snapshot.df, step.base, step.chain, step.keys,
-                               step.exclude, vdir, snapshot_bytes=_snapshot_bytes(snapshot))
+                               step.exclude, vdir, snapshot_bytes=_snapshot_bytes(snapshot),
+                               scope=step.scope)
         metrics = written.counts
         crash_point("after_state_staged")
+        _say_scope(ctx, step, metrics)
         gate_started = time.monotonic()
         ctx.stage(sid, f"quality gate ({metrics['rows']} rows)")
-        gates = run_gate(snapshot.df, step.keys, head.record.counts.rows if head else None,
+        gates = run_gate(snapshot.df, step.keys, _previous_rows(step, head, metrics),
                          metrics, ctx.gate, ctx.table.name, sid)
         gate_seconds = round(time.monotonic() - gate_started, 3)
         ctx.stage(sid, f"stage +{metrics['inserted']} ~{metrics['updated']} "
@@ -223,11 +240,38 @@ def plan_version(
     chain = state_chain(commits, base.version) if base is not None else ()
     if base is not None:
         check_head_state(ctx.state, commits, base.version)
+    scope = plan_scope(df, table, keys, as_of, base.record if base else None, sid, snapshot.path)
     return VersionPlan(
         version=head.version + 1 if head else 1, snapshot=snapshot, table=ident, keys=keys,
         exclude=exclude, base=base, chain=chain, recreate=recreate, reload=reload,
-        restart=restart, histories=histories, as_of=as_of,
+        restart=restart, histories=histories, as_of=as_of, scope=scope,
     )
+
+
+def _say_scope(ctx: RunContext, step: VersionPlan, metrics: dict[str, int]) -> None:
+    """A scoped snapshot: refuse it when empty; say how many keys it kept (and how many of
+    them have scope values not known yet, which keeps them until a snapshot holds them)."""
+    if step.scope is None:
+        return
+    sid = step.snapshot.snapshot_id
+    if not metrics["rows"]:
+        raise refuse_empty(ctx.table.name, sid, step.snapshot.path)
+    unknown = metrics.get(UNKNOWN_SCOPE, 0)
+    if metrics["kept"]:
+        more = (f"; {unknown} of them with scope values not known yet (state from before "
+                "the scope): kept until a snapshot holds them, which records their values"
+                if unknown else "")
+        ctx.say(f"{sid}: {metrics['kept']} keys outside the snapshot's scope kept{more}")
+
+
+def _previous_rows(step: VersionPlan, head: Commit | None, metrics: dict[str, int]) -> int | None:
+    """What the gate's ratios divide by: the previous snapshot's rows; for a scoped snapshot
+    the previous keys inside its scope (those it holds, and those it deleted)."""
+    if head is None:
+        return None
+    if step.scope is None:
+        return head.record.counts.rows
+    return metrics["updated"] + metrics["unchanged"] + metrics["deleted"]
 
 
 def _refuse_changed(ctx: RunContext, snapshot: Snapshot) -> None:
@@ -271,12 +315,21 @@ def _record(
         exclude=step.exclude,
         schema=df.schema.jsonValue(),
         fingerprint=Fingerprint(FINGERPRINT_VERSION, ctx.table.fingerprint_bits),
-        counts=Counts(**{k: metrics[k] for k in _COUNTS}),
+        counts=Counts(**{k: metrics.get(k, 0) for k in _COUNTS}),
         sinks=sinks,
         recreate=step.recreate,
         snapshot_time=format_time(step.as_of) if step.as_of is not None else None,
+        scope=_scope_record(step, metrics),
         extra={"rollback_to": rollback_to} if rollback_to is not None else {},
     )
+
+
+def _scope_record(step: VersionPlan, metrics: dict[str, int]) -> ScopeRecord | None:
+    if step.scope is None:
+        return None
+    slots = step.scope.slots
+    return ScopeRecord(list(slots.columns), slots.where, list(slots.stored),
+                       metrics.get(UNKNOWN_SCOPE, 0))
 
 
 def _as_of_time(
@@ -372,12 +425,14 @@ def _stage_state(
     vdir: str,
     *,
     snapshot_bytes: int | None = None,
+    scope: ClassifyScope | None = None,
 ) -> WrittenState:
     """Write the new state version (one pass over the snapshot): a delta on the head's state,
-    or a base when there is none or compaction is due (see :mod:`diffcdc.state.chain`).
+    or a base when there is none or compaction is due (see :mod:`diffcdc.state.chain`), or the
+    columns the scope keeps differ from the head's (a chain's links hold the same ones).
     ``snapshot_bytes``: the size of the snapshot's files (None: not known, not files)."""
     previous_keys = None
-    if head is not None:
+    if head is not None and _same_slots(head.record, scope):
         keys_before = state_keys(head.record.counts)
         policy = ctx.table.state_compaction
         if not compaction_due(chain, keys_before, max_deltas=policy.max_deltas,
@@ -387,8 +442,15 @@ def _stage_state(
         ctx.spark, df, [ctx.state.abspath(link.path) for link in chain], keys, exclude,
         ctx.table.fingerprint_bits, paths.join(vdir, "state"), ctx.table.name,
         previous_keys=previous_keys, schema=state_schema(head.record) if head else None,
-        input_bytes=_input_bytes(snapshot_bytes, chain),
+        input_bytes=_input_bytes(snapshot_bytes, chain), scope=scope,
     )
+
+
+def _same_slots(record: CommitRecord, scope: ClassifyScope | None) -> bool:
+    """Whether a version with ``scope`` keeps the scope columns ``record``'s state keeps."""
+    before = record.scope.stored if record.scope is not None else None
+    now = list(scope.slots.stored) if scope is not None else None
+    return before == now
 
 
 def _snapshot_bytes(snapshot: Snapshot) -> int | None:
@@ -420,7 +482,7 @@ class WrittenState:
 
 def state_keys(counts: Counts) -> int:
     """The keys in a committed version's state (its live rows: one per key)."""
-    return counts.inserted + counts.updated + counts.unchanged
+    return counts.inserted + counts.updated + counts.unchanged + counts.kept
 
 
 def write_state(
@@ -436,6 +498,7 @@ def write_state(
     previous_keys: int | None = None,
     schema: StructType | None = None,
     input_bytes: int | None = None,
+    scope: ClassifyScope | None = None,
 ) -> WrittenState:
     """Classify ``df`` against the state whose chain is at ``previous`` (base first; empty:
     nothing), write it to ``target`` and return its counts (also ``diffcdc repair``'s way to
@@ -443,17 +506,24 @@ def write_state(
     written, a delta; without, every key, a base. ``schema`` is the previous state's
     (:func:`state_schema`; None: read from its base's footer). ``input_bytes``: the size of
     the snapshot's and the previous state's files; up to :data:`ONE_TASK_BYTES` they are
-    classified in one task, without a shuffle (None: not known, shuffled)."""
-    narrow = df.select(*[quote(k) for k in keys], *fingerprint_exprs(df.schema, keys, exclude, bits))
+    classified in one task, without a shuffle (None: not known, shuffled). ``scope``: what the
+    snapshot covers (:mod:`diffcdc.core.scope`; its state rows keep the scope's values)."""
+    slots = [] if scope is None else [
+        F.col(quote(c)).alias(scope.slots.slot(c)) for c in scope.slots.stored]
+    narrow = df.select(*[quote(k) for k in keys], *fingerprint_exprs(df.schema, keys, exclude, bits),
+                       *slots)
     old: list[DataFrame] = []
     for path in previous:  # read with the state's schema: no job to infer it from a footer
         if schema is None:
             schema = spark.read.parquet(literal_path(spark_path(spark, path))).schema
         old.append(read_written(spark, path, schema))
     one_task = input_bytes is not None and input_bytes <= ONE_TASK_BYTES
-    classified = classify(narrow, old, keys, fingerprint_columns(bits), one_task=one_task)
+    classified = classify(narrow, old, keys, fingerprint_columns(bits), one_task=one_task,
+                          scope=scope)
     if previous_keys is not None:
         classified = delta_rows(classified, keys)
+    if scope is not None:
+        classified = classified.drop(MOVED)
     classified.write.mode("error").option("compression", "zstd").parquet(
         spark_path(spark, target))
     # The counts come from the state just written (a narrow scan with generated code): an
@@ -463,7 +533,8 @@ def write_state(
     files = StagedFolder(spark, target, table=table).data_files()
     counts = _counts_in_process(spark, files, written.names[: len(keys)])
     if counts is None:
-        (values,) = read_written(spark, target, written).agg(*state_metrics(keys)).collect()
+        (values,) = read_written(spark, target, written).agg(
+            *state_metrics(keys, scoped=scope is not None)).collect()
         counts = {k: int(v or 0) for k, v in values.asDict().items()}
     if previous_keys is not None:
         try:
@@ -483,7 +554,18 @@ def state_schema(record: CommitRecord) -> StructType:
         *[StructField(c, LongType()) for c in fingerprint_columns(record.fingerprint.bits)],
         StructField(CHANGE, IntegerType()),
         StructField(DUP, LongType()),
+        *_scope_fields(record, fields),
     ])
+
+
+def _scope_fields(record: CommitRecord, fields: dict[str, StructField]) -> list[StructField]:
+    """A scoped version's state columns: whether a row's scope values are known, and the
+    values of each column the scope keeps."""
+    if record.scope is None:
+        return []
+    return [StructField(SCOPED, BooleanType()),
+            *[StructField(f"__diffcdc_scope{i}", fields[c.lower()].dataType)
+              for i, c in enumerate(record.scope.stored)]]
 
 
 def _counts_in_process(
@@ -527,6 +609,7 @@ def _stage_sinks(
             path = paths.join(vdir, "changes")
             diff.write.mode("error").parquet(spark_path(ctx.spark, path))
             diff = read_written(ctx.spark, path, diff.schema)
+    _refuse_partial_image(ctx, step, continuing, metrics)
     change_sets = {}
     for sink_id, sink in ctx.sinks.items():
         if sink_id in continuing:
@@ -567,6 +650,23 @@ def _stage_sinks(
     return out
 
 
+def _refuse_partial_image(
+    ctx: RunContext, step: VersionPlan, continuing: list[str], metrics: dict[str, int]
+) -> None:
+    """Refuse a full image for a sink of a table that keeps keys outside the snapshot's scope:
+    their rows are in no snapshot this version has, so the image would lack them."""
+    fresh = [s for s in ctx.sinks if s not in continuing]
+    if step.base is None or not fresh or not metrics.get("kept"):
+        return
+    raise InputRefused(
+        f"sink(s) {', '.join(fresh)} need a full image, but {metrics['kept']} keys outside the "
+        "scoped snapshot's scope are kept and no snapshot of this version holds their rows",
+        table=ctx.table.name, snapshot=step.snapshot.snapshot_id, path=step.snapshot.path,
+        hint="give it a full image from a whole snapshot: remove the table's scope for one run "
+        "of a snapshot of every key (keys it lacks are deleted), or reload the table "
+        "('diffcdc reload')")
+
+
 def _result(
     ctx: RunContext, record: CommitRecord, gates: list[Any], gate_seconds: float, started: float
 ) -> SnapshotResult:
@@ -588,5 +688,6 @@ def _result(
         updated=counts.updated,
         deleted=counts.deleted,
         unchanged=counts.unchanged,
+        kept=counts.kept,
     )
 

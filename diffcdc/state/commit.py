@@ -49,10 +49,25 @@ class Counts:
     updated: int
     deleted: int
     unchanged: int
+    #: Keys the snapshot did not hold that stay, outside its scope (:mod:`diffcdc.core.scope`;
+    #: 0 in a record from before scopes).
+    kept: int = 0
 
     @property
     def changed(self) -> int:
         return self.inserted + self.updated + self.deleted
+
+
+@dataclass(frozen=True)
+class ScopeRecord:
+    """The scope a version was diffed with (:mod:`diffcdc.core.scope`)."""
+
+    columns: list[str]  #: the ``columns`` part, as the snapshot spells them
+    where: str | None  #: the predicate as evaluated (its placeholder filled)
+    #: The non-key columns whose values the state keeps, slot 0 first.
+    stored: list[str] = field(default_factory=list)
+    #: Kept keys whose scope values are not known (never deleted until a snapshot holds them).
+    unknown: int = 0
 
 
 @dataclass(frozen=True)
@@ -106,6 +121,8 @@ class CommitRecord:
     committed_at: str | None = None
     #: The snapshot's as-of time, ISO 8601 UTC (None: a version from before as-of times).
     snapshot_time: str | None = None
+    #: The scope the version was diffed with (None: the snapshot covered the whole table).
+    scope: ScopeRecord | None = None
     format: int = STATE_FORMAT
     #: Everything a later diffcdc may add; kept when read, written back unchanged.
     extra: dict[str, Any] = field(default_factory=dict)
@@ -113,6 +130,10 @@ class CommitRecord:
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         extra = out.pop("extra")
+        if out["scope"] is None:  # a table without a scope writes the record it always did
+            del out["scope"]
+        if not out["counts"]["kept"]:
+            del out["counts"]["kept"]
         return {**extra, **out}
 
     @classmethod
@@ -151,9 +172,17 @@ class CommitRecord:
             else None,
             committed_at=data.get("committed_at"),
             snapshot_time=data.get("snapshot_time"),
+            scope=_scope(data.get("scope")),
             format=int(data.get("format", STATE_FORMAT)),
             extra={k: v for k, v in data.items() if k not in known},
         )
+
+
+def _scope(raw: dict[str, Any] | None) -> ScopeRecord | None:
+    if not raw:
+        return None
+    return ScopeRecord(list(raw.get("columns") or []), raw.get("where"),
+                       list(raw.get("stored") or []), int(raw.get("unknown") or 0))
 
 
 def upgrade_format1(raw: dict[str, Any]) -> dict[str, Any]:
