@@ -119,6 +119,18 @@ def refuse_empty(table: str, snapshot: str, path: str | None) -> InputRefused:
         path=path, hint="check the extract; a scoped snapshot must hold the rows of its scope")
 
 
+def refuse_recreate(table: str, snapshot: str, path: str | None, reason: str) -> InputRefused:
+    """A scoped snapshot that would re-create the table on its own (its schema changed): the
+    table would hold only the snapshot's scope, every other key gone from every sink."""
+    return InputRefused(
+        f"the scoped snapshot would re-create the table ({reason}), which keeps only the keys "
+        "of its scope: every key outside it would be deleted from every sink",
+        table=table, snapshot=snapshot, path=path,
+        hint=f"re-create it on purpose from a whole snapshot with 'diffcdc reload --table {table}"
+        " --yes' (with the scope removed from the config for that run), or undo the schema "
+        "change")
+
+
 def recorded_scope(record: CommitRecord, df: DataFrame, previous: CommitRecord | None
                    ) -> ClassifyScope | None:
     """The scope version ``record`` was diffed with, to diff its snapshot ``df`` again (a

@@ -47,7 +47,7 @@ from diffcdc.engine.gate import run_gate
 from diffcdc.engine.publish import failed_sinks_error, publish_backlog
 from diffcdc.engine.recreate import decide_recreate
 from diffcdc.engine.report import SnapshotResult
-from diffcdc.engine.scope import plan_scope, refuse_empty
+from diffcdc.engine.scope import plan_scope, refuse_empty, refuse_recreate
 from diffcdc.engine.sink_errors import sink_error, staging_error
 from diffcdc.errors import ConfigError, InputRefused, StateError, error_context
 from diffcdc.faults import crash_point
@@ -241,6 +241,8 @@ def plan_version(
     if base is not None:
         check_head_state(ctx.state, commits, base.version)
     scope = plan_scope(df, table, keys, as_of, base.record if base else None, sid, snapshot.path)
+    if scope is not None and head is not None and recreate is not None and recreate.request is None:
+        raise refuse_recreate(table.name, sid, snapshot.path, recreate.reason)
     return VersionPlan(
         version=head.version + 1 if head else 1, snapshot=snapshot, table=ident, keys=keys,
         exclude=exclude, base=base, chain=chain, recreate=recreate, reload=reload,
@@ -256,6 +258,9 @@ def _say_scope(ctx: RunContext, step: VersionPlan, metrics: dict[str, int]) -> N
     sid = step.snapshot.snapshot_id
     if not metrics["rows"]:
         raise refuse_empty(ctx.table.name, sid, step.snapshot.path)
+    if step.base is None and step.recreate is not None:
+        ctx.say(f"{sid}: re-created from a scoped snapshot: the table holds the keys of its "
+                "scope only")
     unknown = metrics.get(UNKNOWN_SCOPE, 0)
     if metrics["kept"]:
         more = (f"; {unknown} of them with scope values not known yet (state from before "
