@@ -215,7 +215,9 @@ def _scoped(
         f"CASE WHEN {DUP} > 0 THEN TRUE ELSE ({known}) END AS {SCOPED}",
         *[f"CASE WHEN {DUP} > 0 THEN {n} ELSE {o} END AS {sc.slots.slot(c)}"
           for n, o, c in zip(sc.new, sc.old, sc.slots.stored)],
-        f"NOT ({still}) AS {MOVED}",
+        # an unchanged key whose scope values moved, or that the previous state kept: its
+        # newest row must say what it is now
+        f"(NOT ({still}) OR coalesce({sc.was_kept}, FALSE)) AS {MOVED}",
     )
 
 
@@ -234,6 +236,7 @@ class _ScopeSides:
         self.new = [f"{RESERVED_PREFIX}_news{i}" for i in range(len(stored))]
         self.old = [f"{RESERVED_PREFIX}_olds{i}" for i in range(len(stored))]
         self.flag = f"{RESERVED_PREFIX}_oldscoped"
+        self.was_kept = f"{RESERVED_PREFIX}_oldkept"
         before = {c.lower(): i for i, c in enumerate(scope.previous or ())}
         #: Per stored column, the previous state's slot holding it (None: not kept there).
         self.before = [before.get(c.lower()) for c in stored]
@@ -247,6 +250,7 @@ class _ScopeSides:
             *[f"{quote(self.slots.slot(c))} AS {n}" for c, n in zip(stored, self.new)],
             *[f"CAST(NULL AS {self._type(c)}) AS {o}" for c, o in zip(stored, self.old)],
             f"CAST(NULL AS BOOLEAN) AS {self.flag}",
+            f"CAST(NULL AS BOOLEAN) AS {self.was_kept}",
         ]
 
     def state_side(self) -> list[str]:
@@ -258,6 +262,7 @@ class _ScopeSides:
             *[f"CAST(NULL AS {self._type(c)}) AS {n}" for c, n in zip(stored, self.new)],
             *[f"{e} AS {o}" for e, o in zip(old, self.old)],
             f"{flag} AS {self.flag}",
+            f"{CHANGE} = {KEPT} AS {self.was_kept}",
         ]
 
     def aggregates(self, chained: bool) -> list[str]:
@@ -265,9 +270,9 @@ class _ScopeSides:
         # key per link: the one value that is there
         new = [f"first({n}, TRUE) AS {n}" for n in self.new]
         if chained:
-            old = [f"max_by({o}, {_AT}) AS {o}" for o in [*self.old, self.flag]]
+            old = [f"max_by({o}, {_AT}) AS {o}" for o in [*self.old, self.flag, self.was_kept]]
         else:
-            old = [f"first({o}, TRUE) AS {o}" for o in [*self.old, self.flag]]
+            old = [f"first({o}, TRUE) AS {o}" for o in [*self.old, self.flag, self.was_kept]]
         return [*new, *old]
 
     def known(self) -> str:

@@ -4,7 +4,10 @@ snapshot's scope checked not to be empty, before anything is staged or published
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import logging
+from collections.abc import Iterator
 
 from pyspark.errors import AnalysisException, ParseException
 from pyspark.sql import DataFrame, SparkSession
@@ -19,6 +22,29 @@ from diffcdc.state.commit import CommitRecord
 
 _FIX = "fix [tables.{table}.scope] where in the config file"
 _PROBE = dt.datetime(2000, 1, 1, tzinfo=dt.timezone.utc)
+
+
+class _Drop(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return False
+
+
+@contextlib.contextmanager
+def _quiet_analysis() -> Iterator[None]:
+    """PySpark logs every analysis error of SQL text to stderr (its SQLQueryContextLogger);
+    the scope's checks turn such an error into their own one-line message, so that log line
+    is left out while they run."""
+    try:
+        from pyspark.logger import PySparkLogger
+    except ImportError:  # PySpark before 4 logs none
+        yield
+        return
+    logger, drop = PySparkLogger.getLogger("SQLQueryContextLogger"), _Drop()
+    logger.addFilter(drop)
+    try:
+        yield
+    finally:
+        logger.removeFilter(drop)
 
 
 def _first_line(exc: BaseException) -> str:
@@ -36,7 +62,8 @@ def check_where_syntax(spark: SparkSession, table: TableConfig) -> None:
         return
     where = fill_where(scope.where, _PROBE)
     try:
-        spark.range(0).selectExpr(f"({where}) AS `__diffcdc_where`").schema  # noqa: B018
+        with _quiet_analysis():
+            spark.range(0).selectExpr(f"({where}) AS `__diffcdc_where`").schema  # noqa: B018
     except ParseException as exc:
         raise ConfigError(
             f"the scope's where {scope.where!r} does not parse: {_first_line(exc)}",
@@ -55,14 +82,8 @@ def plan_scope(
     scope = table.scope
     if scope is None:
         return None
+    check_scope_columns(df, table, snapshot, path)
     names = {c.lower(): c for c in df.columns}
-    missing = [c for c in scope.columns if c.lower() not in names]
-    if missing:
-        raise InputRefused(
-            f"the scope column(s) {', '.join(missing)} are not in the snapshot (its columns: "
-            f"{', '.join(df.columns)})", table=table.name, snapshot=snapshot, path=path,
-            hint="a scoped snapshot must hold its scope columns: fix the extract, or the "
-            f"scope's columns in [tables.{table.name}.scope]")
     where = _where(scope, as_of, table.name)
     slots = plan_slots(df.columns, keys, [names[c.lower()] for c in scope.columns], where)
     if where is not None:
@@ -70,6 +91,22 @@ def plan_scope(
     types = {c: df.schema[c].dataType.simpleString() for c in slots.stored}
     before = previous.scope.stored if previous is not None and previous.scope else None
     return ClassifyScope(slots, tuple(before) if before is not None else None, types)
+
+
+def check_scope_columns(df: DataFrame, table: TableConfig, snapshot: str, path: str | None
+                        ) -> None:
+    """Refuse (exit 3) a snapshot without one of the scope's columns: it cannot say what it
+    covers (checked before its schema is compared with the last one: the more exact reason)."""
+    if table.scope is None:
+        return
+    names = {c.lower() for c in df.columns}
+    missing = [c for c in table.scope.columns if c.lower() not in names]
+    if missing:
+        raise InputRefused(
+            f"the scope column(s) {', '.join(missing)} are not in the snapshot (its columns: "
+            f"{', '.join(df.columns)})", table=table.name, snapshot=snapshot, path=path,
+            hint="a scoped snapshot must hold its scope columns: fix the extract, or the "
+            f"scope's columns in [tables.{table.name}.scope]")
 
 
 def _where(scope: ScopeConfig, as_of: dt.datetime | None, table: str) -> str | None:
@@ -91,8 +128,9 @@ def _check_where(df: DataFrame, slots: ScopeSlots, scope: ScopeConfig, table: st
         raise ConfigError(f"the scope's where {scope.where!r} names no column of the snapshot",
                           table=table, hint=_FIX.format(table=table))
     try:
-        tested = df.selectExpr(f"({slots.where}) AS `__diffcdc_where`")
-        dtype = tested.schema.fields[0].dataType
+        with _quiet_analysis():
+            tested = df.selectExpr(f"({slots.where}) AS `__diffcdc_where`")
+            dtype = tested.schema.fields[0].dataType
     except (AnalysisException, ParseException) as exc:
         raise ConfigError(
             f"the scope's where {scope.where!r} cannot be evaluated over the snapshot: "

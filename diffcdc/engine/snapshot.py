@@ -47,7 +47,12 @@ from diffcdc.engine.gate import run_gate
 from diffcdc.engine.publish import failed_sinks_error, publish_backlog
 from diffcdc.engine.recreate import decide_recreate
 from diffcdc.engine.report import SnapshotResult
-from diffcdc.engine.scope import plan_scope, refuse_empty, refuse_recreate
+from diffcdc.engine.scope import (
+    check_scope_columns,
+    plan_scope,
+    refuse_empty,
+    refuse_recreate,
+)
 from diffcdc.engine.sink_errors import sink_error, staging_error
 from diffcdc.errors import ConfigError, InputRefused, StateError, error_context
 from diffcdc.faults import crash_point
@@ -213,6 +218,7 @@ def plan_version(
     check_snapshot_columns(
         df.schema, keys, table=table.name, snapshot=sid, reserved=ctx.reserved_columns()
     )
+    check_scope_columns(df, table, sid, snapshot.path)
     histories = {s: sink_history(commits, s) for s in ctx.sinks}
     problems = [
         p for s, sink in ctx.sinks.items() if (p := sink.schema_problem(df.schema, histories[s]))
