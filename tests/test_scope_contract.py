@@ -93,7 +93,7 @@ def test_scoped_snapshots_replay_in_every_sink_example(spark, servers, tmp_path)
                                               (WINDOW, window_sequences)],
                          ids=["regions", "window"])
 def test_scoped_snapshots_replay_in_every_sink(spark, servers, scope, sequences):
-    @settings(max_examples=examples(3), deadline=None, suppress_health_check=list(HealthCheck))
+    @settings(max_examples=examples(2), deadline=None, suppress_health_check=list(HealthCheck))
     @given(snapshots=sequences())
     def body(snapshots):
         with tempfile.TemporaryDirectory() as root:
