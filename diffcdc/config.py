@@ -30,6 +30,7 @@ from diffcdc.core.fields import STRICT_SETTINGS, PathText
 from diffcdc.core.names import MAX_NAME_BYTES, check_folder_name
 from diffcdc.core.normalize import Normalizers
 from diffcdc.core.quality_config import QualityConfig
+from diffcdc.core.scope import ScopeConfig
 from diffcdc.errors import ConfigError, DiffcdcError
 from diffcdc.plugin_registry import first_line
 from diffcdc.sinks.openmirroring.shorthand import TABLE_LEVEL
@@ -226,6 +227,11 @@ class TableConfig(BaseModel):
         default_factory=StateCompaction,
         description="When the state is written whole again: `{max_deltas = 30, "
         "max_delta_ratio = 0.5}` (a version's state is otherwise only what it changed).",
+    )
+    scope: ScopeConfig | None = Field(
+        default=None,
+        description="What a snapshot covers (`columns` and/or `where`): a key the snapshot does "
+        "not hold is deleted only inside it, kept outside (docs/scope.md). None: everything.",
     )
     sinks: list[SinkConfig] = Field(
         min_length=1,

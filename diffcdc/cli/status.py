@@ -137,7 +137,8 @@ def format_status(tables: list[dict[str, Any]]) -> str:
             str(t.get("last_snapshot") or "-"),
             str(t.get("version") or "-"),
             "?" if waiting is None else str(len(waiting)),
-            str(t.get("rows") if t.get("rows") is not None else "-"),
+            str(t.get("rows") if t.get("rows") is not None else "-")
+            + (f" +{t['kept']} kept" if t.get("kept") else ""),
             _run_cell(t.get("last_run") or {}, counts=False),
             _run_cell(t.get("last_change") or {}, counts=True),
             ", ".join(f"{s['sink']}:{'published' if s['published'] else 'UNPUBLISHED'}"

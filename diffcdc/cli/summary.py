@@ -68,6 +68,9 @@ def totals_line(reports: list[dict[str, Any]], seconds: float) -> str:
     backlog = sum(len(r.get("resumed_versions") or ()) for r in reports)
     return (f"total: {len(reports)} table(s) ({kinds}); {len(snaps)} snapshot(s), "
             f"+{sum(s['inserted'] for s in snaps)} ~{sum(s['updated'] for s in snaps)} "
-            f"-{sum(s['deleted'] for s in snaps)}, {sum(len(s['files']) for s in snaps)} "
+            f"-{sum(s['deleted'] for s in snaps)}"
+            + (f" ({kept} kept outside a snapshot's scope)" if (kept := sum(
+                s.get("kept", 0) for s in snaps)) else "")
+            + f", {sum(len(s['files']) for s in snaps)} "
             f"file(s)" + (f", {backlog} version(s) of the backlog published" if backlog else "")
             + f"; {seconds:.1f} s")

@@ -63,6 +63,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         if result.identical:
             print(f"{name}: identical — {result.files} published unit(s) replayed give the "
                   f"{result.snapshot_rows} rows of {args.snapshot}"
+                  + (f" and the {result.kept} keys kept outside its scope" if result.kept else "")
                   + (f" (ignoring {', '.join(ignore)})" if ignore else ""))
         else:
             print(f"{name}: DIFFERENT — sink has {result.mirror_rows} rows, snapshot "

@@ -126,6 +126,8 @@ class VerifyResult:
     columns: list[str]
     missing: list[Any]  # keys of snapshot rows the sink lacks (or has different)
     unexpected: list[Any]  # keys of sink rows not in the snapshot (or different)
+    #: Sink rows of keys a scoped table keeps outside its snapshot's scope, set apart.
+    kept: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -136,7 +138,33 @@ class VerifyResult:
             "columns": self.columns,
             "missing_sample": [repr(k) for k in self.missing],
             "unexpected_sample": [repr(k) for k in self.unexpected],
+            **({"kept": self.kept} if self.kept else {}),
         }
+
+
+def set_apart_kept(
+    replayed: Replayed, kept: Sequence[dict[str, Any]]
+) -> tuple[Replayed, list[Any]]:
+    """``replayed`` without the rows of the ``kept`` keys (a scoped table's keys outside its
+    snapshot's scope, as the state has them), and those of the kept keys it lacks."""
+    keys = replayed.keys
+
+    def key_of(row: dict[str, Any]) -> tuple[Any, ...]:
+        got = {k.lower(): v for k, v in row.items()}
+        return tuple(norm_value(got.get(k.lower())) for k in keys)
+
+    normalize = replayed.normalize or (lambda r: r)
+    wanted = {key_of(normalize(dict(k))): k for k in kept}
+    rows, found = [], set()
+    for row in replayed.rows:
+        key = key_of(row)
+        if key in wanted:
+            found.add(key)
+        else:
+            rows.append(row)
+    absent = [tuple(v.values())[0] if len(v) == 1 else tuple(v.values())
+              for k, v in wanted.items() if k not in found]
+    return Replayed(keys, replayed.columns, rows, replayed.units, replayed.normalize), absent
 
 
 def compare(

@@ -28,6 +28,7 @@ from pyspark.sql import SparkSession
 from diffcdc.config import TableConfig
 from diffcdc.core.fingerprint import FINGERPRINT_VERSION
 from diffcdc.engine.recreate import HashRule, refingerprint
+from diffcdc.engine.scope import recorded_scope
 from diffcdc.engine.snapshot import state_schema, write_state
 from diffcdc.errors import StateError
 from diffcdc.sources.base import PendingSnapshot, Source
@@ -41,7 +42,7 @@ from diffcdc.state.store import Commit, TableState, new_run_id
 from diffcdc.storage import paths
 
 INTACT = "the state is intact"
-_COUNTS = ("rows", "inserted", "updated", "deleted", "unchanged")
+_COUNTS = ("rows", "inserted", "updated", "deleted", "unchanged", "kept")
 
 
 @dataclass(frozen=True)
@@ -128,7 +129,9 @@ def _rebuild(
                              record.keys, record.exclude, record.fingerprint.bits, target,
                              table.name, schema=state_schema(base.record) if base else None,
                              normalize=record.normalize,
-                             compared=again.compared if again is not None else None).counts
+                             compared=again.compared if again is not None else None,
+                             scope=recorded_scope(record, df, base.record if base else None)
+                             ).counts
         got = {k: int(values[k] or 0) for k in _COUNTS}
         want = {k: getattr(record.counts, k) for k in _COUNTS}
         if got != want:
@@ -158,6 +161,7 @@ def _rebuild_head(
     from diffcdc.core.classify import CHANGE, DUP, UNCHANGED, state_metrics
     from diffcdc.core.fingerprint import fingerprint_exprs
     from diffcdc.core.normalize import register_functions
+    from diffcdc.core.scope import SCOPED, SLOT_PREFIX
     from diffcdc.core.sql import quote
     from diffcdc.spark.paths import read_written, spark_path
     from diffcdc.state.integrity import find_damage
@@ -182,16 +186,21 @@ def _rebuild_head(
         df = source.read_again(spark, entry)
         keys = list(head.keys)
         register_functions(spark, head.normalize)
+        scoped = head.scope is not None  # the unchanged keys keep their scope values too
         narrow = df.select(*[quote(k) for k in keys],
                            *fingerprint_exprs(df.schema, keys, head.exclude,
-                                              head.fingerprint.bits, head.normalize))
+                                              head.fingerprint.bits, head.normalize),
+                           *([F.lit(True).alias(SCOPED)] if scoped else []),
+                           *[F.col(quote(c)).alias(f"{SLOT_PREFIX}{i}")
+                             for i, c in enumerate(head.scope.stored if head.scope else [])])
         delta = read_written(spark, state.abspath(head.state_path), state_schema(head))
         rest = (narrow.join(delta.select(*[quote(k) for k in keys]), on=keys, how="left_anti")
                 .withColumn(CHANGE, F.lit(UNCHANGED).cast("int"))
                 .withColumn(DUP, F.lit(1).cast("long")))
         whole = delta.unionByName(rest.select(*[quote(c) for c in delta.columns]))
         whole.write.mode("error").option("compression", "zstd").parquet(spark_path(spark, folder))
-        (values,) = read_written(spark, folder, whole.schema).agg(*state_metrics(keys)).collect()
+        (values,) = read_written(spark, folder, whole.schema).agg(
+            *state_metrics(keys, scoped=scoped)).collect()
         got = {k: int(values[k] or 0) for k in _COUNTS}
         want = {k: getattr(head.counts, k) for k in _COUNTS}
         if got != want:

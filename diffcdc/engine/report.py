@@ -37,6 +37,8 @@ class SnapshotResult:
     refingerprinted: str | None = None
     #: Sink id → what the sink published for this snapshot (rows, files, messages ...).
     sinks: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: Keys the snapshot did not hold that stay, outside its scope (docs/scope.md).
+    kept: int = 0
 
 
 @dataclass

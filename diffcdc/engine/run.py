@@ -22,6 +22,7 @@ from diffcdc.engine.plan import RunRequest, TablePlan, plan_table
 from diffcdc.engine.progress import RunObserver
 from diffcdc.engine.publish import failed_sinks_error, publish_backlog
 from diffcdc.engine.report import SnapshotResult, TableReport
+from diffcdc.engine.scope import check_where_syntax
 from diffcdc.engine.sink_errors import sink_error, under
 from diffcdc.engine.snapshot import process_snapshot
 from diffcdc.engine.unexpected import unexpected_error
@@ -79,6 +80,7 @@ def _run_table(spark: SparkSession, table: TableConfig, state_root: StateRoot | 
         gate = options.gate(table)
         with state.lock(report.run_id, options.lease_seconds):
             try:
+                check_where_syntax(spark, table)  # before anything is read: exit 2
                 source = source or build_source(table)
                 plan = plan_table(table, state, source, options.request)
                 watch.table_started(table.name, plan)

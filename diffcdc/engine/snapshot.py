@@ -18,13 +18,17 @@ from typing import Any
 
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.types import IntegerType, LongType, StructField, StructType
+from pyspark.sql import functions as F
+from pyspark.sql.types import BooleanType, IntegerType, LongType, StructField, StructType
 
 from diffcdc.core.changeset import change_frame, initial_frame
 from diffcdc.core.classify import (
     CHANGE,
     DUP,
+    MOVED,
     RESERVED_PREFIX,
+    UNKNOWN_SCOPE,
+    ClassifyScope,
     classify,
     delta_counts,
     delta_rows,
@@ -38,6 +42,7 @@ from diffcdc.core.fingerprint import (
 )
 from diffcdc.core.normalize import NO_RULES, Normalizers, register_functions
 from diffcdc.core.schema import check_snapshot_columns, resolve_columns
+from diffcdc.core.scope import SCOPED
 from diffcdc.core.sql import quote
 from diffcdc.engine.context import RunContext, sink_history
 from diffcdc.engine.gate import run_gate
@@ -50,6 +55,12 @@ from diffcdc.engine.recreate import (
     refingerprint,
 )
 from diffcdc.engine.report import SnapshotResult
+from diffcdc.engine.scope import (
+    check_scope_columns,
+    plan_scope,
+    refuse_empty,
+    refuse_recreate,
+)
 from diffcdc.engine.sink_errors import sink_error, staging_error
 from diffcdc.errors import ConfigError, InputRefused, StateError, error_context
 from diffcdc.faults import crash_point
@@ -60,7 +71,14 @@ from diffcdc.sources.snapshot_time import format_time, read_time
 from diffcdc.spark.paths import literal_path, read_written, spark_path
 from diffcdc.staged_files import StagedFile, StagedFolder, in_process
 from diffcdc.state.chain import StateLink, compaction_due, state_chain
-from diffcdc.state.commit import CommitRecord, Counts, Fingerprint, Recreate, SinkEntry
+from diffcdc.state.commit import (
+    CommitRecord,
+    Counts,
+    Fingerprint,
+    Recreate,
+    ScopeRecord,
+    SinkEntry,
+)
 from diffcdc.state.guard import check_head_state
 from diffcdc.state.integrity import describe_state
 from diffcdc.state.requests import ReloadRequest
@@ -73,7 +91,7 @@ BROADCAST_CHANGED_KEYS = 2_000_000
 #: and diffed in one task each: no shuffle, no broadcast, each a Spark job fewer (a small table's
 #: jobs cost more than its rows; see benchmarks/README.md).
 ONE_TASK_BYTES = 8 * 1024 * 1024
-_COUNTS = ("rows", "inserted", "updated", "deleted", "unchanged")
+_COUNTS = ("rows", "inserted", "updated", "deleted", "unchanged", "kept")
 
 
 @dataclass(frozen=True)
@@ -101,6 +119,8 @@ class VersionPlan:
     normalize: Normalizers = NO_RULES
     #: The re-fingerprint this version makes (None: the head's rule is the table's).
     refingerprint: Refingerprint | None = None
+    #: What the snapshot covers (None: the whole table; :mod:`diffcdc.core.scope`).
+    scope: ClassifyScope | None = None
 
     @property
     def checked(self) -> tuple[str, ...]:
@@ -144,9 +164,10 @@ def process_snapshot(
                                snapshot_bytes=_snapshot_bytes(snapshot))
         metrics = written.counts
         crash_point("after_state_staged")
+        _say_scope(ctx, step, metrics)
         gate_started = time.monotonic()
         ctx.stage(sid, f"quality gate ({metrics['rows']} rows)")
-        gates = run_gate(snapshot.df, step.keys, head.record.counts.rows if head else None,
+        gates = run_gate(snapshot.df, step.keys, _previous_rows(step, head, metrics),
                          metrics, ctx.gate, ctx.table.name, sid)
         gate_seconds = round(time.monotonic() - gate_started, 3)
         ctx.stage(sid, f"stage +{metrics['inserted']} ~{metrics['updated']} "
@@ -209,6 +230,7 @@ def plan_version(
     check_snapshot_columns(
         df.schema, keys, table=table.name, snapshot=sid, reserved=ctx.reserved_columns()
     )
+    check_scope_columns(df, table, sid, snapshot.path)
     histories = {s: sink_history(commits, s) for s in ctx.sinks}
     problems = [
         p for s, sink in ctx.sinks.items() if (p := sink.schema_problem(df.schema, histories[s]))
@@ -236,12 +258,15 @@ def plan_version(
     chain = state_chain(commits, base.version) if base is not None else ()
     if base is not None:
         check_head_state(ctx.state, commits, base.version)
+    scope = plan_scope(df, table, keys, as_of, base.record if base else None, sid, snapshot.path)
+    if scope is not None and head is not None and recreate is not None and recreate.request is None:
+        raise refuse_recreate(table.name, sid, snapshot.path, recreate.reason)
     normalize, again = _fingerprint_rule(ctx, snapshot, base, exclude)
     return VersionPlan(
         version=head.version + 1 if head else 1, snapshot=snapshot, table=ident, keys=keys,
         exclude=exclude, base=base, chain=chain, recreate=recreate, reload=reload,
         restart=restart, histories=histories, as_of=as_of, normalize=normalize,
-        refingerprint=again,
+        refingerprint=again, scope=scope,
     )
 
 
@@ -259,6 +284,35 @@ def _fingerprint_rule(
         ctx.say(f"{sid}: re-fingerprinting the table ({again.describe()}): compared under the "
                 "old rule, stored under the new one; no row counts as changed because of it")
     return normalize, again
+
+
+def _say_scope(ctx: RunContext, step: VersionPlan, metrics: dict[str, int]) -> None:
+    """A scoped snapshot: refuse it when empty; say how many keys it kept (and how many of
+    them have scope values not known yet, which keeps them until a snapshot holds them)."""
+    if step.scope is None:
+        return
+    sid = step.snapshot.snapshot_id
+    if not metrics["rows"]:
+        raise refuse_empty(ctx.table.name, sid, step.snapshot.path)
+    if step.base is None and step.recreate is not None:
+        ctx.say(f"{sid}: re-created from a scoped snapshot: the table holds the keys of its "
+                "scope only")
+    unknown = metrics.get(UNKNOWN_SCOPE, 0)
+    if metrics["kept"]:
+        more = (f"; {unknown} of them with scope values not known yet (state from before "
+                "the scope): kept until a snapshot holds them, which records their values"
+                if unknown else "")
+        ctx.say(f"{sid}: {metrics['kept']} keys outside the snapshot's scope kept{more}")
+
+
+def _previous_rows(step: VersionPlan, head: Commit | None, metrics: dict[str, int]) -> int | None:
+    """What the gate's ratios divide by: the previous snapshot's rows; for a scoped snapshot
+    the previous keys inside its scope (those it holds, and those it deleted)."""
+    if head is None:
+        return None
+    if step.scope is None:
+        return head.record.counts.rows
+    return metrics["updated"] + metrics["unchanged"] + metrics["deleted"]
 
 
 def _refuse_changed(ctx: RunContext, snapshot: Snapshot) -> None:
@@ -303,12 +357,21 @@ def _record(
         normalize=step.normalize,
         schema=df.schema.jsonValue(),
         fingerprint=Fingerprint(FINGERPRINT_VERSION, ctx.table.fingerprint_bits),
-        counts=Counts(**{k: metrics[k] for k in _COUNTS}),
+        counts=Counts(**{k: metrics.get(k, 0) for k in _COUNTS}),
         sinks=sinks,
         recreate=step.recreate,
         snapshot_time=format_time(step.as_of) if step.as_of is not None else None,
+        scope=_scope_record(step, metrics),
         extra={"rollback_to": rollback_to} if rollback_to is not None else {},
     )
+
+
+def _scope_record(step: VersionPlan, metrics: dict[str, int]) -> ScopeRecord | None:
+    if step.scope is None:
+        return None
+    slots = step.scope.slots
+    return ScopeRecord(list(slots.columns), slots.where, list(slots.stored),
+                       metrics.get(UNKNOWN_SCOPE, 0))
 
 
 def _as_of_time(
@@ -403,14 +466,15 @@ def _stage_state(
     snapshot_bytes: int | None = None,
 ) -> WrittenState:
     """Write the new state version (one pass over the snapshot): a delta on the head's state,
-    or a base when there is none, compaction is due (see :mod:`diffcdc.state.chain`) or the
+    or a base when there is none, compaction is due (see :mod:`diffcdc.state.chain`), the
     version re-fingerprints (the older links hold fingerprints of the old rule: a delta would
-    leave its unchanged keys there). ``snapshot_bytes``: the size of the snapshot's files
+    leave its unchanged keys there) or the columns the scope keeps differ from the head's (a
+    chain's links hold the same ones). ``snapshot_bytes``: the size of the snapshot's files
     (None: not known, not files)."""
     head, chain, keys, exclude = step.base, step.chain, step.keys, step.exclude
-    again = step.refingerprint
+    again, scope = step.refingerprint, step.scope
     previous_keys = None
-    if head is not None and again is None:
+    if head is not None and again is None and _same_slots(head.record, scope):
         keys_before = state_keys(head.record.counts)
         policy = ctx.table.state_compaction
         if not compaction_due(chain, keys_before, max_deltas=policy.max_deltas,
@@ -421,8 +485,15 @@ def _stage_state(
         ctx.table.fingerprint_bits, paths.join(vdir, "state"), ctx.table.name,
         previous_keys=previous_keys, schema=state_schema(head.record) if head else None,
         input_bytes=_input_bytes(snapshot_bytes, chain), normalize=step.normalize,
-        compared=again.compared if again is not None else None,
+        compared=again.compared if again is not None else None, scope=scope,
     )
+
+
+def _same_slots(record: CommitRecord, scope: ClassifyScope | None) -> bool:
+    """Whether a version with ``scope`` keeps the scope columns ``record``'s state keeps."""
+    before = record.scope.stored if record.scope is not None else None
+    now = list(scope.slots.stored) if scope is not None else None
+    return before == now
 
 
 def _snapshot_bytes(snapshot: Snapshot) -> int | None:
@@ -454,7 +525,7 @@ class WrittenState:
 
 def state_keys(counts: Counts) -> int:
     """The keys in a committed version's state (its live rows: one per key)."""
-    return counts.inserted + counts.updated + counts.unchanged
+    return counts.inserted + counts.updated + counts.unchanged + counts.kept
 
 
 def write_state(
@@ -472,6 +543,7 @@ def write_state(
     input_bytes: int | None = None,
     normalize: Normalizers = NO_RULES,
     compared: HashRule | None = None,
+    scope: ClassifyScope | None = None,
 ) -> WrittenState:
     """Classify ``df`` against the state whose chain is at ``previous`` (base first; empty:
     nothing), write it to ``target`` and return its counts (also ``diffcdc repair``'s way to
@@ -482,7 +554,9 @@ def write_state(
     classified in one task, without a shuffle (None: not known, shuffled). ``normalize``:
     the normalizers the fingerprints are computed with; ``compared``: the previous state's
     rule, when it differs (a re-fingerprint: the snapshot is compared under it, the state
-    keeps the fingerprints of ``exclude`` and ``normalize``; give no ``previous_keys``)."""
+    keeps the fingerprints of ``exclude`` and ``normalize``; give no ``previous_keys``).
+    ``scope``: what the snapshot covers (:mod:`diffcdc.core.scope`; its state rows keep the
+    scope's values)."""
     register_functions(spark, normalize)
     fp_cols = fingerprint_columns(bits)
     stored: list[str] = []
@@ -494,16 +568,21 @@ def write_state(
     new_exprs = fingerprint_exprs(df.schema, keys, exclude, bits, normalize)
     if compared is not None:
         new_exprs = [e.alias(n) for e, n in zip(new_exprs, stored)]
-    narrow = df.select(*[quote(k) for k in keys], *compare_exprs, *new_exprs)
+    slots = [] if scope is None else [
+        F.col(quote(c)).alias(scope.slots.slot(c)) for c in scope.slots.stored]
+    narrow = df.select(*[quote(k) for k in keys], *compare_exprs, *new_exprs, *slots)
     old: list[DataFrame] = []
     for path in previous:  # read with the state's schema: no job to infer it from a footer
         if schema is None:
             schema = spark.read.parquet(literal_path(spark_path(spark, path))).schema
         old.append(read_written(spark, path, schema))
     one_task = input_bytes is not None and input_bytes <= ONE_TASK_BYTES
-    classified = classify(narrow, old, keys, fp_cols, one_task=one_task, stored=stored)
+    classified = classify(narrow, old, keys, fp_cols, one_task=one_task, stored=stored,
+                          scope=scope)
     if previous_keys is not None:
         classified = delta_rows(classified, keys)
+    if scope is not None:
+        classified = classified.drop(MOVED)
     classified.write.mode("error").option("compression", "zstd").parquet(
         spark_path(spark, target))
     # The counts come from the state just written (a narrow scan with generated code): an
@@ -513,7 +592,8 @@ def write_state(
     files = StagedFolder(spark, target, table=table).data_files()
     counts = _counts_in_process(spark, files, written.names[: len(keys)])
     if counts is None:
-        (values,) = read_written(spark, target, written).agg(*state_metrics(keys)).collect()
+        (values,) = read_written(spark, target, written).agg(
+            *state_metrics(keys, scoped=scope is not None)).collect()
         counts = {k: int(v or 0) for k, v in values.asDict().items()}
     if previous_keys is not None:
         try:
@@ -533,7 +613,18 @@ def state_schema(record: CommitRecord) -> StructType:
         *[StructField(c, LongType()) for c in fingerprint_columns(record.fingerprint.bits)],
         StructField(CHANGE, IntegerType()),
         StructField(DUP, LongType()),
+        *_scope_fields(record, fields),
     ])
+
+
+def _scope_fields(record: CommitRecord, fields: dict[str, StructField]) -> list[StructField]:
+    """A scoped version's state columns: whether a row's scope values are known, and the
+    values of each column the scope keeps."""
+    if record.scope is None:
+        return []
+    return [StructField(SCOPED, BooleanType()),
+            *[StructField(f"__diffcdc_scope{i}", fields[c.lower()].dataType)
+              for i, c in enumerate(record.scope.stored)]]
 
 
 def _counts_in_process(
@@ -577,6 +668,7 @@ def _stage_sinks(
             path = paths.join(vdir, "changes")
             diff.write.mode("error").parquet(spark_path(ctx.spark, path))
             diff = read_written(ctx.spark, path, diff.schema)
+    _refuse_partial_image(ctx, step, continuing, metrics)
     change_sets = {}
     for sink_id, sink in ctx.sinks.items():
         if sink_id in continuing:
@@ -617,6 +709,23 @@ def _stage_sinks(
     return out
 
 
+def _refuse_partial_image(
+    ctx: RunContext, step: VersionPlan, continuing: list[str], metrics: dict[str, int]
+) -> None:
+    """Refuse a full image for a sink of a table that keeps keys outside the snapshot's scope:
+    their rows are in no snapshot this version has, so the image would lack them."""
+    fresh = [s for s in ctx.sinks if s not in continuing]
+    if step.base is None or not fresh or not metrics.get("kept"):
+        return
+    raise InputRefused(
+        f"sink(s) {', '.join(fresh)} need a full image, but {metrics['kept']} keys outside the "
+        "scoped snapshot's scope are kept and no snapshot of this version holds their rows",
+        table=ctx.table.name, snapshot=step.snapshot.snapshot_id, path=step.snapshot.path,
+        hint="give it a full image from a whole snapshot: remove the table's scope for one run "
+        "of a snapshot of every key (keys it lacks are deleted), or reload the table "
+        "('diffcdc reload')")
+
+
 def _result(
     ctx: RunContext, record: CommitRecord, gates: list[Any], gate_seconds: float, started: float,
     refingerprinted: str | None = None,
@@ -640,5 +749,6 @@ def _result(
         updated=counts.updated,
         deleted=counts.deleted,
         unchanged=counts.unchanged,
+        kept=counts.kept,
     )
 

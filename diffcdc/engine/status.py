@@ -54,6 +54,11 @@ def _table_entry(state: TableState, configured: bool) -> dict[str, Any]:
         "last_run": _run_summary(report),
         "last_change": _run_summary(change),
     }
+    if head is not None and head.record.scope is not None:  # a scoped table (docs/scope.md)
+        scope = head.record.scope
+        entry["kept"] = head.record.counts.kept
+        entry["scope"] = {"columns": scope.columns, "where": scope.where,
+                          "unknown": scope.unknown}
     entry["gate"] = _gate_summary(report)
     entry["pending"] = _pending(state)
     return entry

@@ -24,7 +24,7 @@ import xxhash
 from pyspark.sql import types as T
 
 from diffcdc.core.arrow_types import spark_type
-from diffcdc.core.classify import CHANGE, DELETE, DUP
+from diffcdc.core.classify import CHANGE, DELETE, DUP, KEPT
 from diffcdc.core.fingerprint import fingerprint_columns
 from diffcdc.core.fingerprint_ref import SEED, RowFingerprinter, canon_hasher, java_bytes
 from diffcdc.core.normalize import NO_RULES, Normalizers
@@ -207,6 +207,9 @@ class StateSide:
     #: Each live row's position among every row of the chain's folders (tombstones included).
     positions: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
     own_rows: int = 0  #: rows in the state's own folder, tombstones included
+    #: Live rows of keys kept outside a scoped snapshot's scope (:mod:`diffcdc.core.scope`):
+    #: live, but no row of the version's snapshot is theirs, so not in ``side``.
+    kept: int = 0
 
 
 def read_state(
@@ -215,7 +218,7 @@ def read_state(
     """The live side of a state: one folder, or a chain of them, base first (see
     :mod:`diffcdc.state.chain`): per key the newest folder's rows count, and a key whose newest
     row is a tombstone is not live. Rows of the newest folder that share a key all stay, so a
-    duplicate shows."""
+    duplicate shows. A scoped state's kept keys are counted, not compared (:attr:`StateSide.kept`)."""
     chain = [path] if isinstance(path, str) else list(path)
     for folder in chain:
         if not paths.isdir(folder):
@@ -228,6 +231,7 @@ def read_state(
     digests: list[np.ndarray] = []
     links: list[np.ndarray] = []
     dead: list[np.ndarray] = []
+    outside: list[np.ndarray] = []
     single: list[np.ndarray] = []
     fps: list[list[np.ndarray]] = [[] for _ in fp_cols]
     nulls: list[np.ndarray] = []
@@ -238,6 +242,7 @@ def read_state(
             digests.append(np.fromiter(map(digest, _columns(batch, key_cols)), np.uint64, batch.num_rows))
             links.append(np.full(batch.num_rows, number, np.int32))
             dead.append(pc.equal(batch.column(CHANGE), DELETE).to_numpy(zero_copy_only=False))
+            outside.append(pc.equal(batch.column(CHANGE), KEPT).to_numpy(zero_copy_only=False))
             single.append(pc.fill_null(pc.equal(batch.column(DUP), 1), False).to_numpy(zero_copy_only=False))
             null = np.zeros(batch.num_rows, bool)
             for out, col in zip(fps, fp_cols):
@@ -247,8 +252,9 @@ def read_state(
     every = _side(digests, fps)
     link = np.concatenate(links) if links else np.empty(0, np.int32)
     tomb = np.concatenate(dead) if dead else np.empty(0, bool)
+    out_of_scope = np.concatenate(outside) if outside else np.empty(0, bool)
     live = ~tomb & _newest(every.digests, link)
-    kept = np.flatnonzero(live)
+    kept = np.flatnonzero(live & ~out_of_scope)
     own = link == len(chain) - 1
     return StateSide(
         chain[-1],
@@ -260,6 +266,7 @@ def read_state(
         chain=chain,
         positions=kept.astype(np.int64),
         own_rows=own_rows,
+        kept=int(np.count_nonzero(live & out_of_scope)),
     )
 
 

@@ -50,10 +50,25 @@ class Counts:
     updated: int
     deleted: int
     unchanged: int
+    #: Keys the snapshot did not hold that stay, outside its scope (:mod:`diffcdc.core.scope`;
+    #: 0 in a record from before scopes).
+    kept: int = 0
 
     @property
     def changed(self) -> int:
         return self.inserted + self.updated + self.deleted
+
+
+@dataclass(frozen=True)
+class ScopeRecord:
+    """The scope a version was diffed with (:mod:`diffcdc.core.scope`)."""
+
+    columns: list[str]  #: the ``columns`` part, as the snapshot spells them
+    where: str | None  #: the predicate as evaluated (its placeholder filled)
+    #: The non-key columns whose values the state keeps, slot 0 first.
+    stored: list[str] = field(default_factory=list)
+    #: Kept keys whose scope values are not known (never deleted until a snapshot holds them).
+    unknown: int = 0
 
 
 @dataclass(frozen=True)
@@ -107,6 +122,8 @@ class CommitRecord:
     committed_at: str | None = None
     #: The snapshot's as-of time, ISO 8601 UTC (None: a version from before as-of times).
     snapshot_time: str | None = None
+    #: The scope the version was diffed with (None: the snapshot covered the whole table).
+    scope: ScopeRecord | None = None
     format: int = STATE_FORMAT
     #: The normalizers the state's fingerprints were computed with, part of the fingerprint's
     #: identity with ``exclude`` (none: a version from before normalizers, or a table without).
@@ -118,6 +135,10 @@ class CommitRecord:
         out = asdict(self)
         extra = out.pop("extra")
         out["normalize"] = self.normalize.to_record()
+        if out["scope"] is None:  # a table without a scope writes the record it always did
+            del out["scope"]
+        if not out["counts"]["kept"]:
+            del out["counts"]["kept"]
         return {**extra, **out}
 
     @classmethod
@@ -156,10 +177,18 @@ class CommitRecord:
             else None,
             committed_at=data.get("committed_at"),
             snapshot_time=data.get("snapshot_time"),
+            scope=_scope(data.get("scope")),
             format=int(data.get("format", STATE_FORMAT)),
             normalize=Normalizers.parse(data.get("normalize") or {}),
             extra={k: v for k, v in data.items() if k not in known},
         )
+
+
+def _scope(raw: dict[str, Any] | None) -> ScopeRecord | None:
+    if not raw:
+        return None
+    return ScopeRecord(list(raw.get("columns") or []), raw.get("where"),
+                       list(raw.get("stored") or []), int(raw.get("unknown") or 0))
 
 
 def upgrade_format1(raw: dict[str, Any]) -> dict[str, Any]:

@@ -120,8 +120,10 @@ def check_files(state: TableState, commits: list[Commit], record: CommitRecord) 
 def check_rows(record: CommitRecord, state: StateSide) -> Check:
     """Row counts against the commit record, unique live keys, sane per-row columns."""
     counts = record.counts
-    found = {"live rows": state.side.rows, "tombstones": state.tombstones}
-    expected = {"live rows": counts.rows, "tombstones": counts.deleted}
+    found = {"live rows": state.side.rows, "tombstones": state.tombstones,
+             "kept rows": state.kept}
+    expected = {"live rows": counts.rows, "tombstones": counts.deleted,
+                "kept rows": counts.kept}
     problems = [f"{found[k]:,} {k} where the commit recorded {expected[k]:,}"
                 for k in found if found[k] != expected[k]]
     if record.state_manifest is not None and state.own_rows != record.state_manifest.rows:
