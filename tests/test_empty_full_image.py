@@ -1,0 +1,101 @@
+"""A full image of an EMPTY snapshot empties every sink's target (a reload, a re-creation by a
+schema change under schema_policy = "recreate"): before, the Delta sink (both modes) made no
+commit for it and kept its old rows while the version was recorded as published. Read with
+independent readers: deltalake for Delta (the history as of every version), ``verify`` for
+the landing folder."""
+
+from __future__ import annotations
+
+import os
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from diffcdc.cli.main import main
+from diffcdc.state.store import TableState
+from tests.support.history import as_of, canonical, check_history, history_rows
+
+SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.string()), ("u", pa.int64())])
+NARROWER = pa.schema([("id", pa.int64()), ("v", pa.string())])  # u removed
+
+
+@pytest.fixture
+def base(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    os.makedirs(tmp_path / "src")
+    (tmp_path / "diffcdc.toml").write_text(
+        "[diffcdc]\nstate = 'state'\n[quality]\nmin_row_ratio = 0.0\nmax_delete_ratio = 1.0\nallow_empty = true\n"
+        "[tables.T]\nsource = 'src'\nkeys = ['id']\nsnapshot_time = 'id:%Y-%m-%d'\n"
+        "schema_policy = 'recreate'\n"
+        "[[tables.T.sinks]]\ntype = 'open_mirroring'\nname = 'landing'\nlanding = 'landing'\n"
+        "[[tables.T.sinks]]\ntype = 'delta'\nname = 'current'\npath = 'lake/c'\n"
+        "[[tables.T.sinks]]\ntype = 'delta'\nname = 'history'\npath = 'lake/h'\n"
+        "mode = 'scd2'\n")
+    return tmp_path
+
+
+def _write(base, day: str, rows: list[dict], schema: pa.Schema = SCHEMA) -> str:
+    path = str(base / "src" / f"{day}.parquet")
+    pq.write_table(pa.Table.from_pylist(rows, schema), path)
+    return path
+
+
+def _run(*args: str) -> int:
+    return main([*args, "--config", "diffcdc.toml", "--quiet"])
+
+
+def _check_sinks(base, snapshot: str) -> None:
+    """Every sink is exactly ``snapshot``; the history as of each version is its snapshot."""
+    from deltalake import DeltaTable
+
+    expected = pq.read_table(snapshot).to_pylist()
+    current = DeltaTable(str(base / "lake" / "c")).to_pyarrow_table().to_pylist()
+    assert canonical(current) == canonical(expected)
+    rows = history_rows(str(base / "lake" / "h"))
+    check_history(rows, ["id"])
+    for commit in TableState(str(base / "state"), "T").commits():
+        assert commit.published is not False
+        at = canonical(pq.read_table(commit.record.snapshot_path).to_pylist())
+        columns = pq.read_schema(commit.record.snapshot_path).names
+        assert canonical(as_of(rows, commit.version), columns) == at, commit.version
+    assert _run("verify", "--table", "T", "--snapshot", snapshot) == 0  # the landing folder too
+
+
+def _two_versions(base) -> None:
+    _write(base, "2026-01-01", [{"id": i, "v": v, "u": i} for i, v in ((1, "a"), (2, "b"), (3, "c"))])
+    assert _run("run") == 0
+    _write(base, "2026-01-02", [{"id": 1, "v": "a2", "u": 1}, {"id": 3, "v": "c", "u": 3}])
+    assert _run("run") == 0
+
+
+def test_a_reload_of_an_empty_snapshot_empties_every_sink(spark, base):
+    _two_versions(base)
+    empty = _write(base, "2026-01-03", [])
+    assert _run("run") == 0  # deletes of every key: not a full image
+    _check_sinks(base, empty)
+    assert _run("reload", "--table", "T", "--yes") == 0  # the full image of the empty snapshot
+    _check_sinks(base, empty)
+    head = TableState(str(base / "state"), "T").head()
+    assert head is not None and head.version == 4
+    from deltalake import DeltaTable
+
+    for lake in ("c", "h"):  # the full image made its commit, with its transaction
+        table = DeltaTable(str(base / "lake" / lake))
+        assert any(m.get("diffcdc.version") == "4" for m in table.history(1)), lake
+    assert _run("run") == 0  # nothing new: no commit
+    assert DeltaTable(str(base / "lake" / "c")).history(1)[0].get("diffcdc.version") == "4"
+
+
+def test_a_recreation_by_an_empty_snapshot_empties_every_sink(spark, base):
+    _two_versions(base)
+    empty = _write(base, "2026-01-03", [], NARROWER)  # a column removed: re-created, no rows
+    assert _run("run") == 0
+    _check_sinks(base, empty)
+    from deltalake import DeltaTable
+
+    current = pa.schema(DeltaTable(str(base / "lake" / "c")).schema().to_arrow())
+    assert current.names == NARROWER.names  # the snapshot's schema
+    after = _write(base, "2026-01-04", [{"id": 5, "v": "e"}], NARROWER)
+    assert _run("run") == 0
+    _check_sinks(base, after)
