@@ -99,3 +99,31 @@ def test_a_recreation_by_an_empty_snapshot_empties_every_sink(spark, base):
     after = _write(base, "2026-01-04", [{"id": 5, "v": "e"}], NARROWER)
     assert _run("run") == 0
     _check_sinks(base, after)
+
+
+@pytest.mark.parametrize("point", ["after_claim", "delta_committed", "before_mark_published",
+                                   "after_published"])
+def test_a_kill_around_the_empty_images_commit_then_a_rerun_is_exact(spark, base, point):
+    """The reload's full image of an empty snapshot killed at each step around its Delta
+    commits (the commit is carried with its application transaction: the rerun makes none
+    again), then ``run`` finishes it."""
+    import subprocess
+    import sys
+
+    from deltalake import DeltaTable
+
+    _two_versions(base)
+    empty = _write(base, "2026-01-03", [])
+    assert _run("run") == 0
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST", "DIFFCDC_CRASH"))}
+    killed = subprocess.run(
+        [sys.executable, "-m", "diffcdc.cli", "reload", "--table", "T", "--yes", "--config",
+         "diffcdc.toml", "--quiet"], env={**env, "DIFFCDC_CRASH_AT": point}, cwd=base,
+        capture_output=True, text=True, timeout=600, check=False)
+    assert killed.returncode == 137, killed.stderr
+    assert _run("run") == 0
+    _check_sinks(base, empty)
+    for lake in ("c", "h"):  # version 4's commit made once
+        made = [m for m in DeltaTable(str(base / "lake" / lake)).history()
+                if m.get("diffcdc.version") == "4"]
+        assert len(made) == 1, (lake, made)
