@@ -127,3 +127,19 @@ def test_a_kill_around_the_empty_images_commit_then_a_rerun_is_exact(spark, base
         made = [m for m in DeltaTable(str(base / "lake" / lake)).history()
                 if m.get("diffcdc.version") == "4"]
         assert len(made) == 1, (lake, made)
+
+
+def test_a_recreation_by_an_empty_snapshot_empties_kafka_and_a_text_landing(spark, base,
+                                                                          broker):
+    """The other sink kinds the same way: a Kafka topic (its reference consumer) and a landing
+    folder in the text format replay to the empty snapshot after the re-creation."""
+    topic = f"empty-image-{os.path.basename(base)}"
+    with open(base / "diffcdc.toml", "a", encoding="utf-8") as f:
+        f.write("[[tables.T.sinks]]\ntype = 'kafka'\nname = 'kafka'\n"
+                f"bootstrap_servers = '{broker.bootstrap}'\ntopic = '{topic}'\n"
+                "[[tables.T.sinks]]\ntype = 'open_mirroring'\nname = 'text'\n"
+                "landing = 'landing_text'\nfile_format = 'text'\nfile_extension = 'txt'\n")
+    _two_versions(base)
+    empty = _write(base, "2026-01-03", [], NARROWER)
+    assert _run("run") == 0
+    _check_sinks(base, empty)  # verify replays every sink, Kafka and the text folder too
