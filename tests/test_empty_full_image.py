@@ -15,6 +15,7 @@ import pytest
 from diffcdc.cli.main import main
 from diffcdc.state.store import TableState
 from tests.support.history import as_of, canonical, check_history, history_rows
+from tests.support.sink_kinds import KINDS
 
 SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.string()), ("u", pa.int64())])
 NARROWER = pa.schema([("id", pa.int64()), ("v", pa.string())])  # u removed
@@ -62,6 +63,29 @@ def _check_sinks(base, snapshot: str) -> None:
     assert _run("verify", "--table", "T", "--snapshot", snapshot) == 0  # the landing folder too
 
 
+def _add_kafka_and_text(base, broker) -> None:
+    """A Kafka sink (a topic of its own) and a landing folder in the text format."""
+    topic = f"empty-image-{os.path.basename(base)}"
+    with open(base / "diffcdc.toml", "a", encoding="utf-8") as f:
+        f.write("[[tables.T.sinks]]\ntype = 'kafka'\nname = 'kafka'\n"
+                f"bootstrap_servers = '{broker.bootstrap}'\ntopic = '{topic}'\n"
+                "[[tables.T.sinks]]\ntype = 'open_mirroring'\nname = 'text'\n"
+                "landing = 'landing_text'\nfile_format = 'text'\nfile_extension = 'txt'\n")
+
+
+def _killed(base, command: list[str], point: str) -> None:
+    """``command`` in a CLI process killed at crash point ``point``."""
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST", "DIFFCDC_CRASH"))}
+    killed = subprocess.run(
+        [sys.executable, "-m", "diffcdc.cli", *command, "--config", "diffcdc.toml", "--quiet"],
+        env={**env, "DIFFCDC_CRASH_AT": point}, cwd=base, capture_output=True, text=True,
+        timeout=600, check=False)
+    assert killed.returncode == 137, killed.stderr
+
+
 def _two_versions(base) -> None:
     _write(base, "2026-01-01", [{"id": i, "v": v, "u": i} for i, v in ((1, "a"), (2, "b"), (3, "c"))])
     assert _run("run") == 0
@@ -87,6 +111,7 @@ def test_a_reload_of_an_empty_snapshot_empties_every_sink(spark, base):
     assert DeltaTable(str(base / "lake" / "c")).history(1)[0].get("diffcdc.version") == "4"
 
 
+@pytest.mark.default_tier
 def test_a_recreation_by_an_empty_snapshot_empties_every_sink(spark, base):
     _two_versions(base)
     empty = _write(base, "2026-01-03", [], NARROWER)  # a column removed: re-created, no rows
@@ -107,20 +132,12 @@ def test_a_kill_around_the_empty_images_commit_then_a_rerun_is_exact(spark, base
     """The reload's full image of an empty snapshot killed at each step around its Delta
     commits (the commit is carried with its application transaction: the rerun makes none
     again), then ``run`` finishes it."""
-    import subprocess
-    import sys
-
     from deltalake import DeltaTable
 
     _two_versions(base)
     empty = _write(base, "2026-01-03", [])
     assert _run("run") == 0
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST", "DIFFCDC_CRASH"))}
-    killed = subprocess.run(
-        [sys.executable, "-m", "diffcdc.cli", "reload", "--table", "T", "--yes", "--config",
-         "diffcdc.toml", "--quiet"], env={**env, "DIFFCDC_CRASH_AT": point}, cwd=base,
-        capture_output=True, text=True, timeout=600, check=False)
-    assert killed.returncode == 137, killed.stderr
+    _killed(base, ["reload", "--table", "T", "--yes"], point)
     assert _run("run") == 0
     _check_sinks(base, empty)
     for lake in ("c", "h"):  # version 4's commit made once
@@ -133,13 +150,26 @@ def test_a_recreation_by_an_empty_snapshot_empties_kafka_and_a_text_landing(spar
                                                                           broker):
     """The other sink kinds the same way: a Kafka topic (its reference consumer) and a landing
     folder in the text format replay to the empty snapshot after the re-creation."""
-    topic = f"empty-image-{os.path.basename(base)}"
-    with open(base / "diffcdc.toml", "a", encoding="utf-8") as f:
-        f.write("[[tables.T.sinks]]\ntype = 'kafka'\nname = 'kafka'\n"
-                f"bootstrap_servers = '{broker.bootstrap}'\ntopic = '{topic}'\n"
-                "[[tables.T.sinks]]\ntype = 'open_mirroring'\nname = 'text'\n"
-                "landing = 'landing_text'\nfile_format = 'text'\nfile_extension = 'txt'\n")
+    _add_kafka_and_text(base, broker)
     _two_versions(base)
     empty = _write(base, "2026-01-03", [], NARROWER)
     assert _run("run") == 0
     _check_sinks(base, empty)  # verify replays every sink, Kafka and the text folder too
+    after = _write(base, "2026-01-04", [{"id": 5, "v": "e"}], NARROWER)
+    assert _run("run") == 0  # the topic's check before sending takes the empty message
+    _check_sinks(base, after)
+
+
+@pytest.mark.parametrize("point", ["before_mark_published@kafka", "after_published"])
+def test_a_kill_in_an_empty_recreation_with_kafka_then_a_rerun_is_exact(spark, base, broker,
+                                                                        point):
+    """The re-creation by an empty snapshot killed after Kafka's message was sent (and after
+    every sink published), then ``run``: the message is not sent twice, every sink exact."""
+    _add_kafka_and_text(base, broker)
+    _two_versions(base)
+    empty = _write(base, "2026-01-03", [], NARROWER)
+    _killed(base, ["run"], point)
+    assert _run("run") == 0
+    _check_sinks(base, empty)
+    kafka = next(k for k in KINDS if k.name == "kafka")  # every message in the topic once
+    kafka.assert_once(TableState(str(base / "state"), "T"), "kafka", {"kafka": broker})
