@@ -109,6 +109,12 @@ def test_a_reload_of_an_empty_snapshot_empties_every_sink(spark, base):
         assert any(m.get("diffcdc.version") == "4" for m in table.history(1)), lake
     assert _run("run") == 0  # nothing new: no commit
     assert DeltaTable(str(base / "lake" / "c")).history(1)[0].get("diffcdc.version") == "4"
+    again = _write(base, "2026-01-04", [])  # a version without changes, not a full image
+    assert _run("run") == 0
+    assert TableState(str(base / "state"), "T").head().version == 5
+    for lake in ("c", "h"):  # makes no Delta commit, as before
+        assert DeltaTable(str(base / "lake" / lake)).history(1)[0].get("diffcdc.version") == "4"
+    _check_sinks(base, again)
 
 
 @pytest.mark.default_tier
