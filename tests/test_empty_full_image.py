@@ -117,6 +117,17 @@ def test_a_reload_of_an_empty_snapshot_empties_every_sink(spark, base):
     _check_sinks(base, again)
 
 
+
+def test_a_rollback_to_an_empty_snapshot_empties_every_sink(spark, base):
+    _two_versions(base)
+    empty = _write(base, "2026-01-03", [])
+    assert _run("run") == 0
+    _write(base, "2026-01-04", [{"id": 7, "v": "g", "u": 7}])
+    assert _run("run") == 0
+    assert _run("rollback", "--table", "T", "--to-version", "3", "--yes") == 0
+    _check_sinks(base, empty)
+
+
 @pytest.mark.default_tier
 def test_a_recreation_by_an_empty_snapshot_empties_every_sink(spark, base):
     _two_versions(base)
