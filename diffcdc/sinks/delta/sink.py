@@ -46,7 +46,7 @@ from diffcdc.sinks.delta.feed import (
     plain_types,
     unsliced,
 )
-from diffcdc.sinks.delta.target_check import DeltaTarget
+from diffcdc.sinks.delta.target_check import DeltaTarget, commits
 from diffcdc.sources.snapshot_time import format_time, read_time
 from diffcdc.spark.paths import spark_path
 from diffcdc.storage import paths
@@ -153,7 +153,10 @@ class DeltaSink(Sink):
         self.target.verify(list(history.manifests), files=False)
 
     def stage(self, changes: ChangeSet, staging_dir: str, history: SinkHistory) -> dict[str, Any]:
-        if changes.rows:
+        # a full image of an empty snapshot is staged (its schema, no rows) and committed: the
+        # table is emptied (a history: every open row closed), not left with its old rows
+        empty_image = changes.initial and not changes.rows
+        if changes.rows or empty_image:
             frame = changes.frame
             frame.write.mode("error").parquet(
                 spark_path(frame.sparkSession, os.path.join(staging_dir, "changes")))
@@ -169,6 +172,8 @@ class DeltaSink(Sink):
                     "recreate": changes.recreate is not None, "keys": list(changes.table.keys),
                     "incarnation": incarnation,
                     "table_id": table.metadata().id if table is not None else None}
+        if empty_image:  # recorded: a manifest staged before it had no commit for it
+            manifest["empty_image"] = True
         if self.history:
             assert changes.snapshot_time is not None  # accept() refused a version without
             manifest.update(mode="scd2", valid_from=format_time(changes.snapshot_time),
@@ -181,8 +186,8 @@ class DeltaSink(Sink):
         self, version: int, manifest: dict[str, Any], staging_dir: str, history: SinkHistory,
         *, checked: bool = False,
     ) -> None:
-        if not manifest.get("rows"):
-            return  # a version without changes makes no Delta commit
+        if not commits(manifest):
+            return  # a version without changes (not a full image) makes no Delta commit
         if (manifest.get("mode") == "scd2") != self.history:
             raise ConfigError(
                 f"sink {self.id}: version {version} was staged for mode = "
@@ -426,7 +431,7 @@ class DeltaSink(Sink):
                               self.config.changelog_path) from None
 
     def is_published(self, version: int, manifest: dict[str, Any]) -> bool:
-        if not manifest.get("rows"):
+        if not commits(manifest):
             return True
         table = self.target.open()
         return table is not None and (

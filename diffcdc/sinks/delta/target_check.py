@@ -42,6 +42,13 @@ from diffcdc.storage.registry import is_url, local_path
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
+
+def commits(manifest: dict[str, Any]) -> bool:
+    """Whether a version makes a Delta commit: it has changes, or it is a full image of an
+    empty snapshot (staged as such since that empties the table; one staged earlier made no
+    commit and stays so)."""
+    return bool(manifest.get("rows")) or bool(manifest.get("empty_image"))
+
 @dataclass(frozen=True)
 class DeltaTarget:
     """The Delta table (and changelog table) one sink writes, opened and checked."""
@@ -175,7 +182,7 @@ class DeltaTarget:
         problem = self.mode_problem(table) if table is not None else None
         if problem is not None:
             raise problem
-        with_rows = [(v, m) for v, m in published if m.get("rows")]
+        with_rows = [(v, m) for v, m in published if commits(m)]
         if not with_rows:
             if table is not None:
                 raise self.not_ours(table)

@@ -108,6 +108,15 @@ class MessageWriter:
             if i < n:
                 self.flush()  # the next record does not fit
 
+    def empty(self) -> WrittenBody:
+        """Write a container file of no records (the header alone: an Avro file of no
+        blocks), the message of a full image of an empty snapshot."""
+        path = paths.join(self.folder, f"{uuid.uuid4().hex}.avro")
+        paths.write_bytes(path, self.header)
+        written = WrittenBody(path, 0, len(self.header), hashlib.sha256(self.header).hexdigest())
+        self.written.append(written)
+        return written
+
     def flush(self) -> None:
         """Write the pending records as one container file (nothing when none are pending)."""
         if not self._records:

@@ -266,7 +266,9 @@ class KafkaSink(Sink):
         layout = avro_layout(changes.schema, self.table.keys, self.record_name, logical=logical, table=self.table.name)
         scan_from = topic_id = None
         parts: list[dict[str, Any]] = []
-        if changes.rows:
+        # a full image of an empty snapshot is sent too (one message of no records, marked
+        # initial): a consumer empties its table, as it does before any full image
+        if changes.rows or changes.initial:
             scan_from, topic_id = self._scan_from(history)
             parts = stage_parts(
                 changes,

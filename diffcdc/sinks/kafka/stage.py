@@ -95,6 +95,9 @@ def stage_parts(
         dict(zip(("index", "path", "records", "bytes", "sha256"), r))
         for r in sorted(done, key=lambda r: (r[0], r[1]))
     ]
+    if not rows and changes.initial:  # a full image of an empty snapshot: one empty message
+        w = MessageWriter(scratch.folder, header, sync, max_records, max_bytes).empty()
+        rows = [{"index": 0, "path": w.path, "records": 0, "bytes": w.bytes, "sha256": w.sha256}]
     staged = StagedFolder(spark, staging_dir, table=table)
     parts: list[dict[str, Any]] = []
     for number, row in enumerate(rows, start=1):
