@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from diffcdc.state.store import TableState
+from tests.support.history import DEFAULT, Names
 
 
 @dataclass
@@ -154,9 +155,10 @@ def _history_entry(root: str, servers: dict[str, Any]) -> dict[str, Any]:
             "mode": "scd2"}
 
 
-def _history_once(state: TableState, sink_id: str, servers: dict[str, Any]) -> None:
-    """One Delta commit per diffcdc version with changes; the history's rules hold, and as of
-    every version since the sink's last full image it is exactly that version's snapshot."""
+def history_once(state: TableState, sink_id: str, names: Names = DEFAULT) -> None:
+    """One Delta commit per diffcdc version with changes since the sink's last full image; the
+    history's rules hold (with ``names``: its column names, sentinels and tombstones), and as
+    of every version since that image it is exactly that version's snapshot."""
     import pyarrow.parquet as pq
     from deltalake import DeltaTable
 
@@ -172,16 +174,20 @@ def _history_once(state: TableState, sink_id: str, servers: dict[str, Any]) -> N
                  and c.record.sinks[sink_id].manifest.get("rows")]
     assert sorted(tagged, key=int)[-len(with_rows):] == with_rows, (tagged, with_rows)
     rows = history_rows(manifest["target"])
-    check_history(rows, commits[-1].record.keys)
+    check_history(rows, commits[-1].record.keys, names=names)
     for commit in commits:  # (a DataFrame's snapshot is no file: verify checks the head)
         if commit.version >= start and os.path.exists(commit.record.snapshot_path or ""):
             data = pq.read_table(commit.record.snapshot_path)
-            then = as_of(rows, commit.version)
+            then = as_of(rows, commit.version, names)
             # a column added later is NULL in the rows of earlier versions
             later = {c for r in then for c in r} - set(data.column_names)
             assert all(r[c] is None for r in then for c in later), commit.version
             assert canonical(then, data.column_names) == canonical(data.to_pylist()), (
                 commit.version)
+
+
+def _history_once(state: TableState, sink_id: str, servers: dict[str, Any]) -> None:
+    history_once(state, sink_id)
 
 
 def _kafka_entry(root: str, servers: dict[str, Any]) -> dict[str, Any]:
