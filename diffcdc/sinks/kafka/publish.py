@@ -5,7 +5,9 @@ Every message of a version carries headers naming the table, the version and its
 
 1. ``init_transactions`` with the transactional id the version was staged with (its manifest
    records it; the sink's stable id): the broker fences any earlier producer of the table (a
-   killed run) and aborts its open transaction. A version staged with another id than the
+   killed run) and aborts its open transaction. The sink does this before its target check
+   reads the partition's end (:func:`open_producer`): while a killed run's transaction is
+   open, a ``read_committed`` reader's end is held at its start (Tansu 0.6 answers offset 0). A version staged with another id than the
    sink's last version that sent messages (the default id changed, or the config's) first
    fences that earlier id the same way (``fences`` in its manifest);
 2. read the sink's partition ``read_committed`` from the offset recorded at stage time (the
@@ -120,22 +122,37 @@ def _read_part(staging_dir: str, part: dict[str, Any], table: str) -> bytes:
     return body
 
 
-def publish_version(
-    clients: KafkaClients, version: int, manifest: dict[str, Any], staging_dir: str
-) -> int:
-    """Publish the staged parts of ``version`` that are not in the topic yet; return how many."""
-    if not manifest["parts"]:
-        return 0
-    config, table, timeout = clients.config, clients.table, clients.timeout
+def open_producer(clients: KafkaClients, manifest: dict[str, Any]) -> Producer:
+    """The transactional producer a staged version is published with, initialised: the
+    earlier producers of its id (and of ``fences``) are fenced and a killed run's open
+    transaction is aborted. Done before the topic's end is read: an open transaction holds a
+    ``read_committed`` reader's end at its start (on Tansu 0.6 at offset 0)."""
     txn = manifest.get("transactional_id") or clients.legacy_transactional_id
     fences = manifest.get("fences")
     if fences and fences != txn:
         _fence(clients, fences)
     producer = clients.producer(txn)
     try:
-        producer.init_transactions(timeout)
+        producer.init_transactions(clients.timeout)
     except KafkaException as exc:
         raise clients.error(exc, "starting the transactional producer") from None
+    return producer
+
+
+def publish_version(
+    clients: KafkaClients,
+    version: int,
+    manifest: dict[str, Any],
+    staging_dir: str,
+    producer: Producer | None = None,
+) -> int:
+    """Publish the staged parts of ``version`` that are not in the topic yet; return how many
+    (``producer``: one :func:`open_producer` gave for this manifest; None: open it here)."""
+    if not manifest["parts"]:
+        return 0
+    config, table, timeout = clients.config, clients.table, clients.timeout
+    if producer is None:
+        producer = open_producer(clients, manifest)
     found = published_parts(clients, version, manifest)
     missing = [n for n in range(1, len(manifest["parts"]) + 1) if n not in found]
     if not missing:

@@ -28,6 +28,7 @@ from diffcdc.sinks.kafka.publish import (
     H_VERSION,
     H_WRITER,
     message_key,
+    open_producer,
     publish_version,
     published_parts,
 )
@@ -337,10 +338,14 @@ class KafkaSink(Sink):
         it, in one transaction (see publish.py). The check runs even when ``checked`` (before
         this version's commit): the state's hashing and the other sinks' publishing came in
         between, and a message sent cannot be taken back."""
-        if manifest["parts"]:  # right before sending (protects the topic): changed since?
-            before = [(v, m) for v, m in (history.manifests if history else ()) if v < version]
-            self._verify(before, manifest)
-        publish_version(self.clients, version, manifest, staging_dir)
+        if not manifest["parts"]:
+            return
+        # First fence a killed run's producer (its open transaction is aborted): the check
+        # reads the partition's end, which an open transaction holds back.
+        producer = open_producer(self.clients, manifest)
+        before = [(v, m) for v, m in (history.manifests if history else ()) if v < version]
+        self._verify(before, manifest)  # right before sending (protects the topic): changed since?
+        publish_version(self.clients, version, manifest, staging_dir, producer)
 
     def is_published(self, version: int, manifest: dict[str, Any]) -> bool:
         """Whether a ``read_committed`` reader sees every part of ``version``."""
