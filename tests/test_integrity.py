@@ -44,9 +44,9 @@ def ws(tmp_path):
 def many_parts(spark, monkeypatch):
     """State versions written as several part files (AQE would coalesce them into one, and a
     table this small is classified in one task: see ONE_TASK_BYTES)."""
-    from diffcdc.engine import snapshot
+    from diffcdc.engine import state_write
 
-    monkeypatch.setattr(snapshot, "ONE_TASK_BYTES", -1)
+    monkeypatch.setattr(state_write, "ONE_TASK_BYTES", -1)
     before = spark.conf.get("spark.sql.adaptive.enabled")
     spark.conf.set("spark.sql.adaptive.enabled", "false")
     yield
@@ -439,7 +439,7 @@ def test_the_state_schema_is_known_without_reading_a_footer(spark, tmp_path):
     import datetime as dt
     from decimal import Decimal
 
-    from diffcdc.engine.snapshot import state_schema
+    from diffcdc.engine.state_write import state_schema
 
     ws = Workspace(str(tmp_path), table="T", keys=("k", "AT", "amount"), fingerprint_bits=128)
     schema = pa.schema([("K", pa.string()), ("at", pa.timestamp("us", tz="UTC")),

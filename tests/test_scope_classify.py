@@ -13,7 +13,7 @@ import pytest
 
 from diffcdc.core.classify import CHANGE, DELETE, KEPT, ClassifyScope
 from diffcdc.core.scope import SCOPED, plan_slots
-from diffcdc.engine.snapshot import state_keys, write_state
+from diffcdc.engine.state_write import state_keys, write_state
 from diffcdc.state.commit import Counts
 
 SCHEMA = "id BIGINT, region STRING, n BIGINT, v STRING"

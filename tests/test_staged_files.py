@@ -108,7 +108,7 @@ def test_in_process_and_executor_manifests_agree(spark, tmp_path, monkeypatch):
 
 
 def test_a_small_state_is_counted_in_process_as_spark_counts_it(spark, tmp_path, monkeypatch):
-    from diffcdc.engine.snapshot import write_state
+    from diffcdc.engine.state_write import write_state
 
     rows = [(1, "a"), (2, None), (None, "c"), (3, "d"), (3, "e"), (4, "f")]
     df = spark.createDataFrame(rows, "id long, v string").repartition(2)

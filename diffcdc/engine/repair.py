@@ -29,7 +29,7 @@ from diffcdc.config import TableConfig
 from diffcdc.core.fingerprint import FINGERPRINT_VERSION
 from diffcdc.engine.recreate import HashRule, refingerprint
 from diffcdc.engine.scope import recorded_scope
-from diffcdc.engine.snapshot import state_schema, write_state
+from diffcdc.engine.state_write import state_schema, write_state
 from diffcdc.errors import StateError
 from diffcdc.sources.base import PendingSnapshot, Source
 from diffcdc.sources.registry import source_plugin

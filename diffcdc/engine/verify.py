@@ -12,7 +12,7 @@ from diffcdc.core.classify import CHANGE, KEPT
 from diffcdc.core.compare import VerifyResult, arrow_rows, compare, set_apart_kept
 from diffcdc.core.normalize import NO_RULES, Normalizers, compared_value
 from diffcdc.core.sql import quote
-from diffcdc.engine.snapshot import state_schema
+from diffcdc.engine.state_write import state_schema
 from diffcdc.errors import InputRefused, UsageError
 from diffcdc.sinks.base import Sink, SinkTable
 from diffcdc.sinks.registry import build_sink

@@ -91,7 +91,7 @@ class ChangeSet:
     #: The snapshot's as-of time, UTC (None: its source gave none).
     snapshot_time: dt.datetime | None = None
     #: The change set comes from a small table's diff made in one task (see
-    #: :data:`~diffcdc.core.classify.ONE_TASK_BYTES`): a sink that needs it in one partition
+    #: :data:`~diffcdc.engine.state_write.ONE_TASK_BYTES`): a sink that needs it in one partition
     #: merges its partitions where they are (``coalesce(1)``) instead of shuffling it.
     one_task: bool = False
 
