@@ -299,6 +299,31 @@ def _demo_options(p: argparse.ArgumentParser) -> None:
 DEMO = Command("demo", "run a small end-to-end example", "diffcdc.cli.demo:cmd_demo",
                _demo_options)
 
+def _report_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--debug", action="store_true", help="show the full trace on errors")
+    p.add_argument("--quiet", action="store_true", help="no line saying where it was written")
+    p.add_argument("--config", help="TOML config: every configured table and its state root")
+    p.add_argument("--state", "--state-root", dest="state", default=None, metavar="ROOT",
+                   help="state root (default: the config's, else ./state)")
+    p.add_argument("--table", type=TABLE, action="append", default=[],
+                   help="only this table (repeatable; default every table)")
+    p.add_argument("--output", required=True, metavar="FILE", help="the HTML file to write")
+    p.add_argument("--runs", type=int, default=60, metavar="N",
+                   help="each table's newest N run reports shown (default 60)")
+
+
+REPORT = Command(
+    "report", "write one self-contained HTML report of every table (charts, runs, sinks)",
+    "diffcdc.cli.report:cmd_report", _report_options,
+    description="Reads state (and, with --config, the source folders), like 'status': per "
+    "table its versions with charts of the rows inserted, updated and deleted, run durations, "
+    "quality gate outcomes and overrides, the most-changed columns where a Delta sink keeps "
+    "them, each sink's published version and backlog, failed runs and their hints. One HTML "
+    "file, nothing fetched when it is opened. Needs the report extra (pip install "
+    "'diffcdc[report]').",
+)
+
 #: Every command, in the order ``diffcdc --help`` lists them.
-COMMANDS: tuple[Command, ...] = (RUN, RELOAD, ROLLBACK, DROP, PLAN, STATUS, VERIFY, REPAIR, DEMO)
+COMMANDS: tuple[Command, ...] = (RUN, RELOAD, ROLLBACK, DROP, PLAN, STATUS, REPORT, VERIFY,
+                                 REPAIR, DEMO)
 BY_NAME = {c.name: c for c in COMMANDS}

@@ -12,21 +12,14 @@ from diffcdc.errors import DiffcdcError, UsageError
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from diffcdc.engine.status import table_status
-
     state_root, sources = _where(args)
-    _check_root(state_root, args)
+    check_root(state_root, args)
     # With --source, the table is named by the operator: shown (its waiting snapshots) before
     # its first run too.
     configured = list(sources) if args.config or args.source else []
     # With a config, tables are their state folders (``<schema>.schema.<Table>``), as in state.
     only = next(iter(sources)) if args.config and args.table else args.table
-    tables = table_status(state_root, only, configured=configured)
-    if only and not tables:
-        _unknown_table(state_root, only, args)
-    for entry in tables:
-        source = sources.get(entry["table"])
-        entry["waiting"], entry["waiting_error"] = _waiting(state_root, entry["table"], source)
+    tables = status_entries(state_root, sources, only, configured, args)
     if args.json:
         print(json.dumps({"state": str(state_root), "tables": tables}, indent=1, default=str))
         return 0
@@ -36,6 +29,26 @@ def cmd_status(args: argparse.Namespace) -> int:
         return 0
     print(format_status(tables))
     return 0
+
+
+def status_entries(state_root: Any, sources: dict[str, _Listed | None], only: str | None,
+                   configured: list[str], args: argparse.Namespace) -> list[dict[str, Any]]:
+    """``status --json``'s ``tables``: each table's entry with the snapshots waiting in its
+    source (``diffcdc report`` shows these very entries)."""
+    from diffcdc.engine.status import table_status
+
+    tables = table_status(state_root, only, configured=configured)
+    if only and not tables:
+        _unknown_table(state_root, only, args)
+    for entry in tables:
+        source = sources.get(entry["table"])
+        entry["waiting"], entry["waiting_error"] = _waiting(state_root, entry["table"], source)
+    return tables
+
+
+def listed_sources(tables: Any) -> dict[str, _Listed | None]:
+    """Each configured table's source whose waiting snapshots ``status`` lists."""
+    return {t.state_name: _listed(t.state_name, t.source) for t in tables}
 
 
 @dataclass(frozen=True)
@@ -65,9 +78,7 @@ def _where(args: argparse.Namespace) -> tuple[Any, dict[str, _Listed | None]]:
 
         config = load_config(args.config)
         tables = [config_table(config, args.table, args.config)] if args.table else config.tables
-        return state_root_of(args.state, config), {
-            t.state_name: _listed(t.state_name, t.source) for t in tables
-        }
+        return state_root_of(args.state, config), listed_sources(tables)
     if args.source:
         if not args.table:
             raise UsageError("status --source needs --table (the table whose snapshots wait "
@@ -89,7 +100,7 @@ def _unknown_table(state_root: Any, name: str, args: argparse.Namespace) -> None
     )
 
 
-def _check_root(state_root: Any, args: argparse.Namespace) -> None:
+def check_root(state_root: Any, args: argparse.Namespace) -> None:
     """Refuse a local state root that is not there (a typo, the wrong working directory);
     with ``--config`` and its own state root, a root not made yet means nothing ran yet."""
     import os

@@ -57,6 +57,22 @@ class TableReports:
                     return report
         return None
 
+    def newest(self, limit: int) -> list[dict[str, Any]]:
+        """The newest ``limit`` run reports in ``reports/``, newest first (their names start
+        with the run's UTC start time); one that is not valid JSON is left out."""
+        out: list[dict[str, Any]] = []
+        for name in reversed(self.storage.names("reports")):
+            if len(out) >= limit:
+                break
+            if name.endswith(".json") and not name.startswith("."):
+                try:
+                    report = self._read(f"reports/{name}")
+                except ValueError:
+                    continue
+                if report is not None:
+                    out.append(report)
+        return out
+
     def _read(self, path: str) -> dict[str, Any] | None:
         """The JSON object at ``path``, or None; ValueError when it is not valid JSON."""
         document = self.storage.read_json(path)

@@ -1,0 +1,81 @@
+"""``diffcdc report``: one self-contained HTML file of every table's versions, runs, gate
+outcomes, sinks and failures (reads state only; docs/report.md)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any
+
+from diffcdc.cli.common import config_table, state_root_of
+from diffcdc.errors import StorageError, UsageError
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from diffcdc.cli.status import check_root, listed_sources, status_entries
+    from diffcdc.extras import require
+    from diffcdc.report import REPORT
+    from diffcdc.report.read import read_report, write_file
+    from diffcdc.report.render import render_html
+
+    require(REPORT)
+    _check_output(args.output)
+    if args.runs < 1:
+        raise UsageError(f"--runs {args.runs}: give 1 or more run reports per table",
+                         hint="--runs 60 (the default) reads each table's newest 60 runs")
+    names = list(dict.fromkeys(args.table or ()))
+    places: dict[str, dict[str, Any]] = {}
+    if args.config:
+        from diffcdc.config_file import load_config
+
+        config = load_config(args.config)
+        tables = [config_table(config, n, args.config) for n in names] if names \
+            else config.tables
+        state_root = state_root_of(args.state, config)
+        sources = listed_sources(tables)
+        names = [t.state_name for t in tables] if names else []
+        places = {t.state_name: _delta_places(t) for t in tables}
+    else:
+        state_root, sources = state_root_of(args.state, None), {}
+    check_root(state_root, args)
+    entries = status_entries(state_root, sources, None, list(sources), args)
+    if names:
+        known = {e["table"] for e in entries}
+        missing = [n for n in names if n not in known]
+        if missing:
+            raise UsageError(
+                f"--table {missing[0]} is not a table of the state root {state_root.location}: "
+                + (f"its tables are {', '.join(sorted(known))}" if known else "it holds none"),
+                hint="check --table (a table with a schema is <schema>.schema.<Table> here) "
+                "and --state")
+        entries = [e for e in entries if e["table"] in names]
+    html = render_html(read_report(state_root, entries, runs=args.runs, places=places))
+    try:
+        write_file(args.output, html)
+    except OSError as exc:
+        raise StorageError(f"the report could not be written to {args.output}: "
+                           f"{exc.strerror or exc}", path=args.output,
+                           hint="check the folder's free space and permissions") from exc
+    if not args.quiet:
+        print(f"report of {len(entries)} table(s) written to {args.output} "
+              f"({len(html.encode('utf-8')):,} bytes)")
+    return 0
+
+
+def _check_output(path: str) -> None:
+    """Refuse an output whose folder is not there, or a folder, before anything is read."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise UsageError(f"--output {path} is a folder", path=path,
+                         hint="give a file name, e.g. --output report.html")
+    if not os.path.isdir(folder):
+        raise UsageError(f"--output {path}: the folder {folder} does not exist", path=path,
+                         hint="create the folder first, or write the report elsewhere")
+
+
+def _delta_places(table: Any) -> dict[str, Any]:
+    """Where each configured Delta sink's tables are, and their storage options."""
+    from diffcdc.report.columns import DeltaPlace
+
+    return {sink.sink_id: DeltaPlace(sink.path, sink.changelog_path, dict(sink.storage_options))
+            for sink in table.sinks if getattr(sink, "type", None) == "delta"}
