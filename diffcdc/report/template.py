@@ -99,7 +99,7 @@ details > summary { cursor: pointer; color: #1565c0; margin: .4em 0; }
 <dt>waiting</dt><dd data-field="waiting">{% if t.waiting is none %}?{% else %}{{ t.waiting|length }}{% if t.waiting %}: {{ t.waiting|join(", ") }}{% endif %}{% endif %}</dd>
 {% if t.waiting_error %}<dt>source</dt><dd class="bad">{{ t.waiting_error }}</dd>{% endif %}
 <dt>published</dt><dd data-field="unpublished">{% if t.unpublished %}<span class="bad">version {{ t.version }} not yet published by every sink: the next run finishes it</span>{% elif t.version is not none %}<span class="good">every sink</span>{% else %}-{% endif %}</dd>
-{% if t.gate %}<dt>quality gate</dt><dd data-field="gate">{{ t.gate }}</dd>{% endif %}
+<dt>quality gate</dt><dd data-field="gate">{{ t.gate or "-" }}</dd>
 {% for item in t.pending %}<dt>pending</dt><dd class="warn" data-field="pending">{{ item }}</dd>{% endfor %}
 </dl>
 
