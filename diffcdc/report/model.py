@@ -68,6 +68,12 @@ class RunRow:
     exit_code: int | None
 
     @property
+    def notable(self) -> bool:
+        """Its gate did more than pass: a check refused, overridden or warned, or an override
+        was given."""
+        return bool(self.checks or self.overrides)
+
+    @property
     def refused(self) -> bool:
         """Input refused (exit 3: a quality gate, a bad snapshot, a schema change)."""
         return self.exit_code == 3

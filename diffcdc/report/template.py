@@ -166,15 +166,17 @@ columns.</p>
 
 <h3>Quality gate outcomes and overrides</h3>
 {% set gated = t.runs|selectattr("gate")|list %}
-{% if gated %}
+{% set notable = gated|selectattr("notable")|list %}
+<p data-field="gate-runs">{{ gated|length - notable|length }} of the {{ gated|length }} run(s) with a gate result passed it without a warning or an override.</p>
+{% if notable %}
 <table class="gate"><thead><tr><th>run started</th><th>outcome</th><th>gate</th><th>overrides</th><th>checks that did not pass</th></tr></thead><tbody>
-{% for r in gated %}
+{% for r in notable %}
 <tr data-run-id="{{ r.run_id }}"><td>{{ r.started_at }}</td><td{% if r.refused %} class="bad"{% endif %}>{{ r.outcome }}</td><td>{{ r.gate }}</td>
 <td>{{ r.overrides|join(", ") or "-" }}</td>
 <td>{% for c in r.checks %}<div class="{{ 'bad' if c.outcome == 'refused' else 'warn' }}">{{ c.stage }}: {{ c.name }} {{ c.outcome }} (observed {{ c.observed or "-" }}{% if c.threshold %}, threshold {{ c.threshold }}{% endif %})</div>{% else %}-{% endfor %}</td></tr>
 {% endfor %}
 </tbody></table>
-{% else %}<p>No run report holds a quality gate result.</p>{% endif %}
+{% endif %}
 
 <h3>Failed runs and refusals</h3>
 {% if t.failures %}
