@@ -122,8 +122,15 @@ def test_the_report_opens_offline_with_its_charts_and_status_figures(
         for chart in figures:  # every chart drawn: an svg with marks of a size on screen
             marks = chart.find_elements(By.CSS_SELECTOR, "svg rect")
             assert marks and all(m.size["width"] > 0 and m.size["height"] > 0 for m in marks)
-        versions = section.find_elements(By.CSS_SELECTOR, "table.versions tbody tr")
-        assert max(int(v.get_attribute("data-version")) for v in versions) == entry["version"]
+        # every version as its commit record in the log says (read as JSON, not by diffcdc)
+        shown_versions = [[c.get_attribute("textContent").strip() for c in row.find_elements(
+            By.TAG_NAME, "td")[:7]] for row in section.find_elements(
+            By.CSS_SELECTOR, "table.versions tbody tr")]
+        assert shown_versions == [[str(c["version"]), c["snapshot_id"], c["committed_at"],
+                                   *(str(c["counts"][k]) for k in ("inserted", "updated",
+                                                                   "deleted", "rows"))]
+                                  for c in reversed(_commits(tmp_path, name))]
+        assert int(shown_versions[0][0]) == entry["version"]
         row = overview[name]
         assert row.find_elements(By.TAG_NAME, "td")[1].text == _shown(entry["version"])
 
@@ -156,6 +163,13 @@ def test_the_report_opens_offline_with_its_charts_and_status_figures(
     assert any("delete_ratio refused" in r.text for r in gate_rows)
 
 
+def _commits(base, table: str) -> list[dict]:
+    """The table's commit records, read straight from its log (oldest first)."""
+    folder = base / "state" / table / "log"
+    return [json.loads((folder / n).read_text()) for n in sorted(os.listdir(folder))
+            if n.endswith(".json") and n.count(".") == 1]
+
+
 def _reports(base, table: str) -> list[dict]:
     """The table's run reports, read straight from its state folder."""
     folder = base / "state" / table / "reports"
@@ -173,7 +187,7 @@ def test_a_report_refused_before_anything_is_read_is_one_line_exit_2(tmp_path, c
         (["--output", str(tmp_path)], "is a folder", "give a file name"),
         (["--output", str(tmp_path / "r.html"), "--table", "B"], "--table B is not a table",
          "check --table"),
-        (["--output", str(tmp_path / "r.html"), "--runs", "0"], "--runs 0", "--runs 60"),
+        (["--output", str(tmp_path / "r.html"), "--last", "0"], "--last 0", "--last 60"),
     ]
     for extra, says, hint in cases:
         assert main(["report", *state, *extra]) == 2

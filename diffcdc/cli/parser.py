@@ -308,8 +308,8 @@ def _report_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--table", type=TABLE, action="append", default=[],
                    help="only this table (repeatable; default every table)")
     p.add_argument("--output", required=True, metavar="FILE", help="the HTML file to write")
-    p.add_argument("--runs", type=int, default=60, metavar="N",
-                   help="each table's newest N run reports shown (default 60)")
+    p.add_argument("--last", type=int, default=60, metavar="N",
+                   help="each table's newest N versions and N runs shown (default 60)")
 
 
 REPORT = Command(

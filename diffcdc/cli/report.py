@@ -20,9 +20,10 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     require(REPORT)
     _check_output(args.output)
-    if args.runs < 1:
-        raise UsageError(f"--runs {args.runs}: give 1 or more run reports per table",
-                         hint="--runs 60 (the default) reads each table's newest 60 runs")
+    if args.last < 1:
+        raise UsageError(f"--last {args.last}: give 1 or more versions and runs per table",
+                         hint="--last 60 (the default) shows each table's newest 60 versions "
+                         "and runs")
     names = list(dict.fromkeys(args.table or ()))
     places: dict[str, dict[str, Any]] = {}
     if args.config:
@@ -49,7 +50,7 @@ def cmd_report(args: argparse.Namespace) -> int:
                 hint="check --table (a table with a schema is <schema>.schema.<Table> here) "
                 "and --state")
         entries = [e for e in entries if e["table"] in names]
-    html = render_html(read_report(state_root, entries, runs=args.runs, places=places))
+    html = render_html(read_report(state_root, entries, last=args.last, places=places))
     try:
         write_file(args.output, html)
     except OSError as exc:

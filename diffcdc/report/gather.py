@@ -2,9 +2,8 @@
 
 A table's figures are ``status``'s own (:func:`diffcdc.engine.status.table_status`'s entry,
 read once by :mod:`.read`), never computed a second time; what ``status`` does not show comes
-from the same records: each version from its commit record (counts, time), a version pruned
-from state from the run report that committed it, each run from its report, each sink's
-backlog from :func:`diffcdc.state.records.sink_backlog`.
+from the same records: each version from its commit record (counts, time), each run from its
+report, each sink's backlog from :func:`diffcdc.state.records.sink_backlog`.
 """
 
 from __future__ import annotations
@@ -27,10 +26,10 @@ from diffcdc.state.records import Commit, sink_backlog, sink_chain
 
 
 def table_view(entry: Mapping[str, Any], commits: Sequence[Commit],
-               reports: Sequence[Mapping[str, Any]], columns: Sequence[ColumnChanges] = ()
-               ) -> TableView:
+               reports: Sequence[Mapping[str, Any]], columns: Sequence[ColumnChanges] = (),
+               last: int = 60) -> TableView:
     """One table's view: ``entry`` is its ``status --json`` entry, ``commits`` its commit log
-    (oldest first), ``reports`` its run reports (newest first)."""
+    (oldest first), ``reports`` its newest run reports (newest first); ``last`` versions."""
     waiting = entry.get("waiting")
     return TableView(
         table=str(entry["table"]),
@@ -47,7 +46,7 @@ def table_view(entry: Mapping[str, Any], commits: Sequence[Commit],
         last_run=run_summary(entry.get("last_run") or {}),
         last_change=run_summary(entry.get("last_change") or {}),
         sinks=tuple(sink_row(s, commits) for s in entry.get("sinks") or ()),
-        versions=tuple(versions(commits, reports)),
+        versions=tuple(versions(commits, reports, last)),
         runs=tuple(run_row(r) for r in reports),
         columns=tuple(columns),
     )
@@ -79,35 +78,20 @@ def sink_row(sink: Mapping[str, Any], commits: Sequence[Commit]) -> SinkRow:
     )
 
 
-def versions(commits: Sequence[Commit], reports: Sequence[Mapping[str, Any]]
+def versions(commits: Sequence[Commit], reports: Sequence[Mapping[str, Any]], last: int
              ) -> list[VersionPoint]:
-    """Every version the commit log or a run report knows, oldest first: a kept version from
-    its commit record (its counts and commit time, its run's seconds where reported), a pruned
-    one from the report of the run that committed it."""
-    steps: dict[tuple[int, str], tuple[Mapping[str, Any], Mapping[str, Any]]] = {}
-    for report in reports:
-        for snap in report.get("snapshots") or ():
-            steps.setdefault((int(snap["version"]), str(snap["snapshot_id"])), (report, snap))
-    points: dict[tuple[int, str], VersionPoint] = {}
-    for (version, snapshot_id), (report, snap) in steps.items():
-        points[(version, snapshot_id)] = VersionPoint(
-            version=version, snapshot_id=snapshot_id, at=str(report.get("started_at") or ""),
-            inserted=int(snap["inserted"]), updated=int(snap["updated"]),
-            deleted=int(snap["deleted"]), rows=snap.get("rows"), seconds=snap.get("seconds"),
-            recreated=snap.get("recreated"),
-        )
-    for commit in commits:
-        record, key = commit.record, (commit.version, commit.snapshot_id)
-        step = steps.get(key)
-        points[key] = VersionPoint(
-            version=record.version, snapshot_id=record.snapshot_id,
-            at=record.committed_at or (points[key].at if key in points else ""),
-            inserted=record.counts.inserted, updated=record.counts.updated,
-            deleted=record.counts.deleted, rows=record.counts.rows,
-            seconds=step[1].get("seconds") if step else None,
-            recreated=record.recreate.reason if record.recreate else None,
-        )
-    return sorted(points.values(), key=lambda p: (p.at, p.version))
+    """The newest ``last`` versions, oldest first, from their commit records (the log keeps
+    every record; ``keep_versions`` prunes the versions' data only), each with the seconds its
+    snapshot took where the run report that committed it is among ``reports``."""
+    seconds = {(int(snap["version"]), str(snap["snapshot_id"])): snap.get("seconds")
+               for report in reports for snap in report.get("snapshots") or ()}
+    return [VersionPoint(
+        version=c.version, snapshot_id=c.snapshot_id, at=c.record.committed_at or "",
+        inserted=c.record.counts.inserted, updated=c.record.counts.updated,
+        deleted=c.record.counts.deleted, rows=c.record.counts.rows,
+        seconds=seconds.get((c.version, c.snapshot_id)),
+        recreated=c.record.recreate.reason if c.record.recreate else None,
+    ) for c in commits[-last:]]
 
 
 def run_row(report: Mapping[str, Any]) -> RunRow:

@@ -27,12 +27,12 @@ class VersionPoint:
 
     version: int
     snapshot_id: str
-    at: str  #: committed (the commit record) or, for a version no longer kept, its run's start
+    at: str  #: when it was committed ("": a record from before commit times)
     inserted: int
     updated: int
     deleted: int
     rows: int | None
-    seconds: float | None  #: the snapshot's step in its run (None: its run left no report)
+    seconds: float | None  #: the snapshot's step in its run (None: its run report not read)
     recreated: str | None = None
 
 
@@ -126,8 +126,8 @@ class TableView:
     last_run: RunSummary | None
     last_change: RunSummary | None
     sinks: tuple[SinkRow, ...]
-    versions: tuple[VersionPoint, ...]  #: oldest first
-    runs: tuple[RunRow, ...]  #: newest first
+    versions: tuple[VersionPoint, ...]  #: the newest ones, oldest first
+    runs: tuple[RunRow, ...]  #: the newest ones, newest first
     columns: tuple[ColumnChanges, ...]
 
     @property
@@ -146,5 +146,5 @@ class Report:
     state: str
     generated_at: str
     diffcdc_version: str
-    runs_read: int  #: at most this many newest run reports per table
+    last: int  #: at most this many newest versions and run reports per table
     tables: tuple[TableView, ...]

@@ -16,24 +16,25 @@ from diffcdc.state.records import now_iso
 from diffcdc.state.root import StateRoot
 from diffcdc.state.store import TableState
 
-#: The newest run reports read per table by default (each one small JSON document).
-RUNS = 60
+#: The newest versions and run reports shown per table by default (a report over 500 tables
+#: stays a few MB).
+LAST = 60
 
 #: Per table (its state folder name), per sink id: where a configured Delta sink's tables are.
 Places = Mapping[str, Mapping[str, DeltaPlace]]
 
 
 def read_report(state_root: StateRoot, entries: Sequence[Mapping[str, Any]], *,
-                runs: int = RUNS, places: Places | None = None) -> Report:
+                last: int = LAST, places: Places | None = None) -> Report:
     """The report of the tables ``entries`` (``status --json``'s entries, in its order);
     ``places``: the configured Delta sinks' tables (default: where the head commit says)."""
-    tables = tuple(_table(state_root, entry, runs, (places or {}).get(str(entry["table"]), {}))
+    tables = tuple(_table(state_root, entry, last, (places or {}).get(str(entry["table"]), {}))
                    for entry in entries)
     return Report(state=str(state_root.location), generated_at=now_iso(),
-                  diffcdc_version=__version__, runs_read=runs, tables=tables)
+                  diffcdc_version=__version__, last=last, tables=tables)
 
 
-def _table(state_root: StateRoot, entry: Mapping[str, Any], runs: int,
+def _table(state_root: StateRoot, entry: Mapping[str, Any], last: int,
            places: Mapping[str, DeltaPlace]) -> TableView:
     state = TableState(state_root, str(entry["table"]))
     commits = state.commits()
@@ -43,7 +44,7 @@ def _table(state_root: StateRoot, entry: Mapping[str, Any], runs: int,
             found = changed_columns(sink_id, sink, places.get(sink_id))
             if found is not None:
                 columns.append(found)
-    return table_view(entry, commits, state.reports.newest(runs), columns)
+    return table_view(entry, commits, state.reports.newest(last), columns, last)
 
 
 def write_file(path: str, text: str) -> None:

@@ -63,7 +63,7 @@ details > summary { cursor: pointer; color: #1565c0; margin: .4em 0; }
 <h1>diffcdc report</h1>
 <p class="meta">State root <code data-field="state">{{ report.state }}</code>; made
 {{ report.generated_at }} by diffcdc {{ report.diffcdc_version }}; the newest
-{{ report.runs_read }} run reports of each table. Figures are those of
+{{ report.last }} versions and run reports of each table. Figures are those of
 <code>diffcdc status --json</code>.</p>
 {% if not report.tables %}<p>No tables in this state root.</p>{% endif %}
 {% if report.tables %}
