@@ -82,6 +82,16 @@ def test_the_reports_records_are_status_figures_and_the_states_own(tmp_path, cap
     assert columns.problem is None and counted
     assert {c.column: c.updates for c in columns.counts} == dict(counted)
 
+    # --last 1: the head version, its run, the columns of the rows it wrote
+    (newest,) = read_report(StateRoot(str(tmp_path / "state")), [entry], last=1).tables
+    assert [p.version for p in newest.versions] == [entry["version"]]
+    assert [r.run_id for r in newest.runs] == [runs[-1]["run_id"]]
+    opened = [row for row, start in zip(history.column("__CHANGED_COLUMNS").to_pylist(),
+                                        history.column("__START_AT").to_pylist())
+              if row and start >= entry["version"]]
+    assert {c.column: c.updates for c in newest.columns[0].counts} == dict(
+        Counter(c for row in opened for c in row)) != dict(counted)
+
     hostile = dataclasses.replace(view, table='<script>alert("x")</script>', gate="<b>&")
     page = render_html(dataclasses.replace(report, tables=(hostile,)))
     assert "<script" not in page and "&lt;script&gt;" in page and "&lt;b&gt;&amp;" in page

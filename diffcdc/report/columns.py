@@ -2,7 +2,8 @@
 changelog table (``changelog_path``: ``__CHANGED_COLUMNS`` on each update's post-image row) or
 its history table (``mode = "scd2"``: the layout's changed-columns column on each row an update
 opened). Nothing else records which columns changed: state keeps one fingerprint per key, the
-commit records and run reports count rows, not columns. Reads that one list column only.
+commit records and run reports count rows, not columns. Reads that list column (and the
+version column it is filtered on) only.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from diffcdc.report.gather import column_counts
 from diffcdc.report.model import ColumnChanges
 from diffcdc.state.commit import SinkEntry
 
+#: The changelog table's column of the diffcdc version (:func:`diffcdc.sinks.delta.feed.append_changelog`).
+CHANGELOG_VERSION = "_diffcdc_version"
 #: At most this many columns are listed per sink.
 TOP = 10
 
@@ -31,44 +34,59 @@ class DeltaPlace:
     storage_options: Mapping[str, str] = field(default_factory=dict)
 
 
-def where_kept(entry: SinkEntry, place: DeltaPlace | None = None) -> tuple[str, str] | None:
-    """The Delta table and column holding a sink's changed-column lists (None: it keeps none)."""
+@dataclass(frozen=True)
+class Kept:
+    """Where a sink keeps its changed-column lists."""
+
+    path: str  #: the Delta table
+    column: str  #: its list column
+    version: str  #: its column of the diffcdc version that wrote the row
+
+
+def where_kept(entry: SinkEntry, place: DeltaPlace | None = None) -> Kept | None:
+    """The Delta table and columns holding a sink's changed-column lists (None: it keeps
+    none)."""
     manifest = entry.manifest
     if entry.type != "delta":
         return None
     if manifest.get("mode") == "scd2" and manifest.get("target"):
-        return (place.path if place else str(manifest["target"])), HistoryLayout.from_record(
-            manifest.get("layout")).changed_columns
+        layout = HistoryLayout.from_record(manifest.get("layout"))
+        return Kept(place.path if place else str(manifest["target"]), layout.changed_columns,
+                    layout.start_at)
     changelog = place.changelog_path if place else manifest.get("changelog")
     if changelog:
-        return str(changelog), CHANGED_COLUMNS
+        return Kept(str(changelog), CHANGED_COLUMNS, CHANGELOG_VERSION)
     return None
 
 
-def changed_columns(sink_id: str, entry: SinkEntry, place: DeltaPlace | None = None
-                    ) -> ColumnChanges | None:
-    """The sink's most-changed columns (None: it keeps no changed-column lists); a table that
-    cannot be read gives its problem in place of the counts (a report is never refused)."""
+def changed_columns(sink_id: str, entry: SinkEntry, place: DeltaPlace | None = None,
+                    since: int = 1) -> ColumnChanges | None:
+    """The sink's most-changed columns in the rows versions from ``since`` on wrote (None: it
+    keeps no changed-column lists); a table that cannot be read gives its problem in place of
+    the counts (a report is never refused)."""
     kept = where_kept(entry, place)
     if kept is None:
         return None
-    path, column = kept
     try:
-        counts = _count(path, column, dict(place.storage_options) if place else {})
+        counts = _count(kept, since, dict(place.storage_options) if place else {})
     except Exception as exc:  # noqa: BLE001 - any library's error: shown in the report
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        return ColumnChanges(sink_id, path, (), f"{type(exc).__name__}: {first}")
-    return ColumnChanges(sink_id, path, column_counts(counts.items(), TOP))
+        return ColumnChanges(sink_id, kept.path, (), since, f"{type(exc).__name__}: {first}")
+    return ColumnChanges(sink_id, kept.path, column_counts(counts.items(), TOP), since)
 
 
-def _count(path: str, column: str, storage_options: dict[str, str]) -> dict[str, Any]:
+def _count(kept: Kept, since: int, storage_options: dict[str, str]) -> dict[str, Any]:
+    """Per column, the rows of versions ``since`` on that list it: only the two columns are
+    read, and row groups of older versions are skipped by their statistics."""
     import pyarrow.compute as pc
+    import pyarrow.dataset as ds
     from deltalake import DeltaTable
 
     from diffcdc.sinks.delta.feed import files_dataset
 
-    lists = files_dataset(DeltaTable(path, storage_options=storage_options or None),
-                          storage_options).to_table(columns=[column]).column(column)
+    lists = files_dataset(DeltaTable(kept.path, storage_options=storage_options or None),
+                          storage_options).to_table(
+        columns=[kept.column], filter=ds.field(kept.version) >= since).column(kept.column)
     if lists.num_chunks == 0:
         return {}
     values = pc.value_counts(pc.list_flatten(lists))

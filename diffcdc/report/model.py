@@ -105,6 +105,7 @@ class ColumnChanges:
     sink: str
     source: str  #: where they were read (a Delta table)
     counts: tuple[ColumnCount, ...]
+    since: int = 1  #: counted over the rows of this version and later ones
     problem: str | None = None  #: why they could not be read (the report shows it)
 
 

@@ -40,8 +40,9 @@ def _table(state_root: StateRoot, entry: Mapping[str, Any], last: int,
     commits = state.commits()
     columns: list[ColumnChanges] = []
     if commits:
+        since = commits[-last:][0].version  # the versions the report shows
         for sink_id, sink in commits[-1].record.sinks.items():
-            found = changed_columns(sink_id, sink, places.get(sink_id))
+            found = changed_columns(sink_id, sink, places.get(sink_id), since)
             if found is not None:
                 columns.append(found)
     return table_view(entry, commits, state.reports.newest(last), columns, last)

@@ -149,7 +149,7 @@ details > summary { cursor: pointer; color: #1565c0; margin: .4em 0; }
 
 <h3>Most-changed columns</h3>
 {% for c in t.columns %}
-<p class="meta">Sink {{ c.sink }}, read from <code>{{ c.source }}</code>:</p>
+<p class="meta">Sink {{ c.sink }}, versions {{ c.since }} on, read from <code>{{ c.source }}</code>:</p>
 {% if c.problem %}<p class="warn" data-field="columns-problem">not readable: {{ c.problem }}</p>
 {% elif not c.counts %}<p>No update has changed a column yet.</p>
 {% else %}
