@@ -195,6 +195,20 @@ def test_a_report_refused_before_anything_is_read_is_one_line_exit_2(tmp_path, c
         assert len(err.splitlines()) == 1 and err.startswith("diffcdc: error: "), err
         assert says in err and hint in err, err
     assert not (tmp_path / "r.html").exists()
+    # inside a folder diffcdc reads or writes: never written there
+    shutil.copytree(os.path.join(os.path.dirname(__file__), "data", "history_487cccd", "src"),
+                    tmp_path / "src")
+    config = tmp_path / "diffcdc.toml"
+    config.write_text('[diffcdc]\nstate = "state"\n[tables.A]\nsource = "src/A"\n'
+                      'keys = ["id"]\n[[tables.A.sinks]]\ntype = "delta"\npath = "lake/a"\n')
+    for inside, what in (("state/r.html", "the state root"),
+                         ("src/A/r.html", "the source folder of table A"),
+                         ("lake/a/r.html", "the target of sink delta of table A")):
+        os.makedirs(os.path.dirname(tmp_path / inside), exist_ok=True)
+        assert main(["report", "--config", str(config), "--output", str(tmp_path / inside)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and f"lies inside {what}" in err, err
+        assert "write the report outside it" in err and not (tmp_path / inside).exists()
     assert main(["report", "--state", str(tmp_path / "nothing"), "--output",
                  str(tmp_path / "r.html")]) == 2
     assert "the state root" in capsys.readouterr().err

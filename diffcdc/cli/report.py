@@ -37,8 +37,10 @@ def cmd_report(args: argparse.Namespace) -> int:
         names = [t.state_name for t in tables] if names else []
         places = {t.state_name: _delta_places(t) for t in tables}
     else:
+        config = None
         state_root, sources = state_root_of(args.state, None), {}
     check_root(state_root, args)
+    _apart(args.output, _guarded(state_root, config))
     entries = status_entries(state_root, sources, None, list(sources), args)
     if names:
         known = {e["table"] for e in entries}
@@ -72,6 +74,39 @@ def _check_output(path: str) -> None:
     if not os.path.isdir(folder):
         raise UsageError(f"--output {path}: the folder {folder} does not exist", path=path,
                          hint="create the folder first, or write the report elsewhere")
+
+
+def _guarded(state_root: Any, config: Any | None) -> list[tuple[str, str, str]]:
+    """The folders a report must not be written into: (folder, what it is, what would go
+    wrong) for the state root, and with a config each table's source folder and sink folders."""
+    from diffcdc.sinks.targets import FOLDER_KINDS
+    from diffcdc.sources.registry import source_folder
+
+    out = [] if state_root.remote else [
+        (state_root.location, "the state root", "it would lie among the tables' state")]
+    if config is not None and config.state_data:
+        out.append((config.state_data, "the state data folder", "it would lie among state data"))
+    for table in config.tables if config is not None else ():
+        source = source_folder(table)
+        if source is not None:
+            out.append((source, f"the source folder of table {table.name}",
+                        "it would be read as a snapshot"))
+        out += [(owned.target.shown, f"the target of sink {owned.sink} of table {table.name}",
+                 "it would be a foreign file there") for owned in table.targets()
+                if owned.target.kind in FOLDER_KINDS]
+    return out
+
+
+def _apart(output: str, guarded: list[tuple[str, str, str]]) -> None:
+    """Refuse an output inside a folder diffcdc reads or writes (exit 2, nothing read yet)."""
+    from diffcdc.sinks.targets import folder_location
+
+    place = folder_location(output)
+    for folder, what, why in guarded:
+        around = folder_location(folder)
+        if place.startswith(around.rstrip("/") + "/"):
+            raise UsageError(f"--output {output} lies inside {what} {folder}: {why}",
+                             path=output, hint="write the report outside it")
 
 
 def _delta_places(table: Any) -> dict[str, Any]:
