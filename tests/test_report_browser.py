@@ -178,7 +178,7 @@ def _reports(base, table: str) -> list[dict]:
 
 @pytest.mark.slow
 def test_a_report_refused_before_anything_is_read_is_one_line_exit_2(tmp_path, capsys,
-                                                                      cli_logging):
+                                                                      cli_logging, monkeypatch):
     shutil.copytree(os.path.join(os.path.dirname(__file__), "data", "history_487cccd", "state"),
                     tmp_path / "state")
     state = ["--state", str(tmp_path / "state")]
@@ -212,3 +212,11 @@ def test_a_report_refused_before_anything_is_read_is_one_line_exit_2(tmp_path, c
     assert main(["report", "--state", str(tmp_path / "nothing"), "--output",
                  str(tmp_path / "r.html")]) == 2
     assert "the state root" in capsys.readouterr().err
+    with monkeypatch.context() as patch:  # jinja2 not installed
+        from diffcdc import extras
+
+        patch.setattr(extras, "missing", lambda extra: extra.modules[0])
+        assert main(["report", *state, "--output", str(tmp_path / "r.html")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == ("diffcdc: error: diffcdc report needs the jinja2 library (not installed) — "
+                   "pip install 'diffcdc[report]'"), err

@@ -186,6 +186,8 @@ columns.</p>
 <td class="bad" data-field="error">{{ r.error }}</td><td class="hint" data-field="hint">{{ r.hint or "-" }}</td></tr>
 {% endfor %}
 </tbody></table>
+<p class="meta">Each failure's full trace is in its run's log file (<code>_logs/</code> of the
+state root; the last 30 runs are kept).</p>
 {% else %}<p>None in the run reports read.</p>{% endif %}
 
 <details><summary>Versions ({{ t.versions|length }})</summary>
