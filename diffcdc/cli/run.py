@@ -63,7 +63,7 @@ def _run(args: argparse.Namespace, config: RunConfig, requests: dict[str, RunReq
         print(format_summary(dicts))
         print(totals)
     code = max((r.exit_code for r in reports), default=0)
-    observer.finish(reports, code)  # lineage of tables refused before Spark; the metrics file
+    observer.finish(reports, code, time.monotonic() - started)  # lineage of tables refused before Spark; the metrics file
     return code
 
 

@@ -125,7 +125,6 @@ class RunObservers(RunObserver):
         self.config, self.progress = config, progress
         self.metrics_file = metrics_file
         self.lineage = lineage
-        self.started = time.monotonic()
 
     def _lineage(self, call: str, *values: Any) -> None:
         if self.lineage is None:
@@ -162,9 +161,10 @@ class RunObservers(RunObserver):
     def close(self) -> None:
         self.progress.close()
 
-    def finish(self, reports: list[TableReport], exit_code: int) -> None:
-        """The run is over: lineage for the tables refused before Spark, then every event
-        sent (a bounded wait), then the metrics file and its push."""
+    def finish(self, reports: list[TableReport], exit_code: int, seconds: float) -> None:
+        """The run (of ``seconds``, ending with ``exit_code``) is over: lineage for the tables
+        refused before Spark, then every event sent (a bounded wait), then the metrics file
+        and its push."""
         for report in reports:
             self._lineage("ended", report)
         if self.lineage is not None:
@@ -174,18 +174,19 @@ class RunObservers(RunObserver):
         if self.metrics_file is None and gateway is None:
             return
         try:
-            self._metrics(reports, exit_code, gateway)
+            self._metrics(reports, exit_code, seconds, gateway)
         except Exception as exc:  # noqa: BLE001 - metrics never change the run's result
             log.warning("the run's metrics were not written (%s: %s); the run's result "
                         "stands", type(exc).__name__, " ".join(str(exc).split())[:200])
 
-    def _metrics(self, reports: list[TableReport], exit_code: int, gateway: str | None) -> None:
+    def _metrics(self, reports: list[TableReport], exit_code: int, seconds: float,
+                 gateway: str | None) -> None:
         from diffcdc.cli.status import config_status
         from diffcdc.observe.metrics import build_registry, push_metrics, write_metrics
 
         tables = [TableStatusFacts.of(t) for t in config_status(self.config)]
         registry = build_registry(tables, [TableFacts.of(r) for r in reports], exit_code,
-                                  time.time(), time.monotonic() - self.started)
+                                  time.time(), seconds)
         if self.metrics_file is not None:
             write_metrics(registry, self.metrics_file)
         if gateway is not None and self.config.metrics is not None:
