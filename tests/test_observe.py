@@ -292,3 +292,66 @@ def test_datasets_are_named_per_the_openlineage_naming_conventions(tmp_path):
                                           "/landing/T")
     local = folder_dataset(str(tmp_path / "x" / ".." / "landing"))
     assert (local.namespace, local.name) == ("file", str((tmp_path / "landing").resolve()))
+
+
+def test_a_sink_that_cannot_publish_is_its_backlog_and_a_failed_run(spark, tmp_path, monkeypatch,
+                                                                    http_receiver):
+    """A version committed and published to one sink of two: its COMPLETE says which sink got
+    it, the table's failure is a run of its own, and the metrics show the other's backlog."""
+    from diffcdc.cli import main
+    from diffcdc.errors import StorageError
+    from diffcdc.sinks.openmirroring.sink import OpenMirroringSink
+
+    for sid, tag in (("1.parquet", "a"), ("2.parquet", "b")):
+        write(str(tmp_path / "source" / sid), [{"id": i, "v": f"{tag}{i}"} for i in range(3)])
+    config = tmp_path / "diffcdc.toml"
+    config.write_text(f"""
+[diffcdc]
+state = "state"
+
+[lineage]
+url = "{http_receiver.url}"
+
+[tables.T]
+source = "source"
+keys = ["id"]
+
+[[tables.T.sinks]]
+type = "open_mirroring"
+name = "fabric"
+landing = "landing-a"
+
+[[tables.T.sinks]]
+type = "open_mirroring"
+name = "archive"
+landing = "landing-b"
+""")
+    real = OpenMirroringSink.publish
+
+    def failing(self, version, manifest, staging_dir, history, **kwargs):
+        if self.id == "archive" and version == 2:
+            raise StorageError("the archive share is offline", hint="bring it back")
+        return real(self, version, manifest, staging_dir, history, **kwargs)
+
+    monkeypatch.setattr(OpenMirroringSink, "publish", failing)
+    metrics = tmp_path / "m.prom"
+    assert main(["run", "--config", str(config), "--quiet", "--metrics-file", str(metrics)]) == 1
+    events = http_receiver.lineage_events()
+    for event in events:
+        validate_event(event)
+    assert [e["eventType"] for e in events] == ["START", "COMPLETE", "START", "COMPLETE",
+                                                "START", "FAIL"]
+    outputs = {o["name"].rsplit("/", 2)[-2]: o["outputFacets"] for o in events[3]["outputs"]}
+    assert outputs["landing-a"]["diffcdc"]["published"] is True
+    assert outputs["landing-a"]["outputStatistics"]["rowCount"] == 3
+    assert outputs["landing-b"]["diffcdc"]["published"] is False
+    assert "outputStatistics" not in outputs["landing-b"]
+    fail = events[5]["run"]["facets"]
+    assert "archive share is offline" in fail["errorMessage"]["message"]
+    assert fail["diffcdc"]["exitClass"] == "failed"
+    found = _metrics(metrics)
+    backlog = {dict(labels)["sink"]: v for (name, labels), v in found.items()
+               if name == "diffcdc_sink_backlog_versions"}
+    assert backlog == {"fabric": 0, "archive": 1}
+    assert found[("diffcdc_table_last_run_exit_code",
+                  frozenset({("table", "T"), ("exit_class", "failed")}))] == 1

@@ -277,8 +277,7 @@ def _client_config(settings: LineageSettings) -> dict[str, Any] | None:
         "timeout": settings.timeout, "retry": {"total": 0},  # one try: never a run's delay
     }
     if settings.api_key_env:
-        transport["auth"] = {"type": "api_key",
-                             "apiKey": os.environ.get(settings.api_key_env, "")}
+        transport["auth"] = {"type": "api_key", "apiKey": os.environ[settings.api_key_env]}
     return {"transport": transport}
 
 
@@ -302,6 +301,12 @@ class LineageEmitter:
             return None
         where = settings.url if settings is not None and settings.url else \
             os.environ.get("OPENLINEAGE_URL") or "the OpenLineage client's configuration"
+        if settings is not None and settings.api_key_env and \
+                not os.environ.get(settings.api_key_env):
+            log.warning("OpenLineage events are not sent to %s: the environment variable %s "
+                        "([lineage] api_key_env) is not set; the run goes on without them",
+                        where, settings.api_key_env)
+            return None
         try:
             from openlineage.client import OpenLineageClient
 
