@@ -355,3 +355,17 @@ landing = "landing-b"
     assert backlog == {"fabric": 0, "archive": 1}
     assert found[("diffcdc_table_last_run_exit_code",
                   frozenset({("table", "T"), ("exit_class", "failed")}))] == 1
+
+
+@pytest.mark.slow
+def test_an_unreadable_openlineage_yml_is_one_warning_and_no_events(tmp_path):
+    """The client's own configuration file broken: the client would log a traceback and fall
+    back to printing events nowhere; diffcdc says so in one line and sends nothing."""
+    config = _refused_before_spark(tmp_path)
+    plain = _diffcdc(tmp_path, "run", "--config", config)
+    (tmp_path / "openlineage.yml").write_text("transport: [broken\n")
+    done = _diffcdc(tmp_path, "run", "--config", config)
+    assert (done.returncode, _untimed(done.stdout)) == (plain.returncode, _untimed(plain.stdout))
+    extra = [line for line in _messages(done.stderr) if line not in _messages(plain.stderr)]
+    assert len(extra) == 1 and "OpenLineage events are not sent" in extra[0], done.stderr
+    assert "openlineage.yml" in extra[0]

@@ -281,6 +281,19 @@ def _client_config(settings: LineageSettings) -> dict[str, Any] | None:
     return {"transport": transport}
 
 
+class _Heard(logging.Handler):
+    """The OpenLineage client's own complaints while it is made (an unreadable openlineage.yml
+    is logged with a traceback, then it falls back to printing events nowhere visible)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.problem: str | None = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.problem is None:
+            self.problem = record.getMessage()
+
+
 class LineageEmitter:
     """Sends events in a thread of its own, in order; the first failure is one warning line and
     stops the rest (a receiver that is down costs the run nothing more)."""
@@ -300,22 +313,32 @@ class LineageEmitter:
         if settings is None and not configured_elsewhere():
             return None
         where = settings.url if settings is not None and settings.url else \
-            os.environ.get("OPENLINEAGE_URL") or "the OpenLineage client's configuration"
+            os.environ.get("OPENLINEAGE_URL") or "the receiver of the OpenLineage client's configuration"
         if settings is not None and settings.api_key_env and \
                 not os.environ.get(settings.api_key_env):
             log.warning("OpenLineage events are not sent to %s: the environment variable %s "
                         "([lineage] api_key_env) is not set; the run goes on without them",
                         where, settings.api_key_env)
             return None
+        heard = _Heard()
+        client_log = logging.getLogger("openlineage")
+        client_log.addHandler(heard)
+        propagate, client_log.propagate = client_log.propagate, False  # its tracebacks: ours
         try:
             from openlineage.client import OpenLineageClient
 
             client = OpenLineageClient(config=_client_config(settings) if settings else None)
+            if client.transport.kind == "console" and heard.problem:
+                raise ValueError(heard.problem)  # its configuration unreadable: no events
         except Exception as exc:  # noqa: BLE001 - its library, its configuration: one line
             log.warning("OpenLineage events are not sent (%s: %s); the run goes on without "
-                        "them: check [lineage] or the OpenLineage client's configuration "
-                        "(pip install 'diffcdc[lineage]')", where, " ".join(str(exc).split()))
+                        "them: %s", where, " ".join(str(exc).split())[:200],
+                        "pip install 'diffcdc[lineage]'" if isinstance(exc, ImportError) else
+                        "check [lineage] or the OpenLineage client's configuration")
             return None
+        finally:
+            client_log.removeHandler(heard)
+            client_log.propagate = propagate
         return cls(client, where, settings.timeout if settings else DEFAULT_TIMEOUT)
 
     def emit(self, event: RunEvent) -> None:
