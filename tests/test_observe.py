@@ -369,3 +369,54 @@ def test_an_unreadable_openlineage_yml_is_one_warning_and_no_events(tmp_path):
     extra = [line for line in _messages(done.stderr) if line not in _messages(plain.stderr)]
     assert len(extra) == 1 and "OpenLineage events are not sent" in extra[0], done.stderr
     assert "openlineage.yml" in extra[0]
+
+
+class _Recorder:
+    """An emitter that keeps the events (as the receiver would get them) and its closes."""
+
+    def __init__(self) -> None:
+        self.events: list[dict] = []
+        self.closed = 0
+
+    def emit(self, event) -> None:
+        from openlineage.client.serde import Serde
+
+        self.events.append(json.loads(Serde.to_json(event)))
+
+    def close(self) -> None:
+        self.closed += 1
+
+
+def test_runs_still_open_when_the_run_stops_are_aborted_and_a_failed_table_is_a_run(tmp_path):
+    from diffcdc.config_file import load_config
+    from diffcdc.engine.report import TableReport
+    from diffcdc.observe.hook import LineageObserver
+
+    (tmp_path / "src").mkdir()
+    config = load_config(_config_with_source(tmp_path))
+    recorder = _Recorder()
+    observer = LineageObserver(config, recorder, "etl")
+    observer.begin("T", "0001.parquet")
+    observer.begin("T", "0001.parquet")  # the snapshot's next stage: the same run
+    observer.abort()
+    assert [e["eventType"] for e in recorder.events] == ["START", "ABORT"]
+    assert recorder.events[0]["run"]["runId"] == recorder.events[1]["run"]["runId"]
+    assert recorder.closed == 1
+    report = TableReport("T", "r1", "2026-01-01T00:00:00+00:00", outcome="failed",
+                         error={"message": "table T: boom", "exit_code": 1})
+    observer.ended(report)
+    observer.ended(report)  # told twice (the engine, then the command): one run
+    observer.abort()  # nothing open: nothing sent, nothing waited for
+    assert [e["eventType"] for e in recorder.events] == ["START", "ABORT", "START", "FAIL"]
+    assert recorder.closed == 1
+    for event in recorder.events:
+        validate_event(event)
+        assert event["inputs"][0]["name"] == str((tmp_path / "src").resolve())
+    assert recorder.events[3]["run"]["facets"]["diffcdc"]["exitClass"] == "failed"
+
+
+def _config_with_source(base) -> str:
+    path = base / "diffcdc.toml"
+    path.write_text('[diffcdc]\nstate = "state"\nlanding = "landing"\n\n'
+                    '[tables.T]\nsource = "src"\nkeys = ["id"]\n')
+    return str(path)

@@ -102,6 +102,20 @@ class LineageObserver:
             self.emitter.emit(fail_event(job, opened.run_id, now(), TableFacts.of(report),
                                          opened.snapshot_id))
 
+    def abort(self) -> None:
+        """The run is stopped with runs still open (Ctrl-C, an unexpected error): each is
+        ABORTed, and what is queued sent (a bounded wait)."""
+        from diffcdc.observe.lineage import abort_event, now
+
+        with self._lock:
+            opened, self._open = self._open, {}
+        for table, run in opened.items():
+            job = self.job(table)
+            if job is not None:
+                self.emitter.emit(abort_event(job, run.run_id, now(), run.snapshot_id))
+        if opened:
+            self.emitter.close()
+
     def _schema(self, table: str, version: int) -> dict[str, Any] | None:
         """The committed version's snapshot schema, as its commit record keeps it."""
         from diffcdc.state.store import TableState
@@ -160,6 +174,7 @@ class RunObservers(RunObserver):
 
     def close(self) -> None:
         self.progress.close()
+        self._lineage("abort")  # runs still open: the run was stopped before their end
 
     def finish(self, reports: list[TableReport], exit_code: int, seconds: float) -> None:
         """The run (of ``seconds``, ending with ``exit_code``) is over: lineage for the tables

@@ -1,7 +1,7 @@
 """OpenLineage events of a run (docs/lineage.md): per version a table makes, a run of the job
 ``<namespace>/<table>`` — START when its snapshot is read, COMPLETE once it is committed and
 published, FAIL when the table fails before that (also a table refused before any version:
-START + FAIL) — with the source as the input dataset and each sink as an output dataset.
+START + FAIL), ABORT when the run is stopped with it open — with the source as the input dataset and each sink as an output dataset.
 
 The events are built from typed facts with no IO (:func:`start_event`, :func:`complete_event`,
 :func:`fail_event`); :class:`LineageEmitter` sends them through the official client, in a
@@ -240,6 +240,20 @@ def fail_event(job: LineageJob, run_id: str, at: datetime, facts: TableFacts,
             message=facts.error, programmingLanguage="python", producer=PRODUCER)
     return _event("FAIL", job, run_id, at, facets,
                   [_input(job, input_facets=_assertions(facts.refused_gate))],
+                  [OutputDataset(namespace=s.dataset.namespace, name=s.dataset.name)
+                   for s in job.sinks])
+
+
+def abort_event(job: LineageJob, run_id: str, at: datetime, snapshot_id: str | None) -> RunEvent:
+    """The run stopped abnormally (interrupted, or ended by an unexpected error) before its
+    table's outcome was known."""
+    from openlineage.client.event_v2 import OutputDataset
+
+    run_facet, _ = _facets()
+    return _event("ABORT", job, run_id, at,
+                  {"diffcdc": run_facet(table=job.name, snapshotId=snapshot_id,
+                                        producer=PRODUCER)},
+                  [_input(job)],
                   [OutputDataset(namespace=s.dataset.namespace, name=s.dataset.name)
                    for s in job.sinks])
 
