@@ -1,7 +1,8 @@
 """OpenLineage events of a run (docs/lineage.md): per version a table makes, a run of the job
 ``<namespace>/<table>`` — START when its snapshot is read, COMPLETE once it is committed and
 published, FAIL when the table fails before that (also a table refused before any version:
-START + FAIL), ABORT when the run is stopped with it open — with the source as the input dataset and each sink as an output dataset.
+START + FAIL), ABORT when the run is stopped with it open — with the source as the input
+dataset and each sink as an output dataset.
 
 The events are built from typed facts with no IO (:func:`start_event`, :func:`complete_event`,
 :func:`fail_event`); :class:`LineageEmitter` sends them through the official client, in a
