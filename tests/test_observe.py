@@ -254,7 +254,7 @@ namespace = "etl"
 
 @pytest.mark.slow
 @pytest.mark.integration
-def test_a_receiver_down_or_hung_and_an_unwritable_metrics_file_are_one_warning_each(tmp_path):
+def test_a_receiver_or_gateway_down_or_hung_and_an_unwritable_file_are_one_warning_each(tmp_path):
     plain = _diffcdc(tmp_path, "run", "--config", _refused_before_spark(tmp_path))
     assert plain.returncode == 2
     (tmp_path / "file").write_text("")
@@ -262,7 +262,8 @@ def test_a_receiver_down_or_hung_and_an_unwritable_metrics_file_are_one_warning_
     hung_url, stop = _hung_receiver()
     try:
         for url in (closed_port_url(), hung_url):
-            config = _refused_before_spark(tmp_path, f'[lineage]\nurl = "{url}"\ntimeout = 1\n')
+            config = _refused_before_spark(tmp_path, f'[lineage]\nurl = "{url}"\ntimeout = 1\n'
+                                           f'[metrics]\npushgateway = "{url}"\ntimeout = 1\n')
             started = time.monotonic()
             done = _diffcdc(tmp_path, "run", "--config", config, "--metrics-file", unwritable,
                             timeout=60)
@@ -271,9 +272,10 @@ def test_a_receiver_down_or_hung_and_an_unwritable_metrics_file_are_one_warning_
                                                                 _untimed(plain.stdout))
             extra = [line for line in _messages(done.stderr) if line not in
                      _messages(plain.stderr)]
-            assert len(extra) == 2, done.stderr
+            assert len(extra) == 3, done.stderr
             assert "OpenLineage events" in extra[0] and url in extra[0], extra
             assert "the metrics file" in extra[1] and unwritable in extra[1], extra
+            assert "Pushgateway" in extra[2] and url in extra[2], extra
     finally:
         stop()
 
