@@ -415,6 +415,19 @@ def test_runs_still_open_when_the_run_stops_are_aborted_and_a_failed_table_is_a_
         validate_event(event)
         assert event["inputs"][0]["name"] == str((tmp_path / "src").resolve())
     assert recorder.events[3]["run"]["facets"]["diffcdc"]["exitClass"] == "failed"
+    # a snapshot read that made no version (the last committed one again), then the next
+    # snapshot, then the table's end: each run has its end
+    observer = LineageObserver(config, recorder, "etl")  # the next night's run
+    observer.begin("U", "a")  # no such table of the config: nothing
+    observer.begin("T", "0002.parquet")
+    observer.begin("T", "0003.parquet")
+    observer.ended(TableReport("T", "r2", "2026-01-02T00:00:00+00:00"))
+    kinds = [(e["eventType"], e["run"]["facets"]["diffcdc"].get("snapshotId"))
+             for e in recorder.events[4:]]
+    assert kinds == [("START", "0002.parquet"), ("COMPLETE", "0002.parquet"),
+                     ("START", "0003.parquet"), ("COMPLETE", "0003.parquet")]
+    for event in recorder.events[4:]:
+        validate_event(event)
 
 
 def _config_with_source(base) -> str:

@@ -58,7 +58,7 @@ class LineageObserver:
             return self._jobs[table]
 
     def begin(self, table: str, snapshot: str | None) -> None:
-        from diffcdc.observe.lineage import new_run_id, now, start_event
+        from diffcdc.observe.lineage import new_run_id, now, start_event, unchanged_event
 
         job = self.job(table)
         if job is None:
@@ -68,6 +68,8 @@ class LineageObserver:
             if current is not None and current.snapshot_id == snapshot:
                 return
             opened = self._open[table] = _Open(new_run_id(), snapshot)
+        if current is not None:  # the last snapshot read made no version
+            self.emitter.emit(unchanged_event(job, current.run_id, now(), current.snapshot_id))
         self.emitter.emit(start_event(job, opened.run_id, now(), snapshot))
 
     def done(self, table: str, result: SnapshotResult) -> None:
@@ -84,7 +86,7 @@ class LineageObserver:
     def ended(self, report: TableReport) -> None:
         """A table's run is over: a version begun and not done failed; a failed table with
         none begun gets a run of its own (START and FAIL)."""
-        from diffcdc.observe.lineage import fail_event, now
+        from diffcdc.observe.lineage import fail_event, now, unchanged_event
 
         with self._lock:
             if report.table in self._ended:
@@ -92,6 +94,9 @@ class LineageObserver:
             self._ended.add(report.table)
             opened = self._open.pop(report.table, None)
         if report.error is None:
+            job = self.job(report.table)
+            if opened is not None and job is not None:  # its snapshot made no version
+                self.emitter.emit(unchanged_event(job, opened.run_id, now(), opened.snapshot_id))
             return
         if opened is None:
             self.begin(report.table, None)

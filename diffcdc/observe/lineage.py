@@ -248,12 +248,24 @@ def fail_event(job: LineageJob, run_id: str, at: datetime, facts: TableFacts,
 def abort_event(job: LineageJob, run_id: str, at: datetime, snapshot_id: str | None) -> RunEvent:
     """The run stopped abnormally (interrupted, or ended by an unexpected error) before its
     table's outcome was known."""
+    return _bare("ABORT", job, run_id, at, snapshot_id, None)
+
+
+def unchanged_event(job: LineageJob, run_id: str, at: datetime,
+                    snapshot_id: str | None) -> RunEvent:
+    """A snapshot read that made no version (the source handed the last committed snapshot
+    again): its run completes with nothing written."""
+    return _bare("COMPLETE", job, run_id, at, snapshot_id, "ok")
+
+
+def _bare(kind: str, job: LineageJob, run_id: str, at: datetime, snapshot_id: str | None,
+          exit_name: str | None) -> RunEvent:
     from openlineage.client.event_v2 import OutputDataset
 
     run_facet, _ = _facets()
-    return _event("ABORT", job, run_id, at,
+    return _event(kind, job, run_id, at,
                   {"diffcdc": run_facet(table=job.name, snapshotId=snapshot_id,
-                                        producer=PRODUCER)},
+                                        exitClass=exit_name, producer=PRODUCER)},
                   [_input(job)],
                   [OutputDataset(namespace=s.dataset.namespace, name=s.dataset.name)
                    for s in job.sinks])
