@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -156,7 +156,3 @@ def epoch(text: str | None) -> float | None:
         return datetime.fromisoformat(str(text).replace("Z", "+00:00")).timestamp()
     except ValueError:
         return None
-
-
-def table_facts(reports: Sequence[TableReport]) -> list[TableFacts]:
-    return [TableFacts.of(r) for r in reports]
