@@ -32,6 +32,7 @@ from diffcdc.core.normalize import Normalizers
 from diffcdc.core.quality_config import QualityConfig
 from diffcdc.core.scope import ScopeConfig
 from diffcdc.errors import ConfigError, DiffcdcError
+from diffcdc.observe.settings import LineageSettings, MetricsSettings
 from diffcdc.plugin_registry import first_line
 from diffcdc.sinks.openmirroring.shorthand import TABLE_LEVEL
 from diffcdc.sinks.plugin import SinkPlugin
@@ -456,6 +457,10 @@ class RunConfig(BaseModel):
     quality: QualityConfig = Field(default_factory=QualityConfig, description="Global gate settings.")
     tables: list[TableConfig] = Field(default_factory=list)
     source_file: str | None = Field(default=None, description="The config file this came from.")
+    lineage: LineageSettings | None = Field(
+        default=None, description="OpenLineage events of every run (docs/lineage.md).")
+    metrics: MetricsSettings | None = Field(
+        default=None, description="The Prometheus metrics of every run (docs/metrics.md).")
 
     #: The StateRoot made from the settings it was made from (one ADLS client for a URL root,
     #: shared by the idle checks, the run and copies of this config).

@@ -73,7 +73,8 @@ def load_config(path: str) -> RunConfig:
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"not valid TOML: {exc}", path=path) from None
     base = os.path.dirname(os.path.abspath(path))
-    sections = ["diffcdc", "spark", "quality", "defaults", *TABLE_LEVEL.sections, "tables"]
+    sections = ["diffcdc", "spark", "quality", "defaults", *TABLE_LEVEL.sections, "tables",
+                "lineage", "metrics"]
     unknown = set(raw) - set(sections)
     if unknown:
         raise ConfigError(
@@ -126,6 +127,7 @@ def load_config(path: str) -> RunConfig:
             quality=_resolve_quality_paths(base, raw.get("quality", {})),
             tables=tables,
             source_file=os.path.abspath(path),
+            **_observe_sections(base, raw),
             **top,
         )
     except ValidationError as exc:
@@ -135,6 +137,15 @@ def load_config(path: str) -> RunConfig:
     # state, state_data and state_options fit together
     StateRoot(config.state, config.state_data, config.state_options, config_file=path)
     return config
+
+
+def _observe_sections(base: str, raw: dict[str, Any]) -> dict[str, Any]:
+    """``[lineage]`` and ``[metrics]`` as given (the metrics file relative to the config)."""
+    out = {k: raw[k] for k in ("lineage", "metrics") if k in raw}
+    metrics = out.get("metrics")
+    if isinstance(metrics, dict) and isinstance(metrics.get("file"), str):
+        out["metrics"] = {**metrics, "file": _resolve(base, metrics["file"])}
+    return out
 
 
 def _resolve_source_paths(base: str, source: Any) -> Any:

@@ -46,8 +46,15 @@ ADLS_IDENTITY = Extra("adls", "signing in to ADLS Gen2 / OneLake without a key o
 GX = Extra("gx", "the quality gate's great-expectations part",
            "the great_expectations library", ("great_expectations",))
 
+#: OpenLineage events (``[lineage]``, docs/lineage.md) and the Prometheus metrics file
+#: (``[metrics]``, ``--metrics-file``, docs/metrics.md).
+LINEAGE = Extra("lineage", "OpenLineage events ([lineage])", "the openlineage-python client",
+                ("openlineage.client",))
+METRICS = Extra("metrics", "the metrics file ([metrics], --metrics-file)",
+                "the prometheus-client library", ("prometheus_client",))
+
 #: Every extra of diffcdc by name (``all`` is their union, in pyproject.toml).
-EXTRAS: dict[str, Extra] = {e.name: e for e in (DELTA, KAFKA, ADLS, GX)}
+EXTRAS: dict[str, Extra] = {e.name: e for e in (DELTA, KAFKA, ADLS, GX, LINEAGE, METRICS)}
 
 
 

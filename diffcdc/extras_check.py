@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
-from diffcdc.extras import ADLS, GX, Extra, require
+from diffcdc.extras import ADLS, GX, LINEAGE, METRICS, Extra, require
 from diffcdc.sinks.registry import sink_plugin
 from diffcdc.storage.registry import ADLS_SCHEMES, scheme
 
@@ -54,5 +54,9 @@ def check_state(locations: Iterable[object], path: str | None = None) -> None:
 def check_config(config: RunConfig) -> None:
     """Refuse ``config`` when a table, its gate or the state needs an extra not installed."""
     check_state((config.state, config.state_data), config.source_file)
+    if config.lineage is not None:
+        require(LINEAGE, where="[lineage]", path=config.source_file)
+    if config.metrics is not None:
+        require(METRICS, where="[metrics]", path=config.source_file)
     for table in config.tables:
         check_table(table, config.quality.merged(table.quality), config.source_file)

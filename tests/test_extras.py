@@ -22,7 +22,8 @@ else:  # pragma: no cover
 
 #: The top-level modules each extra brings (what a missing extra is simulated with).
 BLOCK = {"delta": ("deltalake",), "kafka": ("confluent_kafka", "fastavro"), "adls": ("azure",),
-         "gx": ("great_expectations", "pandas")}
+         "gx": ("great_expectations", "pandas"), "lineage": ("openlineage",),
+         "metrics": ("prometheus_client",)}
 
 #: The only diffcdc modules that import an extra's library when they are imported: each loaded
 #: only when a config uses that sink or storage (the gate's great-expectations part imports it

@@ -136,6 +136,9 @@ def _run_options(p: argparse.ArgumentParser) -> None:
     add("--parallelism", type=int, default=None,
         help="with --config: tables processed at once (default: the cores, 2 to 8)")
     add("--only", type=csv_list, help="with --config: run only these tables")
+    add("--metrics-file", metavar="PATH",
+        help="write the run's Prometheus metrics to this file at its end (default: [metrics] "
+        "file; docs/metrics.md)")
     _spark(p)
     gate = p.add_argument_group("quality gate options")
     gate.add_argument(

@@ -35,7 +35,10 @@ def _run(args: argparse.Namespace, config: RunConfig, requests: dict[str, RunReq
 
     plans = plan_tables(args, config, requests)
     overrides = check_overrides(args.override_check, config)
-    observer = choose_progress(args.quiet, terminal=sys.stderr.isatty())
+    from diffcdc.observe.hook import run_observers
+
+    observer = run_observers(config, choose_progress(args.quiet, terminal=sys.stderr.isatty()),
+                             getattr(args, "metrics_file", None))
     run_log: list[Any] = []
     try:
         # No Spark before it is needed: tables with nothing to do are settled first.
@@ -59,7 +62,9 @@ def _run(args: argparse.Namespace, config: RunConfig, requests: dict[str, RunReq
     else:
         print(format_summary(dicts))
         print(totals)
-    return max((r.exit_code for r in reports), default=0)
+    code = max((r.exit_code for r in reports), default=0)
+    observer.finish(reports, code, time.monotonic() - started)  # lineage of tables refused before Spark; the metrics file
+    return code
 
 
 def build_run_config(args: argparse.Namespace) -> RunConfig:

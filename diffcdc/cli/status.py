@@ -136,6 +136,20 @@ def _waiting(state_root: Any, table: str, source: _Listed | None
     return [p.snapshot_id or "" for p in pending], None
 
 
+def config_status(config: Any) -> list[dict[str, Any]]:
+    """``status --json``'s tables for the tables of a loaded run config (with their waiting
+    snapshots): the numbers of the metrics file (docs/metrics.md)."""
+    from diffcdc.engine.status import table_status
+
+    root = config.state_root()
+    sources = {t.state_name: _listed(t.state_name, t.source) for t in config.tables}
+    tables = [t for t in table_status(root, configured=list(sources)) if t["table"] in sources]
+    for entry in tables:
+        entry["waiting"], entry["waiting_error"] = _waiting(root, entry["table"],
+                                                            sources[entry["table"]])
+    return tables
+
+
 def format_status(tables: list[dict[str, Any]]) -> str:
     """The status table and one line per thing worth a person's attention."""
     header = ("table", "last snapshot", "version", "waiting", "rows", "last run",

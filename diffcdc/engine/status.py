@@ -9,6 +9,7 @@ from diffcdc.errors import StateError
 from diffcdc.sinks.openmirroring.shorthand import headline
 from diffcdc.sinks.registry import sink_status
 from diffcdc.state.chain import state_chain
+from diffcdc.state.records import sink_backlog
 from diffcdc.state.root import StateRoot
 from diffcdc.state.store import Commit, TableState
 
@@ -37,6 +38,7 @@ def _table_entry(state: TableState, configured: bool) -> dict[str, Any]:
     report = state.reports.last() or {}
     change = state.reports.last_change() or {}
     sinks = _sinks(head) if head else []
+    _add_backlogs(state, sinks)
     landing = headline(sinks)
     entry: dict[str, Any] = {
         "table": state.table,
@@ -104,6 +106,16 @@ def _sinks(head: Commit) -> list[dict[str, Any]]:
     return [{"sink": sink_id, "type": entry.type, "published": sink_id in head.published_sinks,
              "rows": entry.manifest.get("rows"), **sink_status(entry.type, entry.manifest)}
             for sink_id, entry in head.record.sinks.items()]
+
+
+def _add_backlogs(state: TableState, sinks: list[dict[str, Any]]) -> None:
+    """Each sink's ``backlog``: the committed versions it has yet to publish (the metrics
+    file's per-sink backlog, docs/metrics.md)."""
+    if not sinks:
+        return
+    commits = state.commits()
+    for sink in sinks:
+        sink["backlog"] = len(sink_backlog(commits, sink["sink"]))
 
 
 def _pending(state: TableState) -> list[str]:

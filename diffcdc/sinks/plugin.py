@@ -27,6 +27,7 @@ from diffcdc.extras import Extra
 from diffcdc.sinks.table import SinkTable
 
 if TYPE_CHECKING:
+    from diffcdc.observe.naming import DatasetName
     from diffcdc.sinks.base import Sink
     from diffcdc.state.store import TableState
 
@@ -97,6 +98,15 @@ class SinkPlugin:
     def status(cls, manifest: Mapping[str, Any]) -> dict[str, Any]:
         """``status``'s fields of the sink after ``rows``, from its manifest (``target`` first)."""
         return {"target": manifest.get("target")}
+
+    @classmethod
+    def lineage_dataset(cls, config: Any, table: SinkTable) -> DatasetName | None:
+        """The sink's output as an OpenLineage dataset (its namespace and name, per the
+        naming conventions); by default its table folder or topic from :meth:`targets`
+        (:func:`diffcdc.observe.naming.targets_dataset`); None: not named (no output dataset)."""
+        from diffcdc.observe.naming import targets_dataset
+
+        return targets_dataset(config.targets(table.name, table.schema_name))
 
     @classmethod
     def drop_target(cls, config: Any, table: SinkTable) -> str | None:

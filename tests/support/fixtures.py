@@ -67,3 +67,17 @@ def memory_sinks() -> Any:
 
     with MemorySinks.registered() as sinks:
         yield sinks
+
+
+@pytest.fixture
+def http_receiver() -> Iterator[Any]:
+    """An HTTP receiver on 127.0.0.1 keeping every request (tests/support/http_receiver.py):
+    the OpenLineage receiver and Pushgateway of the observe tests."""
+    from tests.support.http_receiver import start_receiver
+
+    receiver, server = start_receiver()
+    try:
+        yield receiver
+    finally:
+        server.shutdown()
+        server.server_close()

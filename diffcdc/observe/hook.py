@@ -1,0 +1,235 @@
+"""The run command's observers (``diffcdc run``, ``reload``, ``rollback``): the progress
+display, and what the tools watching the run get — lineage events as the tables go, the
+metrics file at the end. One object the command makes (:func:`run_observers`), hands to the
+engine as its observer, and finishes with the run's reports (:meth:`RunObservers.finish`)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from diffcdc.engine.progress import RunObserver
+from diffcdc.observe.run_facts import TableFacts, TableStatusFacts, VersionFacts
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from diffcdc.config import RunConfig
+    from diffcdc.engine.plan import TablePlan
+    from diffcdc.engine.report import SnapshotResult, TableReport
+    from diffcdc.observe.lineage import LineageEmitter, LineageJob
+
+log = logging.getLogger("diffcdc")
+
+
+@dataclass
+class _Open:
+    """A table's lineage run that has begun and not ended."""
+
+    run_id: str
+    snapshot_id: str | None
+
+
+@dataclass
+class LineageObserver:
+    """Turns a run's progress into lineage events: a version's START when its snapshot is
+    first read, its COMPLETE when it is done, FAIL when its table fails first."""
+
+    config: RunConfig
+    emitter: LineageEmitter
+    namespace: str
+    _jobs: dict[str, LineageJob] = field(default_factory=dict)
+    _open: dict[str, _Open] = field(default_factory=dict)
+    _ended: set[str] = field(default_factory=set)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def job(self, table: str) -> LineageJob | None:
+        from diffcdc.observe.lineage import LineageJob
+
+        with self._lock:
+            if table not in self._jobs:
+                found = next((t for t in self.config.tables if t.name == table), None)
+                if found is None:
+                    return None
+                self._jobs[table] = LineageJob.of(found, self.namespace)
+            return self._jobs[table]
+
+    def begin(self, table: str, snapshot: str | None) -> None:
+        from diffcdc.observe.lineage import new_run_id, now, start_event, unchanged_event
+
+        job = self.job(table)
+        if job is None:
+            return
+        with self._lock:
+            current = self._open.get(table)
+            if current is not None and current.snapshot_id == snapshot:
+                return
+            opened = self._open[table] = _Open(new_run_id(), snapshot)
+        if current is not None:  # the last snapshot read made no version
+            self.emitter.emit(unchanged_event(job, current.run_id, now(), current.snapshot_id))
+        self.emitter.emit(start_event(job, opened.run_id, now(), snapshot))
+
+    def done(self, table: str, result: SnapshotResult) -> None:
+        from diffcdc.observe.lineage import complete_event, now
+
+        job = self.job(table)
+        with self._lock:
+            opened = self._open.pop(table, None)
+        if job is None or opened is None:
+            return
+        self.emitter.emit(complete_event(job, opened.run_id, now(), VersionFacts.of(result),
+                                         self._schema(table, result.version)))
+
+    def ended(self, report: TableReport) -> None:
+        """A table's run is over: a version begun and not done failed; a failed table with
+        none begun gets a run of its own (START and FAIL)."""
+        from diffcdc.observe.lineage import fail_event, now, unchanged_event
+
+        with self._lock:
+            if report.table in self._ended:
+                return
+            self._ended.add(report.table)
+            opened = self._open.pop(report.table, None)
+        if report.error is None:
+            job = self.job(report.table)
+            if opened is not None and job is not None:  # its snapshot made no version
+                self.emitter.emit(unchanged_event(job, opened.run_id, now(), opened.snapshot_id))
+            return
+        if opened is None:
+            self.begin(report.table, None)
+            with self._lock:
+                opened = self._open.pop(report.table, None)
+        job = self.job(report.table)
+        if job is not None and opened is not None:
+            self.emitter.emit(fail_event(job, opened.run_id, now(), TableFacts.of(report),
+                                         opened.snapshot_id))
+
+    def abort(self) -> None:
+        """The run is stopped with runs still open (Ctrl-C, an unexpected error): each is
+        ABORTed, and what is queued sent (a bounded wait)."""
+        from diffcdc.observe.lineage import abort_event, now
+
+        with self._lock:
+            opened, self._open = self._open, {}
+        for table, run in opened.items():
+            job = self.job(table)
+            if job is not None:
+                self.emitter.emit(abort_event(job, run.run_id, now(), run.snapshot_id))
+        if opened:
+            self.emitter.close()
+
+    def _schema(self, table: str, version: int) -> dict[str, Any] | None:
+        """The committed version's snapshot schema, as its commit record keeps it."""
+        from diffcdc.state.store import TableState
+
+        found = next((t for t in self.config.tables if t.name == table), None)
+        if found is None:
+            return None
+        state = TableState(self.config.state_root(), found.state_name)
+        head = state.head()
+        if head is None or head.version != version:
+            head = next((c for c in state.commits() if c.version == version), None)
+        return None if head is None else head.record.schema
+
+
+class RunObservers(RunObserver):
+    """The progress display and, when configured, the lineage events; none may raise (a
+    lineage problem is one warning line, never the run's)."""
+
+    def __init__(self, config: RunConfig, progress: RunObserver, metrics_file: str | None,
+                 lineage: LineageObserver | None) -> None:
+        self.config, self.progress = config, progress
+        self.metrics_file = metrics_file
+        self.lineage = lineage
+
+    def _lineage(self, call: str, *values: Any) -> None:
+        if self.lineage is None:
+            return
+        try:
+            getattr(self.lineage, call)(*values)
+        except Exception as exc:  # noqa: BLE001 - lineage never fails a run
+            log.warning("OpenLineage events stop here (%s: %s); the run's result stands",
+                        type(exc).__name__, " ".join(str(exc).split())[:200])
+            self.lineage = None
+
+    def spark_started(self, spark: SparkSession) -> None:
+        self.progress.spark_started(spark)
+
+    def table_started(self, table: str, plan: TablePlan | None) -> None:
+        self.progress.table_started(table, plan)
+
+    def stage(self, table: str, snapshot: str | None, stage: str) -> None:
+        self.progress.stage(table, snapshot, stage)
+        if snapshot is not None:
+            self._lineage("begin", table, snapshot)
+
+    def message(self, table: str, text: str) -> None:
+        self.progress.message(table, text)
+
+    def snapshot_done(self, table: str, result: SnapshotResult) -> None:
+        self.progress.snapshot_done(table, result)
+        self._lineage("done", table, result)
+
+    def table_done(self, report: TableReport) -> None:
+        self.progress.table_done(report)
+        self._lineage("ended", report)
+
+    def close(self) -> None:
+        self.progress.close()
+        self._lineage("abort")  # runs still open: the run was stopped before their end
+
+    def finish(self, reports: list[TableReport], exit_code: int, seconds: float) -> None:
+        """The run (of ``seconds``, ending with ``exit_code``) is over: lineage for the tables
+        refused before Spark, then every event sent (a bounded wait), then the metrics file
+        and its push."""
+        for report in reports:
+            self._lineage("ended", report)
+        if self.lineage is not None:
+            self.lineage.emitter.close()
+        settings = self.config.metrics
+        gateway = settings.pushgateway if settings is not None else None
+        if self.metrics_file is None and gateway is None:
+            return
+        try:
+            self._metrics(reports, exit_code, seconds, gateway)
+        except Exception as exc:  # noqa: BLE001 - metrics never change the run's result
+            log.warning("the run's metrics were not written (%s: %s); the run's result "
+                        "stands", type(exc).__name__, " ".join(str(exc).split())[:200])
+
+    def _metrics(self, reports: list[TableReport], exit_code: int, seconds: float,
+                 gateway: str | None) -> None:
+        from diffcdc.cli.status import config_status
+        from diffcdc.observe.metrics import build_registry, push_metrics, write_metrics
+
+        tables = [TableStatusFacts.of(t) for t in config_status(self.config)]
+        registry = build_registry(tables, [TableFacts.of(r) for r in reports], exit_code,
+                                  time.time(), seconds)
+        if self.metrics_file is not None:
+            write_metrics(registry, self.metrics_file)
+        if gateway is not None and self.config.metrics is not None:
+            push_metrics(registry, gateway, self.config.metrics.job, self.config.metrics.timeout)
+
+
+def run_observers(config: RunConfig, progress: RunObserver,
+                  metrics_file: str | None = None) -> RunObservers:
+    """The observers of a run of ``config`` (``metrics_file``: ``--metrics-file``, else the
+    config's ``[metrics] file``)."""
+    import os
+
+    from diffcdc.extras import METRICS, require
+    from diffcdc.observe.lineage import LineageEmitter
+
+    if metrics_file is not None:  # [metrics] is checked with the config
+        require(METRICS, where="--metrics-file")
+    settings = config.lineage
+    emitter = LineageEmitter.open(settings)
+    lineage = None
+    if emitter is not None:
+        namespace = settings.namespace if settings is not None else \
+            os.environ.get("OPENLINEAGE_NAMESPACE") or "diffcdc"
+        lineage = LineageObserver(config, emitter, namespace)
+    file = metrics_file or (config.metrics.file if config.metrics is not None else None)
+    return RunObservers(config, progress, file, lineage)

@@ -1,0 +1,104 @@
+"""The Prometheus metrics of a run (docs/metrics.md): per table, its last success and refresh,
+the last run's duration and counts, the snapshots waiting, each sink's backlog and the exit
+class, with the numbers ``status --json`` shows; written as a text file (atomically, for
+node-exporter's textfile collector) and optionally pushed to a Pushgateway.
+
+:func:`build_registry` makes the metrics from typed facts (no IO); :func:`write_metrics` and
+:func:`push_metrics` are the edges. Neither raises: a file that cannot be written or a gateway
+that does not answer is one warning line — the run's data is correct either way, and its exit
+code stays the run's.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from diffcdc.observe.run_facts import TableFacts, TableStatusFacts, exit_class
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+
+log = logging.getLogger("diffcdc")
+
+
+def build_registry(tables: Sequence[TableStatusFacts], runs: Sequence[TableFacts],
+                   exit_code: int, finished: float, seconds: float) -> CollectorRegistry:
+    """The run's metrics: ``tables`` as ``status`` shows them after the run, ``runs`` this
+    run's outcome per table, ``exit_code`` the command's, ``finished`` its end (epoch)."""
+    from prometheus_client import CollectorRegistry, Gauge
+
+    registry = CollectorRegistry()
+
+    def gauge(name: str, text: str, labels: Sequence[str] = ("table",)) -> Gauge:
+        return Gauge(name, text, list(labels), registry=registry)
+
+    per_table = {
+        "last_success_timestamp_seconds": (
+            "End of the table's last run that ended without an error (Unix time)",
+            lambda t: t.last_success),
+        "last_commit_timestamp_seconds": (
+            "When the table's newest version was committed: its data last refreshed (Unix time)",
+            lambda t: t.committed_at),
+        "last_run_duration_seconds": ("Duration of the table's last run",
+                                      lambda t: t.last_run_seconds),
+        "last_run_inserted_rows": ("Rows the table's last run inserted", lambda t: t.inserted),
+        "last_run_updated_rows": ("Rows the table's last run updated", lambda t: t.updated),
+        "last_run_deleted_rows": ("Rows the table's last run deleted", lambda t: t.deleted),
+        "version": ("The table's newest committed version", lambda t: t.version),
+        "rows": ("Rows of the table's newest committed version", lambda t: t.rows),
+        "snapshots_pending": ("Snapshots waiting in the table's source", lambda t: t.waiting),
+    }
+    for suffix, (text, value) in per_table.items():
+        metric = gauge(f"diffcdc_table_{suffix}", text)
+        for table in tables:
+            if (v := value(table)) is not None:
+                metric.labels(table.table).set(float(v))
+    backlog = gauge("diffcdc_sink_backlog_versions",
+                    "Committed versions of the table the sink has yet to publish",
+                    ("table", "sink", "type"))
+    for table in tables:
+        for sink in table.sinks:
+            backlog.labels(table.table, sink.sink, sink.type).set(sink.backlog)
+    codes = gauge("diffcdc_table_last_run_exit_code",
+                  "Exit code of the table in this run (0 ok, 1 failed, 2 usage, 3 refused)",
+                  ("table", "exit_class"))
+    for run in runs:
+        codes.labels(run.table, run.exit_class).set(run.exit_code)
+    gauge("diffcdc_run_exit_code", "Exit code of the diffcdc run", ("exit_class",)
+          ).labels(exit_class(exit_code)).set(exit_code)
+    gauge("diffcdc_run_timestamp_seconds", "When the diffcdc run ended (Unix time)", ()
+          ).set(finished)
+    gauge("diffcdc_run_duration_seconds", "Duration of the diffcdc run", ()).set(seconds)
+    return registry
+
+
+def write_metrics(registry: CollectorRegistry, path: str) -> bool:
+    """The metrics as a Prometheus text file at ``path``, put in place by a rename (a reader
+    never sees half a file); False (one warning line) when it cannot be written."""
+    from prometheus_client import write_to_textfile
+
+    try:
+        write_to_textfile(path, registry)
+    except OSError as exc:
+        log.warning("the metrics file %s could not be written (%s); the run's result stands: "
+                    "check --metrics-file / [metrics] file and the folder's permissions",
+                    path, exc.strerror or exc)
+        return False
+    return True
+
+
+def push_metrics(registry: CollectorRegistry, gateway: str, job: str, timeout: float) -> bool:
+    """The metrics pushed to a Pushgateway (replacing the job's group); False (one warning
+    line) when it does not take them within ``timeout`` seconds."""
+    from prometheus_client import push_to_gateway
+
+    try:
+        push_to_gateway(gateway, job=job, registry=registry, timeout=timeout)
+    except Exception as exc:  # noqa: BLE001 - its network, its answer: never the run's result
+        log.warning("the metrics could not be pushed to the Pushgateway %s (%s); the run's "
+                    "result stands: check [metrics] pushgateway", gateway,
+                    " ".join(str(exc).split())[:200])
+        return False
+    return True
