@@ -41,7 +41,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         state_root, sources = state_root_of(args.state, None), {}
     check_root(state_root, args)
     _apart(args.output, _guarded(state_root, config))
-    entries = status_entries(state_root, sources, None, list(sources), args)
+    entries = status_entries(state_root, sources, None, list(sources))
     if names:
         known = {e["table"] for e in entries}
         missing = [n for n in names if n not in known]

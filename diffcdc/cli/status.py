@@ -19,7 +19,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     configured = list(sources) if args.config or args.source else []
     # With a config, tables are their state folders (``<schema>.schema.<Table>``), as in state.
     only = next(iter(sources)) if args.config and args.table else args.table
-    tables = status_entries(state_root, sources, only, configured, args)
+    tables = status_entries(state_root, sources, only, configured)
     if args.json:
         print(json.dumps({"state": str(state_root), "tables": tables}, indent=1, default=str))
         return 0
@@ -32,14 +32,14 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def status_entries(state_root: Any, sources: dict[str, _Listed | None], only: str | None,
-                   configured: list[str], args: argparse.Namespace) -> list[dict[str, Any]]:
+                   configured: list[str]) -> list[dict[str, Any]]:
     """``status --json``'s ``tables``: each table's entry with the snapshots waiting in its
     source (``diffcdc report`` shows these very entries)."""
     from diffcdc.engine.status import table_status
 
     tables = table_status(state_root, only, configured=configured)
     if only and not tables:
-        _unknown_table(state_root, only, args)
+        _unknown_table(state_root, only)
     for entry in tables:
         source = sources.get(entry["table"])
         entry["waiting"], entry["waiting_error"] = _waiting(state_root, entry["table"], source)
@@ -87,7 +87,7 @@ def _where(args: argparse.Namespace) -> tuple[Any, dict[str, _Listed | None]]:
     return state_root_of(args.state, None), {}
 
 
-def _unknown_table(state_root: Any, name: str, args: argparse.Namespace) -> None:
+def _unknown_table(state_root: Any, name: str) -> None:
     """``--table`` names no table of the state root: a typo is no empty answer (exit 2)."""
     from diffcdc.engine.status import table_status
 
@@ -139,15 +139,9 @@ def _waiting(state_root: Any, table: str, source: _Listed | None
 def config_status(config: Any) -> list[dict[str, Any]]:
     """``status --json``'s tables for the tables of a loaded run config (with their waiting
     snapshots): the numbers of the metrics file (docs/metrics.md)."""
-    from diffcdc.engine.status import table_status
-
-    root = config.state_root()
-    sources = {t.state_name: _listed(t.state_name, t.source) for t in config.tables}
-    tables = [t for t in table_status(root, configured=list(sources)) if t["table"] in sources]
-    for entry in tables:
-        entry["waiting"], entry["waiting_error"] = _waiting(root, entry["table"],
-                                                            sources[entry["table"]])
-    return tables
+    sources = listed_sources(config.tables)
+    return [t for t in status_entries(config.state_root(), sources, None, list(sources))
+            if t["table"] in sources]
 
 
 def format_status(tables: list[dict[str, Any]]) -> str:
