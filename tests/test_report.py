@@ -92,6 +92,14 @@ def test_the_reports_records_are_status_figures_and_the_states_own(tmp_path, cap
     assert {c.column: c.updates for c in newest.columns[0].counts} == dict(
         Counter(c for row in opened for c in row)) != dict(counted)
 
+    # the sink's publish marks gone: every version its backlog, its table not read
+    for mark in (tmp_path / "state" / "A" / "log").glob("*.published.*.json"):
+        mark.unlink()
+    (unpublished,) = read_report(StateRoot(str(tmp_path / "state")), [entry]).tables
+    assert (unpublished.sinks[0].published_version, unpublished.sinks[0].backlog) == (
+        None, tuple(c["version"] for c in commits))
+    assert unpublished.columns[0].counts == () and unpublished.columns[0].problem is None
+
     hostile = dataclasses.replace(view, table='<script>alert("x")</script>', gate="<b>&")
     page = render_html(dataclasses.replace(report, tables=(hostile,)))
     assert "<script" not in page and "&lt;script&gt;" in page and "&lt;b&gt;&amp;" in page

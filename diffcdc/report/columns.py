@@ -60,13 +60,16 @@ def where_kept(entry: SinkEntry, place: DeltaPlace | None = None) -> Kept | None
 
 
 def changed_columns(sink_id: str, entry: SinkEntry, place: DeltaPlace | None = None,
-                    since: int = 1) -> ColumnChanges | None:
+                    since: int = 1, read: bool = True) -> ColumnChanges | None:
     """The sink's most-changed columns in the rows versions from ``since`` on wrote (None: it
     keeps no changed-column lists); a table that cannot be read gives its problem in place of
-    the counts (a report is never refused)."""
+    the counts (a report is never refused). ``read`` False: the sink has published nothing
+    yet (no table to read), no column counted."""
     kept = where_kept(entry, place)
     if kept is None:
         return None
+    if not read:
+        return ColumnChanges(sink_id, kept.path, (), since)
     try:
         counts = _count(kept, since, dict(place.storage_options) if place else {})
     except Exception as exc:  # noqa: BLE001 - any library's error: shown in the report

@@ -12,7 +12,7 @@ from diffcdc import __version__
 from diffcdc.report.columns import DeltaPlace, changed_columns
 from diffcdc.report.gather import table_view
 from diffcdc.report.model import ColumnChanges, Report, TableView
-from diffcdc.state.records import now_iso
+from diffcdc.state.records import now_iso, sink_chain
 from diffcdc.state.root import StateRoot
 from diffcdc.state.store import TableState
 
@@ -42,7 +42,8 @@ def _table(state_root: StateRoot, entry: Mapping[str, Any], last: int,
     if commits:
         since = commits[-last:][0].version  # the versions the report shows
         for sink_id, sink in commits[-1].record.sinks.items():
-            found = changed_columns(sink_id, sink, places.get(sink_id), since)
+            published = any(sink_id in c.published_sinks for c in sink_chain(commits, sink_id))
+            found = changed_columns(sink_id, sink, places.get(sink_id), since, read=published)
             if found is not None:
                 columns.append(found)
     return table_view(entry, commits, state.reports.newest(last), columns, last)
