@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import functools
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from pyspark.errors import AnalysisException, ParseException
 from pyspark.sql import DataFrame, SparkSession
@@ -15,7 +16,8 @@ from pyspark.sql import types as T
 
 from diffcdc.config import TableConfig
 from diffcdc.core.classify import ClassifyScope
-from diffcdc.core.scope import ScopeConfig, ScopeSlots, fill_where, plan_slots
+from diffcdc.core.normalize import ColumnRules, Normalizers, normalized_sql
+from diffcdc.core.scope import ScopeConfig, ScopeSlots, enclosed, fill_where, plan_slots
 from diffcdc.core.sql import quote
 from diffcdc.errors import ConfigError, InputRefused
 from diffcdc.state.commit import CommitRecord
@@ -63,7 +65,7 @@ def check_where_syntax(spark: SparkSession, table: TableConfig) -> None:
     where = fill_where(scope.where, _PROBE)
     try:
         with _quiet_analysis():
-            spark.range(0).selectExpr(f"({where}) AS `__diffcdc_where`").schema  # noqa: B018
+            spark.range(0).selectExpr(f"{enclosed(where)} AS `__diffcdc_where`").schema  # noqa: B018
     except ParseException as exc:
         raise ConfigError(
             f"the scope's where {scope.where!r} does not parse: {_first_line(exc)}",
@@ -86,11 +88,38 @@ def plan_scope(
     names = {c.lower(): c for c in df.columns}
     where = _where(scope, as_of, table.name)
     slots = plan_slots(df.columns, keys, [names[c.lower()] for c in scope.columns], where)
+    maps = [c for c in slots.stored if _holds_map(df.schema[c].dataType)]
+    if maps:
+        raise ConfigError(
+            f"the scope reads column(s) {', '.join(maps)}, which hold a map: Spark cannot "
+            "compare map values (a snapshot's distinct values, a key's stored ones)",
+            table=table.name, snapshot=snapshot, hint="scope by columns of plain values (the "
+            f"map's entry as a column of its own in the extract) in [tables.{table.name}.scope]")
     if where is not None:
         _check_where(df, slots, scope, table.name, snapshot, path)
     types = {c: df.schema[c].dataType.simpleString() for c in slots.stored}
     before = previous.scope.stored if previous is not None and previous.scope else None
-    return ClassifyScope(slots, tuple(before) if before is not None else None, types)
+    return ClassifyScope(slots, tuple(before) if before is not None else None, types,
+                         compared_through(df, slots, table.normalizers))
+
+
+def compared_through(df: DataFrame, slots: ScopeSlots, normalize: Normalizers
+                     ) -> dict[str, Callable[[str], str]]:
+    """The scope columns' values as their normalizers make them (see
+    :class:`~diffcdc.core.classify.ClassifyScope`); a rule that does not fit the column's type
+    is refused with the normalizers' own check, before the diff."""
+    out: dict[str, Callable[[str], str]] = {}
+    for column in slots.columns:
+        rules = normalize.get(column)
+        if rules is None or rules.fits(df.schema[column].dataType) is not None:
+            continue
+        out[column] = functools.partial(_normalized, rules=rules,
+                                        dtype=df.schema[column].dataType)
+    return out
+
+
+def _normalized(value: str, *, rules: ColumnRules, dtype: T.DataType) -> str:
+    return normalized_sql(value, rules, dtype)
 
 
 def check_scope_columns(df: DataFrame, table: TableConfig, snapshot: str, path: str | None
@@ -107,6 +136,16 @@ def check_scope_columns(df: DataFrame, table: TableConfig, snapshot: str, path: 
             f"{', '.join(df.columns)})", table=table.name, snapshot=snapshot, path=path,
             hint="a scoped snapshot must hold its scope columns: fix the extract, or the "
             f"scope's columns in [tables.{table.name}.scope]")
+
+
+def _holds_map(dtype: T.DataType) -> bool:
+    if isinstance(dtype, T.MapType):
+        return True
+    if isinstance(dtype, T.ArrayType):
+        return _holds_map(dtype.elementType)
+    if isinstance(dtype, T.StructType):
+        return any(_holds_map(f.dataType) for f in dtype.fields)
+    return False
 
 
 def _where(scope: ScopeConfig, as_of: dt.datetime | None, table: str) -> str | None:
@@ -129,7 +168,7 @@ def _check_where(df: DataFrame, slots: ScopeSlots, scope: ScopeConfig, table: st
                           table=table, hint=_FIX.format(table=table))
     try:
         with _quiet_analysis():
-            tested = df.selectExpr(f"({slots.where}) AS `__diffcdc_where`")
+            tested = df.selectExpr(f"{enclosed(slots.where)} AS `__diffcdc_where`")
             dtype = tested.schema.fields[0].dataType
     except (AnalysisException, ParseException) as exc:
         raise ConfigError(
@@ -180,4 +219,5 @@ def recorded_scope(record: CommitRecord, df: DataFrame, previous: CommitRecord |
     slots = ScopeSlots(slots.columns, slots.where, slots.read, tuple(scope.stored))
     types = {c: df.schema[c].dataType.simpleString() for c in slots.stored}
     before = previous.scope.stored if previous is not None and previous.scope else None
-    return ClassifyScope(slots, tuple(before) if before is not None else None, types)
+    return ClassifyScope(slots, tuple(before) if before is not None else None, types,
+                         compared_through(df, slots, record.normalize))

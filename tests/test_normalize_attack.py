@@ -1,0 +1,64 @@
+"""Normalizers attacked (issue 41, item 4; docs/normalizers.md): a re-fingerprint on a scoped
+table whose kept keys have no row to hash under the new rule. Fails on the code before its fix;
+the sink is read back with deltalake (independent of the code under test)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from diffcdc.cli.main import main
+from diffcdc.state.store import TableState
+
+
+def _config(base, normalize: str) -> str:
+    path = str(base / "diffcdc.toml")
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(
+            f"[diffcdc]\nstate = {json.dumps(str(base / 'state'))}\n\n"
+            "[quality]\nmin_row_ratio = 0.0\nmax_delete_ratio = 1.0\n\n"
+            f"[tables.T]\nsource = {json.dumps(str(base / 'src'))}\nkeys = [\"id\"]\n\n"
+            f"[[tables.T.sinks]]\ntype = \"delta\"\nname = \"lake\"\n"
+            f"path = {json.dumps(str(base / 'lake'))}\n\n"
+            f"[tables.T.scope]\ncolumns = [\"region\"]\n\n{normalize}")
+    return path
+
+
+def _snapshot(base, name: str, rows: list[tuple]) -> None:
+    os.makedirs(base / "src", exist_ok=True)
+    pq.write_table(pa.Table.from_pylist([{"id": i, "region": r, "v": v} for i, r, v in rows]),
+                   base / "src" / name)
+
+
+def _lake(base) -> list[tuple]:
+    from deltalake import DeltaTable
+
+    table = DeltaTable(str(base / "lake")).to_pyarrow_table(columns=["id", "v"])
+    return sorted(zip(table.column("id").to_pylist(), table.column("v").to_pylist()))
+
+
+def test_a_kept_key_across_a_rule_change_publishes_its_next_change(spark, tmp_path):
+    """v has casefold; key 2 (region us) is kept while eu snapshots come; the rule is removed
+    (a re-fingerprint) while key 2 is still kept; then a us snapshot changes key 2's v from
+    'X' to 'x', a change without the rule. The kept key's fingerprint was the old rule's
+    (hash of 'x'), so the change counted as unchanged and the lake kept 'X' with exit 0."""
+    casefold = '[tables.T.normalize]\nv = ["casefold"]\n'
+    _snapshot(tmp_path, "1.parquet", [(1, "eu", "ABC"), (2, "us", "X")])
+    assert main(["run", "--config", _config(tmp_path, casefold), "--quiet"]) == 0
+    _snapshot(tmp_path, "2.parquet", [(1, "eu", "abc")])  # no change under casefold
+    assert main(["run", "--config", _config(tmp_path, casefold), "--quiet"]) == 0
+    _snapshot(tmp_path, "3.parquet", [(1, "eu", "abc")])
+    assert main(["run", "--config", _config(tmp_path, ""), "--quiet"]) == 0
+    state = TableState(str(tmp_path / "state"), "T")
+    counts = state.head().record.counts
+    # the re-fingerprint: key 1 compared under the old rule (unchanged), key 2 kept
+    assert (counts.updated, counts.unchanged, counts.kept) == (0, 1, 1)
+    assert _lake(tmp_path) == [(1, "ABC"), (2, "X")]
+    _snapshot(tmp_path, "4.parquet", [(2, "us", "x")])
+    assert main(["run", "--config", _config(tmp_path, ""), "--quiet"]) == 0
+    counts = state.head().record.counts
+    assert (counts.updated, counts.kept) == (1, 1)
+    assert _lake(tmp_path) == [(1, "ABC"), (2, "x")]
