@@ -168,3 +168,49 @@ def test_refusals_of_an_attacked_scope_publish_nothing(spark, tmp_path, capsys):
     assert main(["run", "--config", _config(tmp_path, "where = \"region = 'eu' -- eu only\""),
                  "--quiet"]) == 0
     assert _lake(tmp_path) == [(1, "eu"), (3, "us")]
+
+
+def test_a_rollback_of_a_window_scope_deletes_what_either_window_says_came_later(
+        spark, tmp_path, capsys):
+    """A {snapshot_time} window rolled back: version 1 (as of 01-20, window from 01-10) held
+    keys 1-3; version 2 (01-25, window from 01-15) added key 4, dated 01-12 (a late insert),
+    and key 5. Rolled back to version 1, the rollback is as of the head's time: judged by the
+    head's window alone, key 4 (outside it) was kept with exit 0 though version 1 never had it."""
+    import datetime as dt
+
+    path = str(tmp_path / "diffcdc.toml")
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(
+            f"[diffcdc]\nstate = {json.dumps(str(tmp_path / 'state'))}\n\n"
+            "[quality]\nmin_row_ratio = 0.0\nmax_delete_ratio = 1.0\n\n"
+            f"[tables.T]\nsource = {json.dumps(str(tmp_path / 'src'))}\nkeys = [\"id\"]\n"
+            "snapshot_time = \"id:%Y-%m-%d\"\n\n"
+            f"[[tables.T.sinks]]\ntype = \"delta\"\nname = \"lake\"\n"
+            f"path = {json.dumps(str(tmp_path / 'lake'))}\n\n"
+            "[tables.T.scope]\nwhere = \"d >= date_sub(CAST({snapshot_time} AS DATE), 10)\"\n")
+    os.makedirs(tmp_path / "src")
+
+    def snapshot(name: str, rows: list[tuple[int, str]]) -> None:
+        pq.write_table(pa.table({"id": [i for i, _ in rows],
+                                 "d": [dt.date.fromisoformat(d) for _, d in rows]}),
+                       tmp_path / "src" / name)
+
+    def lake() -> list[int]:
+        from deltalake import DeltaTable
+
+        return sorted(DeltaTable(str(tmp_path / "lake")).to_pyarrow_table().column("id")
+                      .to_pylist())
+
+    snapshot("2026-01-20.parquet", [(1, "2026-01-12"), (2, "2026-01-15"), (3, "2026-01-19")])
+    assert main(["run", "--config", path, "--quiet"]) == 0
+    snapshot("2026-01-25.parquet", [(2, "2026-01-15"), (3, "2026-01-19"), (4, "2026-01-12"),
+                                    (5, "2026-01-24")])
+    assert main(["run", "--config", path, "--quiet"]) == 0
+    assert lake() == [1, 2, 3, 4, 5]  # key 1 slid out of the window: kept
+    assert main(["rollback", "--config", path, "--table", "T", "--to-version", "1", "--yes",
+                 "--quiet"]) == 0
+    assert lake() == [1, 2, 3]
+    head = TableState(str(tmp_path / "state"), "T").head().record
+    assert (head.counts.deleted, head.counts.kept) == (2, 0)
+    # the version records both windows: a repair diffs its snapshot again with them
+    assert "2026-01-20" in head.scope.where and "2026-01-25" in head.scope.where

@@ -17,7 +17,14 @@ from pyspark.sql import types as T
 from diffcdc.config import TableConfig
 from diffcdc.core.classify import ClassifyScope
 from diffcdc.core.normalize import ColumnRules, Normalizers, normalized_sql
-from diffcdc.core.scope import ScopeConfig, ScopeSlots, enclosed, fill_where, plan_slots
+from diffcdc.core.scope import (
+    SNAPSHOT_TIME,
+    ScopeConfig,
+    ScopeSlots,
+    enclosed,
+    fill_where,
+    plan_slots,
+)
 from diffcdc.core.sql import quote
 from diffcdc.errors import ConfigError, InputRefused
 from diffcdc.state.commit import CommitRecord
@@ -77,16 +84,27 @@ def check_where_syntax(spark: SparkSession, table: TableConfig) -> None:
 def plan_scope(
     df: DataFrame, table: TableConfig, keys: list[str], as_of: dt.datetime | None,
     previous: CommitRecord | None, snapshot: str, path: str | None,
+    rollback_time: dt.datetime | None = None,
 ) -> ClassifyScope | None:
     """The scope of one snapshot's classification (None: the table has none); refuses a scope
     column the snapshot lacks (exit 3), a predicate over no or unknown columns or not boolean
-    (exit 2), and a snapshot with no row in the predicate's scope (exit 3)."""
+    (exit 2), and a snapshot with no row in the predicate's scope (exit 3).
+
+    ``rollback_time``: a rollback's snapshot's own time (the version is as of the head's,
+    ``as_of``). A ``{snapshot_time}`` window then covers what either time covers: a key the
+    snapshot lacks inside its own window did not exist then (a late insert with an older
+    date), one inside the head's window came after it; both are deleted."""
     scope = table.scope
     if scope is None:
         return None
     check_scope_columns(df, table, snapshot, path)
     names = {c.lower(): c for c in df.columns}
     where = _where(scope, as_of, table.name)
+    if (where is not None and rollback_time is not None and rollback_time != as_of
+            and SNAPSHOT_TIME in (scope.where or "")):
+        then = _where(scope, rollback_time, table.name)
+        assert then is not None
+        where = f"{enclosed(then)} OR {enclosed(where)}"
     slots = plan_slots(df.columns, keys, [names[c.lower()] for c in scope.columns], where)
     maps = [c for c in slots.stored if _holds_map(df.schema[c].dataType)]
     if maps:
