@@ -48,6 +48,7 @@ def test_a_where_whose_value_is_not_a_function_of_the_row_is_refused(where, word
     "n > 0 /* current_date */",
     "operand > 0 AND my_user_id = 1 AND brand = 'x'",  # words that only contain the names
     "d >= add_months(CAST({snapshot_time} AS DATE), -3)",
+    "d > CAST({snapshot_time} AS DATE) - 90 AND ts <= {snapshot_time}",  # twice
 ])
 def test_a_where_over_the_rows_values_is_accepted(where):
     assert where_problem(where) is None
@@ -86,14 +87,14 @@ def test_identifiers_leave_out_comments_and_a_where_ends_its_last_line():
 # ----------------------------------------------------------------------------- through the CLI
 
 
-def _config(base, scope: str, normalize: str = "") -> str:
+def _config(base, scope: str, normalize: str = "", keys: tuple[str, ...] = ("id",)) -> str:
     path = str(base / "diffcdc.toml")
     lake = json.dumps(str(base / "lake"))
     with open(path, "w", encoding="utf-8") as handle:
         handle.write(
             f"[diffcdc]\nstate = {json.dumps(str(base / 'state'))}\n\n"
             "[quality]\nmin_row_ratio = 0.0\nmax_delete_ratio = 1.0\n\n"
-            f"[tables.T]\nsource = {json.dumps(str(base / 'src'))}\nkeys = [\"id\"]\n\n"
+            f"[tables.T]\nsource = {json.dumps(str(base / 'src'))}\nkeys = {json.dumps(keys)}\n\n"
             f"[[tables.T.sinks]]\ntype = \"delta\"\nname = \"lake\"\npath = {lake}\n\n"
             f"[tables.T.scope]\n{scope}\n{normalize}")
     return path
@@ -214,3 +215,31 @@ def test_a_rollback_of_a_window_scope_deletes_what_either_window_says_came_later
     assert (head.counts.deleted, head.counts.kept) == (2, 0)
     # the version records both windows: a repair diffs its snapshot again with them
     assert "2026-01-20" in head.scope.where and "2026-01-25" in head.scope.where
+
+
+def test_dlt_scd2_merge_key_partition_as_a_scope(spark, tmp_path):
+    """Another tool's test as the oracle: dlt's scd2 with ``merge_key="date"``
+    (tests/load/pipeline/test_scd2.py::test_merge_key_partition). dlt without a primary key
+    identifies a record by its whole row: keys (date, name); its merge key is the scope's
+    column. A load retires only the records of the dates it holds: load 2 (date 01-02) leaves
+    01-01 alone; load 3 (01-01 again) retires b, adds bb, leaves 01-02 alone."""
+    from deltalake import DeltaTable
+
+    path = _config(tmp_path, 'columns = ["date"]', keys=("date", "name"))
+
+    def load(name: str, rows: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        os.makedirs(tmp_path / "src", exist_ok=True)
+        pq.write_table(pa.table({"date": [d for d, _ in rows], "name": [n for _, n in rows]}),
+                       tmp_path / "src" / name)
+        assert main(["run", "--config", path, "--quiet"]) == 0
+        table = DeltaTable(str(tmp_path / "lake")).to_pyarrow_table()
+        return sorted(zip(table.column("date").to_pylist(), table.column("name").to_pylist()))
+
+    assert load("1.parquet", [("2024-01-01", "a"), ("2024-01-01", "b")]) == [
+        ("2024-01-01", "a"), ("2024-01-01", "b")]
+    assert load("2.parquet", [("2024-01-02", "c"), ("2024-01-02", "d")]) == [
+        ("2024-01-01", "a"), ("2024-01-01", "b"), ("2024-01-02", "c"), ("2024-01-02", "d")]
+    assert load("3.parquet", [("2024-01-01", "a"), ("2024-01-01", "bb")]) == [
+        ("2024-01-01", "a"), ("2024-01-01", "bb"), ("2024-01-02", "c"), ("2024-01-02", "d")]
+    counts = TableState(str(tmp_path / "state"), "T").head().record.counts
+    assert (counts.inserted, counts.deleted, counts.unchanged, counts.kept) == (1, 1, 1, 2)
