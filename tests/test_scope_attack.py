@@ -153,8 +153,9 @@ def test_a_normalized_scope_column_covers_what_its_normalizers_make_one(spark, t
 
 def test_refusals_of_an_attacked_scope_publish_nothing(spark, tmp_path, capsys):
     """A random where, a map scope column (a Spark error with exit 1 before), a where over a
-    map column: each refused in one line with exit 2, the head and the Delta table unchanged;
-    a where ending in a comment (refused as not parsing before) works."""
+    map column: each refused in one line with exit 2, a where failing on a value with exit 3,
+    the head and the Delta table unchanged; a where ending in a comment (refused as not
+    parsing before) works."""
     path = _config(tmp_path, 'columns = ["region"]')
     tags = pa.array([{"region": "eu"}] * 3, pa.map_(pa.string(), pa.string()))
     _snapshot(tmp_path, "1.parquet", [(1, "eu", 1), (2, "eu", 2), (3, "us", 3)], tags)
@@ -166,6 +167,9 @@ def test_refusals_of_an_attacked_scope_publish_nothing(spark, tmp_path, capsys):
              "the scope reads column(s) m, which hold a map", "2.parquet")
     _refused(tmp_path, capsys, _config(tmp_path, "where = \"m['region'] = 'eu'\""), 2,
              "the scope reads column(s) m, which hold a map")
+    # a where failing on a snapshot's value (ANSI casts): exit 1 with Spark's error before
+    _refused(tmp_path, capsys, _config(tmp_path, 'where = "CAST(region AS INT) > 0"'), 3,
+             "fails on a value of the snapshot", "CAST_INVALID_INPUT", "try_cast", "2.parquet")
     assert main(["run", "--config", _config(tmp_path, "where = \"region = 'eu' -- eu only\""),
                  "--quiet"]) == 0
     assert _lake(tmp_path) == [(1, "eu"), (3, "us")]

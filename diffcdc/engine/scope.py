@@ -10,7 +10,7 @@ import functools
 import logging
 from collections.abc import Callable, Iterator
 
-from pyspark.errors import AnalysisException, ParseException
+from pyspark.errors import AnalysisException, ParseException, PySparkException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
@@ -54,6 +54,14 @@ def _quiet_analysis() -> Iterator[None]:
         yield
     finally:
         logger.removeFilter(drop)
+
+
+def _sql_state(exc: PySparkException) -> str | None:
+    """The SQLSTATE of a Spark error (class 22: a value an expression cannot take)."""
+    try:
+        return exc.getSqlState()
+    except Exception:  # noqa: BLE001 - an error that cannot say
+        return None
 
 
 def _first_line(exc: BaseException) -> str:
@@ -196,8 +204,18 @@ def _check_where(df: DataFrame, slots: ScopeSlots, scope: ScopeConfig, table: st
         raise ConfigError(
             f"the scope's where {scope.where!r} is a {dtype.simpleString()}, not a boolean",
             table=table, hint=_FIX.format(table=table) + " (a condition: true inside the scope)")
-    (row,) = tested.selectExpr(
-        "count(1) AS n", f"count_if({quote('__diffcdc_where')}) AS inside").collect()
+    try:
+        with _quiet_analysis():
+            (row,) = tested.selectExpr(
+                "count(1) AS n", f"count_if({quote('__diffcdc_where')}) AS inside").collect()
+    except PySparkException as exc:
+        if not str(_sql_state(exc)).startswith("22"):  # not a value it cannot take
+            raise
+        raise InputRefused(
+            f"the scope's where {scope.where!r} fails on a value of the snapshot: "
+            f"{_first_line(exc)}", table=table, snapshot=snapshot, path=path,
+            hint="make the where take every value (try_cast, try_divide ...) in "
+            f"[tables.{table}.scope], or fix the extract") from None
     if row["n"] and not row["inside"]:
         raise InputRefused(
             f"no row of the snapshot's {row['n']} is inside the scope's where {slots.where!r}: "
