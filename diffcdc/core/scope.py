@@ -111,8 +111,10 @@ class ScopeConfig(BaseModel):
 
 def where_problem(where: str) -> str | None:
     """Why ``where`` cannot be a scope's predicate although it may parse (None: it can):
-    ``{snapshot_time}`` inside a string literal (it becomes a literal itself), or a call whose
-    value is not a function of the row's values (random, the clock, the session)."""
+    ``{snapshot_time}`` inside a string literal (it becomes a literal itself), a subquery, or a
+    call whose value is not a function of the row's values (random, the clock, the session).
+    Found by name outside literals, comments and backquoted names (no JVM call: Connect-safe);
+    a user's own non-deterministic UDF is not known here."""
     for match in _TEXT.finditer(where):
         if match.group(0)[0] in "'\"" and SNAPSHOT_TIME in match.group(0):
             return (f"the scope's where {where!r} has {SNAPSHOT_TIME} inside a string literal: "
