@@ -1,6 +1,6 @@
 """Normalizers attacked (issue 41, item 4; docs/normalizers.md): a re-fingerprint on a scoped
 table whose kept keys have no row to hash under the new rule. Fails on the code before its fix;
-the sink is read back with deltalake (independent of the code under test)."""
+the sinks are read back with deltalake (independent of the code under test)."""
 
 from __future__ import annotations
 
@@ -23,6 +23,8 @@ def _config(base, normalize: str) -> str:
             f"[tables.T]\nsource = {json.dumps(str(base / 'src'))}\nkeys = [\"id\"]\n\n"
             f"[[tables.T.sinks]]\ntype = \"delta\"\nname = \"lake\"\n"
             f"path = {json.dumps(str(base / 'lake'))}\n\n"
+            f"[[tables.T.sinks]]\ntype = \"delta\"\nname = \"hist\"\nmode = \"scd2\"\n"
+            f"path = {json.dumps(str(base / 'hist'))}\n\n"
             f"[tables.T.scope]\ncolumns = [\"region\"]\n\n{normalize}")
     return path
 
@@ -33,20 +35,26 @@ def _snapshot(base, name: str, rows: list[tuple]) -> None:
                    base / "src" / name)
 
 
-def _lake(base) -> list[tuple]:
+def _read(base, name: str) -> list[tuple]:
     from deltalake import DeltaTable
 
-    table = DeltaTable(str(base / "lake")).to_pyarrow_table(columns=["id", "v"])
-    return sorted(zip(table.column("id").to_pylist(), table.column("v").to_pylist()))
+    table = DeltaTable(str(base / name)).to_pyarrow_table()
+    ends = table.column("__END_AT").to_pylist() if "__END_AT" in table.column_names else None
+    rows = zip(table.column("id").to_pylist(), table.column("v").to_pylist(),
+               *([ends] if ends is not None else []))
+    return sorted(rows, key=lambda r: tuple(-1 if x is None else x for x in r))
 
 
-def test_a_kept_key_across_a_rule_change_publishes_its_next_change(spark, tmp_path):
-    """v has casefold; key 2 (region us) is kept while eu snapshots come; the rule is removed
-    (a re-fingerprint) while key 2 is still kept; then a us snapshot changes key 2's v from
-    'X' to 'x', a change without the rule. The kept key's fingerprint was the old rule's
-    (hash of 'x'), so the change counted as unchanged and the lake kept 'X' with exit 0."""
+def test_kept_keys_across_a_rule_change_publish_their_next_change(spark, tmp_path):
+    """v has casefold; keys 2 and 3 (region us) are kept while eu snapshots come; the rule is
+    removed (a re-fingerprint) while they are kept; then a us snapshot changes key 2's v from
+    'X' to 'x' (a change without the rule) and holds key 3 as it was. Key 2's fingerprint was
+    the old rule's (hash of 'x'): its change counted as unchanged and the lake kept 'X' with
+    exit 0. Now both are updates; the history records key 2's change and nothing for key 3
+    (the same values: an adding-a-rule re-fingerprint made such an update and the history
+    refused it for good, 'update with no changed column', with exit 1)."""
     casefold = '[tables.T.normalize]\nv = ["casefold"]\n'
-    _snapshot(tmp_path, "1.parquet", [(1, "eu", "ABC"), (2, "us", "X")])
+    _snapshot(tmp_path, "1.parquet", [(1, "eu", "ABC"), (2, "us", "X"), (3, "us", "Q")])
     assert main(["run", "--config", _config(tmp_path, casefold), "--quiet"]) == 0
     _snapshot(tmp_path, "2.parquet", [(1, "eu", "abc")])  # no change under casefold
     assert main(["run", "--config", _config(tmp_path, casefold), "--quiet"]) == 0
@@ -54,11 +62,13 @@ def test_a_kept_key_across_a_rule_change_publishes_its_next_change(spark, tmp_pa
     assert main(["run", "--config", _config(tmp_path, ""), "--quiet"]) == 0
     state = TableState(str(tmp_path / "state"), "T")
     counts = state.head().record.counts
-    # the re-fingerprint: key 1 compared under the old rule (unchanged), key 2 kept
-    assert (counts.updated, counts.unchanged, counts.kept) == (0, 1, 1)
-    assert _lake(tmp_path) == [(1, "ABC"), (2, "X")]
-    _snapshot(tmp_path, "4.parquet", [(2, "us", "x")])
+    # the re-fingerprint: key 1 compared under the old rule (unchanged), keys 2 and 3 kept
+    assert (counts.updated, counts.unchanged, counts.kept) == (0, 1, 2)
+    assert _read(tmp_path, "lake") == [(1, "ABC"), (2, "X"), (3, "Q")]
+    _snapshot(tmp_path, "4.parquet", [(2, "us", "x"), (3, "us", "Q")])
     assert main(["run", "--config", _config(tmp_path, ""), "--quiet"]) == 0
     counts = state.head().record.counts
-    assert (counts.updated, counts.kept) == (1, 1)
-    assert _lake(tmp_path) == [(1, "ABC"), (2, "x")]
+    assert (counts.updated, counts.unchanged, counts.kept) == (2, 0, 1)
+    assert _read(tmp_path, "lake") == [(1, "ABC"), (2, "x"), (3, "Q")]
+    assert _read(tmp_path, "hist") == [(1, "ABC", None), (2, "X", 4), (2, "x", None),
+                                       (3, "Q", None)]
