@@ -319,6 +319,13 @@ class TableConfig(BaseModel):
                                  "or from exclude")
         return self
 
+    @model_validator(mode="after")
+    def _scope_can_delete(self) -> TableConfig:
+        problem = self.scope.keys_problem(self.keys) if self.scope is not None else None
+        if problem is not None:
+            raise ValueError(problem)
+        return self
+
     @property
     def normalizers(self) -> Normalizers:
         """The table's normalizers (:mod:`diffcdc.core.normalize`), typed."""

@@ -32,15 +32,15 @@ that were inserted or updated.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from diffcdc.core.scope import SCOPED, SLOT_PREFIX, ScopeSlots
+from diffcdc.core.scope import SCOPED, SLOT_PREFIX, ScopeSlots, enclosed
 from diffcdc.core.sql import quote
 
 CHANGE = "__diffcdc_change"
@@ -66,11 +66,15 @@ MOVED = "__diffcdc_moved"
 class ClassifyScope:
     """The scope of one classification: this version's slots (the snapshot side carries them,
     ``__diffcdc_scope<i>``), the previous state's stored columns (None: its rows hold no scope
-    values) and each stored column's Spark SQL type."""
+    values) and each stored column's Spark SQL type; ``compared``: per column of
+    ``slots.columns`` that has normalizers, its value as they make it (an SQL expression of
+    the value's): the snapshot's tuples and a key's stored values are compared through them,
+    as its fingerprint is (``'EU '`` and ``'EU'`` are one region under ``trim``)."""
 
     slots: ScopeSlots
     previous: tuple[str, ...] | None
     types: Mapping[str, str]
+    compared: Mapping[str, Callable[[str], str]] = field(default_factory=dict)
 
 
 def _c(name: str) -> Column:
@@ -193,16 +197,17 @@ def _scoped(
     hit = "TRUE"
     if sc.slots.columns:  # the tuples of the scope columns the snapshot holds (NULL-safe)
         tuples = snapshot_fp.selectExpr(
-            *[f"{sc.new_value(c)} AS {_TUPLE}{i}" for i, c in enumerate(sc.slots.columns)]
+            *[f"{sc.compared(c, sc.new_value(c))} AS {_TUPLE}{i}"
+              for i, c in enumerate(sc.slots.columns)]
         ).distinct().selectExpr("*", f"TRUE AS {_HIT}")
-        on = " AND ".join(f"{sc.old_value(c)} <=> {_TUPLE}{i}"
+        on = " AND ".join(f"{sc.compared(c, sc.old_value(c))} <=> {_TUPLE}{i}"
                           for i, c in enumerate(sc.slots.columns))
         grouped = grouped.join(F.broadcast(tuples), on=F.expr(on), how="left")
         hit = f"{_HIT} IS NOT NULL"
     inwhere = "TRUE"
     if sc.slots.where is not None:  # the predicate over the values the key had
         aliased = [f"{o} AS {quote(c)}" for o, c in zip(sc.old, sc.slots.stored)]
-        test = f"coalesce(({sc.slots.where}), FALSE) AS {_INWHERE}"
+        test = f"coalesce({enclosed(sc.slots.where)}, FALSE) AS {_INWHERE}"
         kept_columns = [quote(c) for c in grouped.columns]
         grouped = grouped.selectExpr("*", *aliased).selectExpr(*kept_columns, test)
         inwhere = _INWHERE
@@ -217,9 +222,14 @@ def _scoped(
     still = " AND ".join([f"({known})", *(f"{n} <=> {o}" for n, o in zip(sc.new, sc.old))])
     if chained:  # a key deleted by a delta and not in the snapshot: in neither state
         grouped = grouped.filter(f"{DUP} > 0 OR {old_fp[0]} IS NOT NULL")
+    # A re-fingerprint has no row of a kept key to hash under the new rule: the fingerprint
+    # it keeps (the old rule's) is replaced by one no row has under the new rule, so the key's
+    # next row counts as updated (published as it is) rather than compared across two rules,
+    # which hid a change the new rule sees (a rule removed: 'X' then 'x' under casefold).
+    carried = [f"xxhash64({o})" if store_fp else o for o in old_fp]
     return grouped.selectExpr(
         *key_cols,
-        *[f"coalesce({n}, {o}) AS {c}" for c, n, o in zip(fp_cols, store_fp or new_fp, old_fp)],
+        *[f"coalesce({n}, {o}) AS {c}" for c, n, o in zip(fp_cols, store_fp or new_fp, carried)],
         f"{change} AS {CHANGE}",
         DUP,
         f"CASE WHEN {DUP} > 0 THEN TRUE ELSE ({known}) END AS {SCOPED}",
@@ -293,6 +303,11 @@ class _ScopeSides:
         if any(j is None for j in self.before):
             return "FALSE"
         return f"coalesce({self.flag}, FALSE)"
+
+    def compared(self, column: str, value: str) -> str:
+        """``value`` (an expression of ``column``'s) as the column's normalizers make it."""
+        normalized = self.scope.compared.get(column)
+        return normalized(value) if normalized is not None else value
 
     def new_value(self, column: str) -> str:
         """The snapshot's value of ``column`` on the snapshot side (a key or a slot)."""

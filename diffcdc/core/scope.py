@@ -32,8 +32,25 @@ SCOPED = "__diffcdc_scoped"
 #: the commit record's ``scope_columns``).
 SLOT_PREFIX = "__diffcdc_scope"
 
-_STRING = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"")
+#: String literals and comments, left to right (a quote inside a comment, a comment marker
+#: inside a literal: each is what comes first).
+_TEXT = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|--[^\n]*|/\*.*?\*/", re.S)
 _IDENT = re.compile(r"`((?:[^`]|``)+)`|([A-Za-z_][A-Za-z0-9_]*)")
+_QUOTED = re.compile(r"`(?:[^`]|``)*`")
+#: Spark SQL functions whose value is not a function of the row: a predicate calling one
+#: would put a different set of keys in the scope each time it is evaluated (a random subset
+#: deleted; a repair, rollback or verify disagreeing with the run), so it is refused.
+_RANDOM = ("rand", "randn", "random", "randstr", "uniform", "uuid", "shuffle",
+           "monotonically_increasing_id", "spark_partition_id", "input_file_name",
+           "input_file_block_start", "input_file_block_length", "reflect", "java_method",
+           "try_reflect")
+_CLOCK = ("current_timestamp", "current_date", "current_time", "now", "curdate",
+          "localtimestamp", "current_timezone", "current_user", "session_user", "user")
+_SELECT = re.compile(r"\bselect\b", re.I)
+#: Those of them Spark also takes without parentheses.
+_BARE = ("current_timestamp", "current_date", "current_time", "current_user", "session_user")
+_CALL = re.compile(r"\b(" + "|".join(_RANDOM + _CLOCK) + r")\s*\(|\b(" + "|".join(_BARE)
+                   + r")\b(?!\s*\()|\b(unix_timestamp)\s*\(\s*\)", re.I)
 
 
 class ScopeConfig(BaseModel):
@@ -67,6 +84,10 @@ class ScopeConfig(BaseModel):
     def _where(cls, value: str | None) -> str | None:
         if value is not None and not value.strip():
             raise ValueError("the scope's where is empty")
+        if value is not None:
+            problem = where_problem(value)
+            if problem is not None:
+                raise ValueError(problem)
         return value
 
     @model_validator(mode="after")
@@ -74,6 +95,54 @@ class ScopeConfig(BaseModel):
         if not self.columns and self.where is None:
             raise ValueError("a scope needs columns, a where predicate, or both")
         return self
+
+    def keys_problem(self, keys: Sequence[str]) -> str | None:
+        """Why the scope cannot work with the table's ``keys`` (None: it can): ``columns``
+        holding every key column cover exactly the keys a snapshot holds, so a key it lacks is
+        never in its scope and nothing could ever be deleted."""
+        columns = {c.lower() for c in self.columns}
+        if keys and all(k.lower() in columns for k in keys):
+            return (f"the scope's columns {self.columns} hold every key column ({', '.join(keys)})"
+                    ": a snapshot would cover only the keys it holds, so no key could ever be "
+                    "deleted; scope by columns that group keys (a region, a company code), or "
+                    "use a where predicate")
+        return None
+
+
+def where_problem(where: str) -> str | None:
+    """Why ``where`` cannot be a scope's predicate although it may parse (None: it can):
+    ``{snapshot_time}`` inside a string literal (it becomes a literal itself), a subquery, or a
+    call whose value is not a function of the row's values (random, the clock, the session).
+    Found by name outside literals, comments and backquoted names (no JVM call: Connect-safe);
+    a user's own non-deterministic UDF is not known here."""
+    for match in _TEXT.finditer(where):
+        if match.group(0)[0] in "'\"" and SNAPSHOT_TIME in match.group(0):
+            return (f"the scope's where {where!r} has {SNAPSHOT_TIME} inside a string literal: "
+                    f"write it outside quotes, it becomes a TIMESTAMP literal itself (e.g. "
+                    f"CAST({SNAPSHOT_TIME} AS DATE))")
+    code = _QUOTED.sub(" ", _TEXT.sub(" ", where))
+    if _SELECT.search(code):
+        return (f"the scope's where {where!r} has a subquery: a key's scope must follow from "
+                "its own values (a subquery's answer can change between the run and a repair "
+                "or rollback); write the condition over the row's columns")
+    found = _CALL.search(code)
+    if found is None:
+        return None
+    name = next(g for g in found.groups() if g is not None)
+    if name.lower() in _RANDOM:
+        why = "its value is random, so a random set of keys would be in the scope (and deleted)"
+    else:
+        why = ("its value depends on when or by whom the predicate is evaluated, so a repair or "
+               "rollback would judge the keys differently than the run did; use "
+               f"{SNAPSHOT_TIME}, the snapshot's own time")
+    return (f"the scope's where {where!r} calls {name}(): {why} (a column of that name: "
+            "write it in backquotes)")
+
+
+def enclosed(where: str) -> str:
+    """``where`` as an operand of a larger expression: in parentheses, its last line ended
+    (a trailing ``--`` comment would swallow what follows)."""
+    return f"({where}\n)"
 
 
 def time_literal(at: dt.datetime) -> str:
@@ -97,7 +166,7 @@ def identifiers(predicate: str) -> list[str]:
     and bare identifiers outside string literals (function names and keywords too: a caller
     keeps those that are columns; naming one too many only stores a column more)."""
     out: list[str] = []
-    for match in _IDENT.finditer(_STRING.sub(" ", predicate.replace(SNAPSHOT_TIME, " "))):
+    for match in _IDENT.finditer(_TEXT.sub(" ", predicate.replace(SNAPSHOT_TIME, " "))):
         name = match.group(1).replace("``", "`") if match.group(1) is not None else match.group(2)
         if name not in out:
             out.append(name)

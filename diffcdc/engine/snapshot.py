@@ -238,7 +238,8 @@ def plan_version(
     chain = state_chain(commits, base.version) if base is not None else ()
     if base is not None:
         check_head_state(ctx.state, commits, base.version)
-    scope = plan_scope(df, table, keys, as_of, base.record if base else None, sid, snapshot.path)
+    scope = plan_scope(df, table, keys, as_of, base.record if base else None, sid, snapshot.path,
+                       snapshot.time if ctx.plan.rollback_to is not None else None)
     if scope is not None and head is not None and recreate is not None and recreate.request is None:
         raise refuse_recreate(table.name, sid, snapshot.path, recreate.reason)
     normalize, again = _fingerprint_rule(ctx, snapshot, base, exclude)
