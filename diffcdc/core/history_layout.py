@@ -43,6 +43,9 @@ def parse_open_time(text: str | dt.datetime) -> dt.datetime:
     if isinstance(text, dt.datetime):
         value = text
     else:
+        year, _, rest = text.strip().partition("-")
+        if year.isdigit() and len(year) < 4 and rest:  # a record of a year before 1000
+            text = f"{int(year):04d}-{rest}"  # written unpadded by an earlier diffcdc
         try:
             value = dt.datetime.fromisoformat(text.strip())
         except ValueError:
@@ -50,12 +53,18 @@ def parse_open_time(text: str | dt.datetime) -> dt.datetime:
                              "\"9999-12-31T00:00:00Z\")") from None
     if value.tzinfo is None:
         raise ValueError(f"{str(text)!r} has no time zone (give e.g. \"9999-12-31T00:00:00Z\")")
-    return value.astimezone(dt.timezone.utc)
+    try:
+        return value.astimezone(dt.timezone.utc)
+    except OverflowError:  # e.g. 9999-12-31T23:00:00-05:00: past the year 9999 in UTC
+        raise ValueError(f"{str(text)!r} is outside the years 1 to 9999 in UTC (give e.g. "
+                         "\"9999-12-31T00:00:00Z\")") from None
 
 
 def format_open_time(value: dt.datetime) -> str:
-    """A ``valid_to`` sentinel as text (UTC, ``Z``)."""
-    return value.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    """A ``valid_to`` sentinel as text (UTC, ``Z``; four year digits, as ``fromisoformat``
+    reads them)."""
+    utc = value.astimezone(dt.timezone.utc)
+    return f"{utc.year:04d}-" + utc.strftime("%m-%dT%H:%M:%S.%fZ")
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,200 @@
+"""Issue 41's history layout attacked (deletes as rows, column names, open-end sentinels): a
+hostile operator's config changes and commands, another writer's changes to the history, and
+the queries a dbt snapshot user runs against it. Every outcome is checked from the table's rows
+with the independent checker (tests/support/history.py), never with the sink's own reader."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from diffcdc.cli.main import main
+from diffcdc.state.store import TableState
+from tests.support.config_text import toml_value
+from tests.support.history import Names, as_of, canonical, check_history, history_rows
+
+pytestmark = pytest.mark.slow
+UTC = dt.timezone.utc
+MAX = 9223372036854775807
+FAR = dt.datetime(9999, 12, 31, tzinfo=UTC)
+SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.string()), ("n", pa.int64())])
+#: Deletes, a key back, a key deleted again, a row of NULLs but its key.
+SNAPSHOTS = {"2026-01-01": [(1, "a", 1), (2, None, None), (3, "c", 3)],
+             "2026-01-02": [(1, "a2", 1), (3, "c", 3)],
+             "2026-01-03": [(1, "a2", 1), (2, None, None)],
+             "2026-01-04": [(1, "a2", 1), (3, "c", 4)]}
+#: A tombstone layout with both sentinels: the history every attack starts from.
+ROWS = {"deletes": "row", "open_end": {"valid_to": "9999-12-31T00:00:00Z"}}
+ROWS_NAMES = Names(deleted="__DELETED", open_valid_to=FAR)
+
+
+@pytest.fixture
+def base(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    os.makedirs(tmp_path / "src")
+    return tmp_path
+
+
+def _config(base, file: str = "diffcdc.toml", **history) -> str:
+    sink = {"type": "delta", "name": "history", "path": "lake/h", "mode": "scd2", **history}
+    body = "".join(f"{k} = {toml_value(v)}\n" for k, v in sink.items())
+    path = base / file
+    path.write_text(
+        "[diffcdc]\nstate = 'state'\n[quality]\nmin_row_ratio = 0.0\nmax_delete_ratio = 1.0\n"
+        "allow_empty = true\n"
+        "[tables.T]\nsource = 'src'\nkeys = ['id']\nsnapshot_time = 'id:%Y-%m-%d'\n"
+        "[[tables.T.sinks]]\ntype = 'open_mirroring'\nname = 'landing'\nlanding = 'landing'\n"
+        f"[[tables.T.sinks]]\n{body}")
+    return str(path)
+
+
+def _write(base, day: str, rows=None) -> None:
+    data = [dict(zip(SCHEMA.names, r)) for r in (rows if rows is not None else SNAPSHOTS[day])]
+    pq.write_table(pa.Table.from_pylist(data, SCHEMA), str(base / "src" / f"{day}.parquet"))
+
+
+def _published(base) -> tuple:
+    """What runs published: the state's head, the history's Delta version, landing files."""
+    from deltalake import DeltaTable
+
+    head = TableState(str(base / "state"), "T").head()
+    lake = str(base / "lake" / "h")
+    files = sorted(os.path.relpath(os.path.join(d, f), base / "landing")
+                   for d, _, names in os.walk(base / "landing") for f in names)
+    return (head.version if head else None, head.published if head else None,
+            DeltaTable(lake).version() if os.path.isdir(lake) else None, files)
+
+
+def _error(capsys) -> str:
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    return err
+
+
+def _exact(base, names: Names) -> list[dict]:
+    """The history checked by the independent checker: every rule, and as of every version
+    of the state the snapshot it committed."""
+    rows = history_rows(str(base / "lake" / "h"))
+    check_history(rows, ["id"], names=names)
+    for commit in TableState(str(base / "state"), "T").commits():
+        snapshot = pq.read_table(commit.record.snapshot_path).to_pylist()
+        assert canonical(as_of(rows, commit.version, names)) == canonical(snapshot), (
+            commit.version)
+    return rows
+
+
+def _run(config: str, *args: str) -> int:
+    return main([*(args or ("run",)), "--config", config, "--quiet"])
+
+
+def test_each_single_layout_change_is_refused_and_a_reload_rebuilds_it_exactly(
+        spark, base, capsys):
+    """One setting changed at a time — deletes only, one name only (by case only, too), a
+    sentinel only — is refused with nothing published; the same sentinel spelled in another
+    zone is no change; the reload the refusal names rebuilds the history exactly."""
+    config = _config(base, **ROWS)
+    for day in ("2026-01-01", "2026-01-02", "2026-01-03"):
+        _write(base, day)
+        assert _run(config) == 0
+    _exact(base, ROWS_NAMES)
+    _write(base, "2026-01-04")
+    before = _published(base)
+    changes = [
+        {"deletes": "close", "open_end": ROWS["open_end"]},
+        {**ROWS, "history_columns": {"deleted": "__deleted"}},
+        {**ROWS, "history_columns": {"start_at": "__start_at"}},
+        {**ROWS, "history_columns": {"changed_columns": "changed"}},
+        {"deletes": "row", "open_end": {"valid_to": "9999-12-30T00:00:00Z"}},
+        {**ROWS, "open_end": {**ROWS["open_end"], "end_at": MAX}},
+        {"deletes": "row"},
+    ]
+    for i, change in enumerate(changes):
+        capsys.readouterr()
+        assert _run(_config(base, f"c{i}.toml", **change)) == 2, change
+        error = _error(capsys)
+        assert "an existing history keeps its layout" in error, error
+        assert "'diffcdc reload --table T --sink history --config " in error, error
+        assert _published(base) == before, change
+    # the same instant in another zone is the same sentinel: no change, the run goes on
+    same = _config(base, "same.toml", deletes="row",
+                   open_end={"valid_to": "9999-12-31T01:00:00+01:00"})
+    assert _run(same) == 0
+    _exact(base, ROWS_NAMES)
+    # the last change through the reload its refusal names: every version kept, exact
+    _write(base, "2026-01-05", [(1, "a3", 1), (4, "d", None)])
+    last = _config(base, "last.toml", deletes="row",
+                   history_columns={"deleted": "is_deleted", "valid_to": "valid_to"},
+                   open_end={"end_at": MAX})
+    capsys.readouterr()
+    assert _run(last) == 2
+    words = _error(capsys).split("'")[-2].split()
+    assert words[:2] == ["diffcdc", "reload"] and "--yes" in words
+    assert main([*words[1:], "--quiet"]) == 0
+    assert _run(last) == 0
+    _exact(base, Names(valid_to="valid_to", deleted="is_deleted", open_end_at=MAX))
+
+
+def test_verify_status_and_rollback_on_a_tombstone_history(spark, base, capsys):
+    config = _config(base, **ROWS)
+    for day in SNAPSHOTS:
+        _write(base, day)
+        assert _run(config) == 0
+    _exact(base, ROWS_NAMES)
+    snapshot = str(base / "src" / "2026-01-04.parquet")
+    assert _run(config, "verify", "--table", "T", "--snapshot", snapshot) == 0
+    assert _run(config, "status", "--json") == 0
+    capsys.readouterr()
+    # back to version 2 (keys 2 deleted, 3 there): a new version, its tombstones exact
+    assert _run(config, "rollback", "--table", "T", "--to-version", "2", "--yes") == 0
+    _exact(base, ROWS_NAMES)
+    head = TableState(str(base / "state"), "T").head()
+    assert head.version == 5 and head.published
+    assert _run(config, "verify", "--table", "T", "--snapshot",
+                str(base / "src" / "2026-01-02.parquet")) == 0
+
+
+@pytest.mark.parametrize("sentinel", ["9999-12-31T23:00:00-05:00", "0001-01-01T00:30:00+01:00"])
+def test_a_sentinel_outside_the_years_1_to_9999_in_utc_is_refused_naming_it(base, capsys,
+                                                                          sentinel):
+    """Both are valid ISO times, but past the year 9999 (or before the year 1) in UTC: was an
+    OverflowError blamed on the Delta sink plug-in ("fix the sink plug-in")."""
+    _write(base, "2026-01-01")
+    assert _run(_config(base, open_end={"valid_to": sentinel})) == 2
+    error = _error(capsys)
+    assert f"'{sentinel}' is outside the years 1 to 9999 in UTC" in error, error
+    assert "table T" in error and "plug-in" not in error, error
+    assert not os.path.exists(base / "state") and not os.path.exists(base / "lake")
+
+
+def test_a_layout_and_snapshot_times_before_the_year_1000_are_recorded_readably():
+    """``strftime("%Y")`` writes the year 999 as ``999``, which ``fromisoformat`` refuses: a
+    history with such a sentinel, or a snapshot timed so, could never be read again."""
+    from diffcdc.core.history_layout import HistoryLayout, OpenEnd
+    from diffcdc.sources.snapshot_time import format_time, read_time
+
+    for year in (1, 999, 1000, 9999):
+        time = dt.datetime(year, 12, 31, 23, 59, 59, 999999, tzinfo=UTC)
+        layout = HistoryLayout(open_end=OpenEnd(valid_to=time))
+        assert HistoryLayout.from_record(layout.text()) == layout
+        assert read_time(format_time(time)) == time
+        assert format_time(time).startswith(f"{year:04d}-12-31T")
+    # what the earlier code recorded is read too
+    assert read_time("500-01-01T00:00:00.000000Z") == dt.datetime(500, 1, 1, tzinfo=UTC)
+    record = HistoryLayout(open_end=OpenEnd(valid_to=dt.datetime(999, 1, 1, tzinfo=UTC)))
+    assert HistoryLayout.from_record(record.text().replace('"0999-', '"999-')) == record
+
+
+def test_snapshot_times_before_the_year_1000_make_an_exact_history(spark, base):
+    """Was: the first version committed, the history's publish failed on the time it had
+    recorded, and every later run of the table failed the same way (stuck, exit 1)."""
+    config = _config(base, deletes="row", open_end={"valid_to": "0999-12-31T00:00:00Z"})
+    for day, snapshot in zip(("0500-01-01", "0500-01-02"), SNAPSHOTS):
+        _write(base, day, SNAPSHOTS[snapshot])
+        assert _run(config) == 0, day
+    names = Names(deleted="__DELETED", open_valid_to=dt.datetime(999, 12, 31, tzinfo=UTC))
+    rows = _exact(base, names)
+    assert min(r["__VALID_FROM"] for r in rows) == dt.datetime(500, 1, 1, tzinfo=UTC)
