@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -198,3 +199,55 @@ def test_snapshot_times_before_the_year_1000_make_an_exact_history(spark, base):
     names = Names(deleted="__DELETED", open_valid_to=dt.datetime(999, 12, 31, tzinfo=UTC))
     rows = _exact(base, names)
     assert min(r["__VALID_FROM"] for r in rows) == dt.datetime(500, 1, 1, tzinfo=UTC)
+
+
+def _docs_queries() -> dict[str, str]:
+    """docs/history.md's queries as written: the as-of-time SQL block, the current image's
+    and the as-of-version conditions."""
+    import re
+
+    text = (Path(__file__).parent.parent / "docs" / "history.md").read_text(encoding="utf-8")
+    sql = re.search(r"```sql\n(.*?)```", text, re.S)
+    current = re.search(r"\*\*The current image\*\*: `([^`]*)`", text)
+    version = re.search(r"\*\*As of a version\*\* \(exact whatever the times\): `([^`]*)`", text)
+    assert sql and current and version, "docs/history.md's queries moved"
+    return {"time": sql.group(1).replace("delta.`lake/customers_history`", "customers_history"),
+            "current": f"SELECT * FROM customers_history WHERE {current.group(1)}",
+            "version": "SELECT * FROM customers_history WHERE "
+                       + " ".join(version.group(1).split()).replace("V", "2")}
+
+
+@pytest.mark.parametrize("zone", ["America/New_York", "Asia/Tokyo"])
+def test_the_docs_queries_give_the_same_rows_in_any_session_time_zone(spark, tmp_path, zone):
+    """A Spark session's time zone (spark.sql.session.timeZone: the JVM's, unless set) reads
+    a TIMESTAMP literal without a zone: ``TIMESTAMP'9999-12-31'`` in New York is not the
+    sentinel, and the docs' current image was then empty (exit 0 and no rows)."""
+    day = [dt.datetime(2026, 1, d, tzinfo=UTC) for d in (1, 2, 3)]
+    rows = [(1, "Ann", "Oslo", 1, 2, day[0], day[1], None, False),
+            (1, "Ann", "Bergen", 2, MAX, day[1], FAR, ["city"], False),
+            (2, "Bob", "Rome", 1, 2, day[0], day[1], None, False),
+            (2, "Bob", "Rome", 2, 3, day[1], day[2], None, True),
+            (2, "Bob", "Paris", 3, MAX, day[2], FAR, None, False)]
+    time = pa.timestamp("us", tz="UTC")
+    schema = pa.schema([("id", pa.int64()), ("name", pa.string()), ("city", pa.string()),
+                        ("dbt_version_from", pa.int64()), ("dbt_version_to", pa.int64()),
+                        ("dbt_valid_from", time), ("dbt_valid_to", time),
+                        ("dbt_changed_columns", pa.list_(pa.string())),
+                        ("dbt_is_deleted", pa.bool_())])
+    path = str(tmp_path / "history.parquet")
+    pq.write_table(pa.Table.from_pylist([dict(zip(schema.names, r)) for r in rows], schema),
+                   path)
+    zone_before = spark.conf.get("spark.sql.session.timeZone")
+    spark.read.parquet(path).createOrReplaceTempView("customers_history")
+    expected = {"time": [(1, "Ann", "Bergen")], "version": [(1, "Ann", "Bergen")],
+                "current": [(1, "Ann", "Bergen"), (2, "Bob", "Paris")]}
+    try:
+        for name, query in _docs_queries().items():
+            got = {}
+            for session in ("UTC", zone):
+                spark.conf.set("spark.sql.session.timeZone", session)
+                got[session] = sorted(tuple(r)[:3] for r in spark.sql(query).collect())
+            assert got == {"UTC": expected[name], zone: expected[name]}, (name, query)
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", zone_before)
+        spark.catalog.dropTempView("customers_history")
