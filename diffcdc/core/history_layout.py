@@ -135,11 +135,16 @@ class HistoryLayout:
             return f"{column} IS NULL"
         return f"{column} = {self.open_end.end_at}"
 
-    def as_of_sql(self, version: int) -> str:
-        """SQL over the history's names: the rows of version ``version``'s snapshot."""
-        live = f" AND NOT {self.deleted}" if self.deleted is not None else ""
-        return (f"{self.start_at} <= {version} AND ({self.end_at} IS NULL OR "
-                f"{self.end_at} > {version}){live}")
+    def as_of_sql(self, version: int, quote: Any = None) -> str:
+        """SQL over the history's names: the rows of version ``version``'s snapshot. ``quote``
+        (the SQL dialect's identifier quoting) is needed for any name that is no plain
+        identifier: unquoted, ``valid-to`` would be read as ``valid`` minus ``to``."""
+        def name(column: str) -> str:
+            return quote(column) if quote else column
+
+        start, end = name(self.start_at), name(self.end_at)
+        live = f" AND NOT {name(self.deleted)}" if self.deleted is not None else ""
+        return f"{start} <= {version} AND ({end} IS NULL OR {end} > {version}){live}"
 
     def as_of(self, row: dict[str, Any], version: int) -> bool:
         """Whether a history row (a dict by name) belongs to version ``version``'s snapshot."""

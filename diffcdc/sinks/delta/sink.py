@@ -77,6 +77,8 @@ class DeltaSink(Sink):
         #: The table (and changelog table) as this sink finds it: opened, checked, its failures
         #: in words.
         self.target = DeltaTarget(sink_id, table, config, self.reload_command())
+        #: Whether this run's check refused the target (another writer changed it).
+        self._target_refused = False
 
     def describe(self) -> dict[str, Any]:
         described = {"type": self.type, "target": self.config.path,
@@ -109,6 +111,11 @@ class DeltaSink(Sink):
                 hint="name non-key columns of the table in track_history_columns / "
                      "track_history_except_columns",
             )
+        if self._target_refused and not changes.initial:
+            # this run's check refused the table already (the sink publishes nothing in this
+            # run, the others go on): its mode and layout are what another writer left, so
+            # they are no config change to refuse the whole run for
+            return
         table = self.target.open()
         problem = self.target.mode_problem(table) if table is not None else None
         if problem is not None:
@@ -146,11 +153,20 @@ class DeltaSink(Sink):
             )
 
     def check(self, history: SinkHistory) -> None:
-        self.target.verify(list(history.manifests))
+        self._verify(history, files=True)
 
     def quick_check(self, history: SinkHistory) -> None:
         """The table's log only: its files are listed once per version, before the commit."""
-        self.target.verify(list(history.manifests), files=False)
+        self._verify(history, files=False)
+
+    def _verify(self, history: SinkHistory, *, files: bool) -> None:
+        """The target check, remembered when it refuses (see :meth:`accept`)."""
+        self._target_refused = False
+        try:
+            self.target.verify(list(history.manifests), files=files)
+        except Exception:
+            self._target_refused = True
+            raise
 
     def stage(self, changes: ChangeSet, staging_dir: str, history: SinkHistory) -> dict[str, Any]:
         # a full image of an empty snapshot is staged (its schema, no rows) and committed: the

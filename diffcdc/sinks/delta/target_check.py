@@ -179,10 +179,12 @@ class DeltaTarget:
         versions before the one at hand, all published); return the table (None: none yet).
         ``files``: also list the table's files (one that lost data files is refused)."""
         table = self.open()
-        problem = self.mode_problem(table) if table is not None else None
+        with_rows = [(v, m) for v, m in published if commits(m)]
+        # a table this sink published to is checked for other writers first: one that
+        # rewrote a history's schema leaves it looking like no history (or another layout)
+        problem = self.mode_problem(table) if table is not None and not with_rows else None
         if problem is not None:
             raise problem
-        with_rows = [(v, m) for v, m in published if commits(m)]
         if not with_rows:
             if table is not None:
                 raise self.not_ours(table)
@@ -225,9 +227,17 @@ class DeltaTarget:
             raise self.mismatch(
                 f"the Delta table was changed by another writer: its commit {foreign} came "
                 f"after diffcdc version {version}",
+                # a history keeps what it was given: a full image is merged into the changed
+                # rows (or refused by a rewritten layout), it does not replace them
+                "stop that writer, RESTORE the Delta table to its version before that commit "
+                f"(or move it away to start a new history), then '{self.reload}'"
+                if self.history else
                 f"stop that writer, then replace the table with a full image: "
                 f"'{self.reload}'",
             )
+        problem = self.mode_problem(table)
+        if problem is not None:
+            raise problem
         # Data files the log names but the store lost (deleted by hand, a bad clean-up): a
         # MERGE could then miss rows it must update. One listing (delta-rs FSCK, dry run).
         if not files:
