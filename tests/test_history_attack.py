@@ -356,3 +356,56 @@ def test_odd_names_keys_deleted_back_and_again_and_a_rebuild_that_swaps_names(tm
     driver.publish(last, image=True)
     exact(Names("e.n.d", "Ünï start", "from-", "to`x", "ch ch", "IS DELETED?", MAX,
                 ODD_NAMES.open_valid_to), [*seq, last])
+
+
+def test_a_current_table_whose_columns_are_named_like_a_history_goes_on(spark, base, capsys):
+    """A current-mode table of an extract that holds a history's columns (__START_AT ...
+    __VALID_TO: e.g. a copy of another diffcdc history). Was: its second run was refused,
+    for good, as "a history table (mode = scd2)" at the sink's own path (exit 2). The mode
+    its own versions made still decides: the same sink switched to scd2 is refused."""
+    time = pa.timestamp("us", tz="UTC")
+    schema = pa.schema([("id", pa.int64()), ("__START_AT", pa.int64()),
+                        ("__END_AT", pa.int64()), ("__VALID_FROM", time), ("__VALID_TO", time)])
+    config = base / "current.toml"
+    entry = "[[tables.T.sinks]]\ntype = 'delta'\nname = 'lake'\npath = 'lake/h'\n"
+    head = ("[diffcdc]\nstate = 'state'\n[quality]\nmin_row_ratio = 0.0\n"
+            "max_delete_ratio = 1.0\n[tables.T]\nsource = 'src'\nkeys = ['id']\n"
+            "snapshot_time = 'id:%Y-%m-%d'\n")
+    config.write_text(head + entry)
+    for day, n in (("2026-01-01", 2), ("2026-01-02", 3), ("2026-01-03", 1)):
+        rows = [{"id": k, "__START_AT": k, "__END_AT": None, "__VALID_FROM": None,
+                 "__VALID_TO": dt.datetime(2026, 1, 1, tzinfo=UTC)} for k in range(n)]
+        path = str(base / "src" / f"{day}.parquet")
+        pq.write_table(pa.Table.from_pylist(rows, schema), path)
+        assert _run(str(config)) == 0, day
+        assert _run(str(config), "verify", "--table", "T", "--snapshot", path) == 0, day
+    pq.write_table(pa.Table.from_pylist([], schema), str(base / "src" / "2026-01-04.parquet"))
+    scd2 = base / "scd2.toml"
+    scd2.write_text(head + entry + "mode = 'scd2'\n")
+    before = _published(base)
+    capsys.readouterr()
+    assert _run(str(scd2)) == 3  # (its columns are the history's own)
+    assert "'__START_AT' clashes with a column diffcdc adds" in _error(capsys)
+    assert _published(base) == before
+
+
+def test_a_sink_switched_to_the_other_mode_is_refused_by_the_mode_its_versions_made(tmp_path):
+    """The check's mode test follows the sink's own versions once it published: a history
+    the sink made, its config switched to mode = "current" (or back), is still refused."""
+    from diffcdc.errors import ConfigError
+    from diffcdc.sinks.base import SinkHistory, SinkTable
+    from diffcdc.sinks.delta.config import DeltaSinkConfig
+    from diffcdc.sinks.delta.sink import DeltaSink
+    from tests.support.history_publish import HistoryDriver
+
+    driver = HistoryDriver(str(tmp_path), {"deletes": "row"})
+    driver.publish({1: ("a", 1)})
+    driver.publish({2: ("b", 2)})
+    current = DeltaSink("history", SinkTable("T", ("id",)),
+                        DeltaSinkConfig(type="delta", name="history", path=driver.path))
+    with pytest.raises(ConfigError, match="is a history table"):
+        current.quick_check(SinkHistory(tuple(driver.manifests)))
+    driver.sink().quick_check(SinkHistory(tuple(driver.manifests)))  # its own mode: fine
+    as_current = [(v, {**m, "mode": "current"}) for v, m in driver.manifests]
+    with pytest.raises(ConfigError, match="is not a history table|not a history table"):
+        driver.sink().quick_check(SinkHistory(tuple(as_current)))

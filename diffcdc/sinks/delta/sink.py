@@ -117,7 +117,10 @@ class DeltaSink(Sink):
             # they are no config change to refuse the whole run for
             return
         table = self.target.open()
-        problem = self.target.mode_problem(table) if table is not None else None
+        # a continuing sink's table passed this run's check, its mode among it (by the mode
+        # its versions were made with); a full image goes onto whatever is at the path
+        problem = self.target.mode_problem(table) if table is not None and changes.initial \
+            else None
         if problem is not None:
             raise problem
         self._accept_layout(changes, table)

@@ -76,10 +76,15 @@ class DeltaTarget:
         incarnation = (manifest or {}).get("incarnation")
         return f"{self.base_app_id}:{incarnation}" if incarnation else self.base_app_id
 
-    def mode_problem(self, table: DeltaTable) -> ConfigError | None:
+    def mode_problem(self, table: DeltaTable, made_history: bool | None = None
+                     ) -> ConfigError | None:
         """A table of the other mode at the path (a history where a current image is
-        configured, or the reverse)."""
-        if scd2.is_history(table) == self.history:
+        configured, or the reverse). ``made_history``: the mode this sink's own versions
+        made the table with (a table the sink published to and no one changed since); None:
+        told from its columns (a current table whose rows have columns named like a
+        history's looks like one)."""
+        made = scd2.is_history(table) if made_history is None else made_history
+        if made == self.history:
             return None
         what = ("not a history table (no __START_AT/__END_AT/__VALID_FROM/__VALID_TO)"
                 if self.history else "a history table (mode = \"scd2\")")
@@ -180,8 +185,7 @@ class DeltaTarget:
         ``files``: also list the table's files (one that lost data files is refused)."""
         table = self.open()
         with_rows = [(v, m) for v, m in published if commits(m)]
-        # a table this sink published to is checked for other writers first: one that
-        # rewrote a history's schema leaves it looking like no history (or another layout)
+        # a table this sink published to: by the mode its versions made (below)
         problem = self.mode_problem(table) if table is not None and not with_rows else None
         if problem is not None:
             raise problem
@@ -196,6 +200,11 @@ class DeltaTarget:
                 f"the Delta table is gone (it held diffcdc version {version})",
                 f"publish a full image to it again: '{self.reload}'",
             )
+        # the mode the sink's own versions made the table with (its columns may look like
+        # the other mode's: a current table of a history's extract)
+        problem = self.mode_problem(table, manifest.get("mode") == "scd2")
+        if problem is not None:
+            raise problem
         recorded = recorded_table_id(published)
         expected = recorded[1] if recorded is not None else None
         if recorded is not None and table.metadata().id != expected and (
@@ -235,9 +244,6 @@ class DeltaTarget:
                 f"stop that writer, then replace the table with a full image: "
                 f"'{self.reload}'",
             )
-        problem = self.mode_problem(table)
-        if problem is not None:
-            raise problem
         # Data files the log names but the store lost (deleted by hand, a bad clean-up): a
         # MERGE could then miss rows it must update. One listing (delta-rs FSCK, dry run).
         if not files:
