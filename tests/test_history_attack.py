@@ -409,3 +409,14 @@ def test_a_sink_switched_to_the_other_mode_is_refused_by_the_mode_its_versions_m
     as_current = [(v, {**m, "mode": "current"}) for v, m in driver.manifests]
     with pytest.raises(ConfigError, match="is not a history table|not a history table"):
         driver.sink().quick_check(SinkHistory(tuple(as_current)))
+
+
+def test_an_end_at_sentinel_past_the_bigint_range_is_refused_at_load(base, capsys):
+    """TOML (and the config model) take any integer: 2**63 passed the load, and the history's
+    first commit then failed after the state had committed the version (exit 1)."""
+    _write(base, "2026-01-01")
+    assert _run(_config(base, open_end={"end_at": MAX + 1})) == 2
+    error = _error(capsys)
+    assert f"open_end.end_at {MAX + 1} does not fit the bigint version column" in error, error
+    assert "table T" in error, error
+    assert not os.path.exists(base / "state") and not os.path.exists(base / "lake")

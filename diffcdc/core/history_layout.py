@@ -33,6 +33,8 @@ VALID_FROM, VALID_TO = "__VALID_FROM", "__VALID_TO"
 CHANGED_COLUMNS = "__CHANGED_COLUMNS"
 #: The deleted flag's name when ``deletes = "row"`` and none is given.
 DELETED = "__DELETED"
+#: The largest version sentinel: the version columns are bigint.
+BIGINT_MAX = 2**63 - 1
 #: Names no history column may take: diffcdc's own working columns start with it.
 RESERVED_PREFIX = "__diffcdc"
 
@@ -121,6 +123,9 @@ class HistoryLayout:
         if self.open_end.end_at is not None and self.open_end.end_at <= 0:
             out.append(f"open_end.end_at {self.open_end.end_at} is no version sentinel: give a "
                        "number above every version, e.g. 9223372036854775807")
+        elif self.open_end.end_at is not None and self.open_end.end_at > BIGINT_MAX:
+            out.append(f"open_end.end_at {self.open_end.end_at} does not fit the bigint "
+                       f"version column: give at most {BIGINT_MAX}")
         return out
 
     # -- the open end ---------------------------------------------------------------------
