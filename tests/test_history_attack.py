@@ -279,7 +279,14 @@ def test_a_layout_record_removed_by_another_writer_is_named_as_that_writer(spark
     write_deltalake(path, data.cast(pa.schema([f.remove_metadata() for f in data.schema])),
                     mode="overwrite", schema_mode="overwrite")
     _write(base, "2026-01-04")
+    # a sentinel the version reaches is refused still, the target refused or not: a version
+    # staged with it would be published so later
+    reached = _config(base, "reached.toml", **{**settings, "open_end": {"end_at": 4}})
+    before = _published(base)
     capsys.readouterr()
+    assert _run(reached) == 2
+    assert "open_end.end_at 4 is not above version 4" in _error(capsys)
+    assert _published(base) == before
     assert _run(config) == 1  # the history failed on its own
     error = capsys.readouterr().err
     assert "the Delta table was changed by another writer" in error, error

@@ -111,6 +111,7 @@ class DeltaSink(Sink):
                 hint="name non-key columns of the table in track_history_columns / "
                      "track_history_except_columns",
             )
+        self._accept_open_end(changes)
         if self._target_refused and not changes.initial:
             # this run's check refused the table already (the sink publishes nothing in this
             # run, the others go on): its mode and layout are what another writer left, so
@@ -127,8 +128,7 @@ class DeltaSink(Sink):
 
     def _accept_layout(self, changes: ChangeSet, table: DeltaTable | None) -> None:
         """Refuse a layout the history cannot take: another one than the history was made
-        with (unless this version starts the sink from a full image, which rebuilds it), or
-        open-end sentinels the version reaches."""
+        with (unless this version starts the sink from a full image, which rebuilds it)."""
         made = scd2.table_layout(table) if table is not None else None
         if made is not None and made != self.layout and not changes.initial:
             raise ConfigError(
@@ -138,6 +138,10 @@ class DeltaSink(Sink):
                 hint="set deletes / history_columns / open_end back, or rebuild the history "
                      f"with the new layout: '{self.reload_command()}'",
             )
+
+    def _accept_open_end(self, changes: ChangeSet) -> None:
+        """Refuse open-end sentinels the version reaches (whatever the table: a version
+        staged now is published with them later)."""
         end = self.layout.open_end
         assert changes.snapshot_time is not None
         if end.end_at is not None and end.end_at <= changes.version:
