@@ -81,10 +81,19 @@ def _exact(base, names: Names) -> list[dict]:
     of the state the snapshot it committed."""
     rows = history_rows(str(base / "lake" / "h"))
     check_history(rows, ["id"], names=names)
-    for commit in TableState(str(base / "state"), "T").commits():
+    commits = TableState(str(base / "state"), "T").commits()
+    for commit in commits:
         snapshot = pq.read_table(commit.record.snapshot_path).to_pylist()
         assert canonical(as_of(rows, commit.version, names)) == canonical(snapshot), (
             commit.version)
+    # the times are the snapshots' as-of times, as the state recorded them (the text read
+    # here by hand: "2026-01-01T00:00:00.000000Z")
+    times = {c.version: dt.datetime.strptime(c.record.snapshot_time, "%Y-%m-%dT%H:%M:%S.%fZ"
+                                             ).replace(tzinfo=UTC) for c in commits}
+    for r in rows:
+        assert r[names.valid_from] == times[r[names.start_at]], r
+        if not names.is_open(r):
+            assert r[names.valid_to] == times[r[names.end_at]], r
     return rows
 
 
