@@ -436,3 +436,31 @@ def test_an_end_at_sentinel_past_the_bigint_range_is_refused_at_load(base, capsy
     assert f"open_end.end_at {MAX + 1} does not fit the bigint version column" in error, error
     assert "table T" in error, error
     assert not os.path.exists(base / "state") and not os.path.exists(base / "lake")
+
+
+def test_a_full_image_removes_another_writers_copies_of_open_rows_with_odd_names(tmp_path):
+    """Another writer appended exact copies of open rows (a live row and a tombstone); the
+    reload's full image removes them first. Was: that removal named the columns unquoted
+    (``e.n.d`` read as a table alias), so the reload failed on every history whose names or
+    columns hold a dot."""
+    import pyarrow.compute as pc
+    from deltalake import DeltaTable, write_deltalake
+
+    from tests.support.history_publish import HistoryDriver, snapshot_rows
+
+    seq = [{1: ("a", 1), 2: ("b", 2), 3: ("c", 3)}, {1: ("a2", 1), 3: ("c", 3)}]
+    driver = HistoryDriver(str(tmp_path), ODD)
+    for snapshot in seq:
+        driver.publish(snapshot)
+    data = DeltaTable(driver.path).to_pyarrow_table()
+    copies = data.filter(pc.equal(data.column("e.n.d"), MAX))
+    copies = copies.filter(pc.is_in(copies.column("id"), pa.array([1, 2])))
+    assert copies.num_rows == 2  # 1's live row and 2's tombstone
+    write_deltalake(driver.path, copies, mode="append")
+    last = {1: ("a2", 1), 2: ("b", 2)}  # 2 back, 3 deleted
+    driver.publish(last, image=True)
+    rows = history_rows(driver.path)
+    check_history(rows, ["id"], names=ODD_NAMES)
+    for version, snapshot in enumerate([*seq, last], start=1):
+        assert canonical(as_of(rows, version, ODD_NAMES)) == canonical(
+            snapshot_rows(snapshot)), version
