@@ -257,6 +257,9 @@ def test_the_docs_queries_give_the_same_rows_in_any_session_time_zone(spark, tmp
                 spark.conf.set("spark.sql.session.timeZone", session)
                 got[session] = sorted(tuple(r)[:3] for r in spark.sql(query).collect())
             assert got == {"UTC": expected[name], zone: expected[name]}, (name, query)
+        # a dbt user's text comparison (dbt's flag is 'True' / 'False'), as the docs say
+        deleted = spark.sql("SELECT id FROM customers_history WHERE dbt_is_deleted = 'True'")
+        assert [tuple(r) for r in deleted.collect()] == [(2,)]
     finally:
         spark.conf.set("spark.sql.session.timeZone", zone_before)
         spark.catalog.dropTempView("customers_history")
