@@ -467,3 +467,34 @@ def test_a_full_image_removes_another_writers_copies_of_open_rows_with_odd_names
     for version, snapshot in enumerate([*seq, last], start=1):
         assert canonical(as_of(rows, version, ODD_NAMES)) == canonical(
             snapshot_rows(snapshot)), version
+
+
+def _null_columns(config: str) -> str:
+    """The config with ``removed_columns = "null"`` for table T."""
+    path = Path(config)
+    path.write_text(path.read_text(encoding="utf-8").replace(
+        "snapshot_time = ", "removed_columns = 'null'\nsnapshot_time = "), encoding="utf-8")
+    return config
+
+
+def test_a_rebuild_onto_a_column_the_history_still_holds_is_refused_before_the_commit(
+        spark, base, capsys):
+    """A column the snapshots dropped stays in the history (removed_columns = "null"); a new
+    layout naming its flag like it. Was: the reload committed, the other sinks published, and
+    the history's rebuild failed after (exit 1, the reload's version stuck with that layout);
+    now the reload is refused before anything is committed (exit 2)."""
+    config = _null_columns(_config(base))
+    _write(base, "2026-01-01")
+    assert _run(config) == 0
+    pq.write_table(pa.Table.from_pylist([{"id": 1, "v": "a"}],
+                                        pa.schema([("id", pa.int64()), ("v", pa.string())])),
+                   str(base / "src" / "2026-01-02.parquet"))  # n dropped: NULL from now on
+    assert _run(config) == 0
+    new = _null_columns(_config(base, "new.toml", deletes="row",
+                                history_columns={"deleted": "N"}))
+    before = _published(base)
+    capsys.readouterr()
+    assert _run(new, "reload", "--table", "T", "--sink", "history", "--yes") == 2
+    error = _error(capsys)
+    assert "the history holds column(s) ['n'] that the new layout names" in error, error
+    assert _published(base) == before

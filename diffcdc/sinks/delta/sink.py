@@ -130,6 +130,20 @@ class DeltaSink(Sink):
         """Refuse a layout the history cannot take: another one than the history was made
         with (unless this version starts the sink from a full image, which rebuilds it)."""
         made = scd2.table_layout(table) if table is not None else None
+        if table is not None and made is not None and made != self.layout and changes.initial:
+            # the rebuild keeps every column the history holds: one the new layout names too
+            # (a column the snapshots dropped, kept as NULL) is refused before the commit
+            names = {c.lower() for c in self.layout.columns}
+            clash = [f.name for f in table.schema().fields
+                     if f.name not in made.columns and f.name.lower() in names]
+            if clash:
+                raise ConfigError(
+                    f"sink {self.id}: the history holds column(s) {clash} that the new layout "
+                    f"names ({self.layout.describe()})",
+                    table=self.table.name, path=self.config.path,
+                    hint="name the history columns apart from the history's columns "
+                         "(history_columns), then run again",
+                )
         if made is not None and made != self.layout and not changes.initial:
             raise ConfigError(
                 f"sink {self.id}: the history was made with {made.describe()} but the sink "
