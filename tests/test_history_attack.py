@@ -498,3 +498,29 @@ def test_a_rebuild_onto_a_column_the_history_still_holds_is_refused_before_the_c
     error = _error(capsys)
     assert "the history holds column(s) ['n'] that the new layout names" in error, error
     assert _published(base) == before
+
+
+def test_a_reload_of_a_history_publishes_the_versions_it_left_unpublished_first(spark, base):
+    """A run killed after its commit leaves version 4 unpublished; then the history is
+    reloaded. Was: the reload superseded version 4 for the history (exit 0), whose rows as of
+    version 4 were then version 3's snapshot; a history publishes it first now (a target the
+    reload has to mend still lets the reload supersede it)."""
+    import subprocess
+    import sys
+
+    config = _config(base, **ROWS)
+    for day in ("2026-01-01", "2026-01-02", "2026-01-03"):
+        _write(base, day)
+        assert _run(config) == 0
+    _write(base, "2026-01-04")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
+    killed = subprocess.run(
+        [sys.executable, "-m", "diffcdc.cli", "run", "--quiet", "--config", config,
+         "--master", "local[1]"], env={**env, "DIFFCDC_CRASH_AT": "after_claim"},
+        capture_output=True, text=True, timeout=300, check=False, cwd=base)
+    assert killed.returncode == 137, killed.stderr[-2000:]
+    head = TableState(str(base / "state"), "T").head()
+    assert head.version == 4 and not head.published
+    assert _run(config, "reload", "--table", "T", "--sink", "history", "--yes") == 0
+    rows = _exact(base, ROWS_NAMES)  # as of every version, 4 included
+    assert {r["__START_AT"] for r in rows} == {1, 2, 3, 4}  # (5: the reload changed nothing)
