@@ -116,11 +116,9 @@ def test_each_single_layout_change_is_refused_and_a_reload_rebuilds_it_exactly(
     changes = [
         {"deletes": "close", "open_end": ROWS["open_end"]},
         {**ROWS, "history_columns": {"deleted": "__deleted"}},
-        {**ROWS, "history_columns": {"start_at": "__start_at"}},
         {**ROWS, "history_columns": {"changed_columns": "changed"}},
         {"deletes": "row", "open_end": {"valid_to": "9999-12-30T00:00:00Z"}},
         {**ROWS, "open_end": {**ROWS["open_end"], "end_at": MAX}},
-        {"deletes": "row"},
     ]
     for i, change in enumerate(changes):
         capsys.readouterr()
