@@ -498,13 +498,16 @@ def test_a_rebuild_onto_a_column_the_history_still_holds_is_refused_before_the_c
     assert _published(base) == before
 
 
-def test_a_reload_of_a_history_publishes_the_versions_it_left_unpublished_first(spark, base):
+def test_a_reload_of_a_history_publishes_the_versions_it_left_unpublished_first(spark, base,
+                                                                              capsys):
     """A run killed after its commit leaves version 4 unpublished; then the history is
     reloaded. Was: the reload superseded version 4 for the history (exit 0), whose rows as of
     version 4 were then version 3's snapshot; a history publishes it first now (a target the
     reload has to mend still lets the reload supersede it)."""
     import subprocess
     import sys
+
+    from diffcdc.state.requests import reload_wanted
 
     config = _config(base, **ROWS)
     for day in ("2026-01-01", "2026-01-02", "2026-01-03"):
@@ -517,8 +520,17 @@ def test_a_reload_of_a_history_publishes_the_versions_it_left_unpublished_first(
          "--master", "local[1]"], env={**env, "DIFFCDC_CRASH_AT": "after_claim"},
         capture_output=True, text=True, timeout=300, check=False, cwd=base)
     assert killed.returncode == 137, killed.stderr[-2000:]
-    head = TableState(str(base / "state"), "T").head()
-    assert head.version == 4 and not head.published
-    assert _run(config, "reload", "--table", "T", "--sink", "history", "--yes") == 0
+    state = TableState(str(base / "state"), "T")
+    assert state.head().version == 4 and not state.head().published
+    # the reload asked (as 'diffcdc reload' records it), and what 'diffcdc plan' says of it
+    state.requests.save_reload(reload_wanted(None, "requested", ["history"]))
+    capsys.readouterr()
+    assert _run(config, "plan") == 0
+    out = capsys.readouterr().out
+    assert ("unpublished: history has not published version(s) 4 (the reload publishes it "
+            "first (a history keeps every version), if it can)") in out, out
+    assert "landing has not published version(s) 4 (the run publishes it first)" in out, out
+    assert _run(config) == 0  # the requested reload
+    assert state.head().version == 5 and state.head().published
     rows = _exact(base, ROWS_NAMES)  # as of every version, 4 included
     assert {r["__START_AT"] for r in rows} == {1, 2, 3, 4}  # (5: the reload changed nothing)
