@@ -59,7 +59,7 @@ def test_the_dbt_style_history_of_docs_history_md(spark, tmp_path):
     spark.read.parquet(*DeltaTable(path).file_uris()).createOrReplaceTempView("customers_history")
     by_time = spark.sql(
         "SELECT id, name, city FROM customers_history WHERE dbt_valid_from <= "
-        "TIMESTAMP'2026-01-02 12:00:00' AND dbt_valid_to > TIMESTAMP'2026-01-02 12:00:00' "
+        "TIMESTAMP'2026-01-02 12:00:00Z' AND dbt_valid_to > TIMESTAMP'2026-01-02 12:00:00Z' "
         "AND NOT dbt_is_deleted").collect()
     assert [tuple(r) for r in by_time] == [(1, "Ann", "Bergen")]
     v = 2

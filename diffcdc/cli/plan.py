@@ -21,7 +21,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
                          indent=1, default=str))
     else:
         for table, plan in plans:
-            print("\n".join(plan_lines(plan, sinks={c.sink_id: c.type for c in table.sinks})))
+            print("\n".join(plan_lines(plan, sinks={c.sink_id: c.type for c in table.sinks},
+                                       histories=_histories(table.sinks))))
         busy = [p for _, p in plans if p.has_work]
         print(f"{len(busy)} of {len(plans)} table(s) have work"
               + ("; 'diffcdc run' starts Spark for them" if busy else "; a run starts no Spark"))
@@ -49,8 +50,15 @@ def plan_dict(plan: TablePlan) -> dict[str, Any]:
     }
 
 
-def plan_lines(plan: TablePlan, sinks: dict[str, str]) -> list[str]:
-    """The plan of one table for people."""
+def _histories(sinks: list[Any]) -> frozenset[str]:
+    """The configured sinks that keep every version (``mode = "scd2"``): a reload publishes
+    their backlog first (:func:`diffcdc.engine.run._histories_publish_first`)."""
+    return frozenset(c.sink_id for c in sinks if getattr(c, "mode", None) == "scd2")
+
+
+def plan_lines(plan: TablePlan, sinks: dict[str, str],
+               histories: frozenset[str] = frozenset()) -> list[str]:
+    """The plan of one table for people (``histories``: sinks that keep every version)."""
     head = plan.head
     lines = [f"{plan.table}:"]
     lines.append("  sinks: " + ", ".join(f"{s} ({t})" for s, t in sinks.items()))
@@ -59,7 +67,9 @@ def plan_lines(plan: TablePlan, sinks: dict[str, str]) -> list[str]:
                  if head else "  last commit: none (the first run is an initial load)")
     for sink in plan.unpublished if head else ():
         versions = plan.backlog[sink]
-        action = ("superseded by the requested reload" if sink in plan.reloading
+        action = ("the reload publishes it first (a history keeps every version), if it can"
+                  if sink in plan.reloading and sink in histories
+                  else "superseded by the requested reload" if sink in plan.reloading
                   else "the run publishes it first" if len(versions) == 1
                   else "the run publishes them first, in order")
         lines.append(f"  unpublished: {sink} has not published version(s) "

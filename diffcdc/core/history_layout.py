@@ -33,6 +33,8 @@ VALID_FROM, VALID_TO = "__VALID_FROM", "__VALID_TO"
 CHANGED_COLUMNS = "__CHANGED_COLUMNS"
 #: The deleted flag's name when ``deletes = "row"`` and none is given.
 DELETED = "__DELETED"
+#: The largest version sentinel: the version columns are bigint.
+BIGINT_MAX = 2**63 - 1
 #: Names no history column may take: diffcdc's own working columns start with it.
 RESERVED_PREFIX = "__diffcdc"
 
@@ -43,6 +45,9 @@ def parse_open_time(text: str | dt.datetime) -> dt.datetime:
     if isinstance(text, dt.datetime):
         value = text
     else:
+        year, _, rest = text.strip().partition("-")
+        if year.isdigit() and len(year) < 4 and rest:  # a record of a year before 1000
+            text = f"{int(year):04d}-{rest}"  # written unpadded by an earlier diffcdc
         try:
             value = dt.datetime.fromisoformat(text.strip())
         except ValueError:
@@ -50,12 +55,18 @@ def parse_open_time(text: str | dt.datetime) -> dt.datetime:
                              "\"9999-12-31T00:00:00Z\")") from None
     if value.tzinfo is None:
         raise ValueError(f"{str(text)!r} has no time zone (give e.g. \"9999-12-31T00:00:00Z\")")
-    return value.astimezone(dt.timezone.utc)
+    try:
+        return value.astimezone(dt.timezone.utc)
+    except OverflowError:  # e.g. 9999-12-31T23:00:00-05:00: past the year 9999 in UTC
+        raise ValueError(f"{str(text)!r} is outside the years 1 to 9999 in UTC (give e.g. "
+                         "\"9999-12-31T00:00:00Z\")") from None
 
 
 def format_open_time(value: dt.datetime) -> str:
-    """A ``valid_to`` sentinel as text (UTC, ``Z``)."""
-    return value.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    """A ``valid_to`` sentinel as text (UTC, ``Z``; four year digits, as ``fromisoformat``
+    reads them)."""
+    utc = value.astimezone(dt.timezone.utc)
+    return f"{utc.year:04d}-" + utc.strftime("%m-%dT%H:%M:%S.%fZ")
 
 
 @dataclass(frozen=True)
@@ -112,6 +123,9 @@ class HistoryLayout:
         if self.open_end.end_at is not None and self.open_end.end_at <= 0:
             out.append(f"open_end.end_at {self.open_end.end_at} is no version sentinel: give a "
                        "number above every version, e.g. 9223372036854775807")
+        elif self.open_end.end_at is not None and self.open_end.end_at > BIGINT_MAX:
+            out.append(f"open_end.end_at {self.open_end.end_at} does not fit the bigint "
+                       f"version column: give at most {BIGINT_MAX}")
         return out
 
     # -- the open end ---------------------------------------------------------------------
@@ -126,11 +140,16 @@ class HistoryLayout:
             return f"{column} IS NULL"
         return f"{column} = {self.open_end.end_at}"
 
-    def as_of_sql(self, version: int) -> str:
-        """SQL over the history's names: the rows of version ``version``'s snapshot."""
-        live = f" AND NOT {self.deleted}" if self.deleted is not None else ""
-        return (f"{self.start_at} <= {version} AND ({self.end_at} IS NULL OR "
-                f"{self.end_at} > {version}){live}")
+    def as_of_sql(self, version: int, quote: Any = None) -> str:
+        """SQL over the history's names: the rows of version ``version``'s snapshot. ``quote``
+        (the SQL dialect's identifier quoting) is needed for any name that is no plain
+        identifier: unquoted, ``valid-to`` would be read as ``valid`` minus ``to``."""
+        def name(column: str) -> str:
+            return quote(column) if quote else column
+
+        start, end = name(self.start_at), name(self.end_at)
+        live = f" AND NOT {name(self.deleted)}" if self.deleted is not None else ""
+        return f"{start} <= {version} AND ({end} IS NULL OR {end} > {version}){live}"
 
     def as_of(self, row: dict[str, Any], version: int) -> bool:
         """Whether a history row (a dict by name) belongs to version ``version``'s snapshot."""

@@ -241,6 +241,26 @@ def table_parallelism(configured: int | None) -> int:
     return configured or min(8, max(2, os.cpu_count() or 1))
 
 
+def _histories_publish_first(ctx: RunContext, superseded: tuple[str, ...],
+                             report: TableReport) -> tuple[str, ...]:
+    """The reloaded sinks that keep every version (a history: ``needs_snapshot_time``)
+    publish what they left unpublished before the reload, when they can: the reload's full
+    image would otherwise be merged over the versions they lack, and as of each of those the
+    history would show the version before, with exit 0. Returns the sinks whose backlog the
+    reload supersedes (the others', and a history's that failed: the reload is what mends
+    its target, so the failure does not stop it)."""
+    histories = [s for s in superseded if ctx.sinks[s].needs_snapshot_time]
+    if not histories:
+        return superseded
+    ctx.stage(None, "finishing versions a history left unpublished, before the reload")
+    published = publish_backlog(ctx, skip=frozenset(ctx.sinks) - set(histories))
+    report.resumed_versions.extend(sorted({v for done in published.values() for v in done}
+                                          - set(report.resumed_versions)))
+    report.backlog_published.update(published)
+    failed = [s for s in histories if ctx.failed.pop(s, None) is not None]
+    return tuple(s for s in superseded if s not in histories or s in failed)
+
+
 def _execute(ctx: RunContext, report: TableReport, watch: RunObserver) -> None:
     """The table's plan, step by step."""
     plan, state, say = ctx.plan, ctx.state, ctx.say
@@ -253,12 +273,14 @@ def _execute(ctx: RunContext, report: TableReport, watch: RunObserver) -> None:
             if under(exc, state.dir):
                 raise  # the state's disk: the state's failure
             ctx.fail_sink(sink_error(sink, exc, "preparing its target"), "at the start")
-    if plan.superseded:
-        say(f"the requested reload supersedes what {', '.join(plan.superseded)} left unpublished")
+    superseded = _histories_publish_first(ctx, plan.superseded, report)
+    if superseded:
+        say(f"the requested reload supersedes what {', '.join(superseded)} left unpublished")
     if plan.publishes_first:
         ctx.stage(None, "finishing versions left unpublished by an earlier run")
         published = publish_backlog(ctx, skip=plan.reloading)
-        report.resumed_versions.extend(sorted({v for done in published.values() for v in done}))
+        report.resumed_versions.extend(sorted({v for done in published.values() for v in done}
+                                              - set(report.resumed_versions)))
         report.backlog_published.update(published)
     if plan.error is not None:
         raise plan.error

@@ -92,10 +92,17 @@ def as_utc(value: dt.datetime) -> dt.datetime:
 
 
 def format_time(value: dt.datetime) -> str:
-    """The recorded form: ISO 8601 in UTC with microseconds, ``2026-11-24T07:35:00.000000Z``."""
-    return as_utc(value).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    """The recorded form: ISO 8601 in UTC with microseconds, ``2026-11-24T07:35:00.000000Z``.
+    The year has four digits before the year 1000 too (``strftime("%Y")`` writes ``500``,
+    which ``fromisoformat`` cannot read back)."""
+    utc = as_utc(value)
+    return f"{utc.year:04d}-" + utc.strftime("%m-%dT%H:%M:%S.%fZ")
 
 
 def read_time(text: str) -> dt.datetime:
-    """A recorded time (:func:`format_time`) as an aware datetime."""
+    """A recorded time (:func:`format_time`) as an aware datetime; a year of fewer than four
+    digits (recorded so before the year was padded) is read too."""
+    year, _, rest = text.partition("-")
+    if year.isdigit() and len(year) < 4 and rest:
+        text = f"{int(year):04d}-{rest}"
     return as_utc(dt.datetime.fromisoformat(text))

@@ -224,11 +224,12 @@ def remove_copies(table: DeltaTable, rows: pa.Table, keys: Sequence[str],
     keep = keep.append_column(_ACTION, pa.array([OPEN] * n, pa.int8()))
     source = pa.concat_tables([drop, keep])
     on = " AND ".join(f"t.{quote(k)} = s.{merge_key(i)}" for i, k in enumerate(keys))
+    # the target names quoted too, as in :func:`merge` (``e.n.d`` is no table alias)
     (
         table.merge(unsliced(source), predicate=f"{on} AND {layout.open_sql('t.', quote)}",
                     source_alias="s", target_alias="t", commit_properties=props)
         .when_matched_delete(predicate=f"s.{_ACTION} = {CLOSE}")
-        .when_not_matched_insert(updates={c: f"s.{quote(c)}" for c in rows.column_names},
+        .when_not_matched_insert(updates={quote(c): f"s.{quote(c)}" for c in rows.column_names},
                                  predicate=f"s.{_ACTION} = {OPEN}")
         .execute()
     )

@@ -77,6 +77,8 @@ class DeltaSink(Sink):
         #: The table (and changelog table) as this sink finds it: opened, checked, its failures
         #: in words.
         self.target = DeltaTarget(sink_id, table, config, self.reload_command())
+        #: Whether this run's check refused the target (another writer changed it).
+        self._target_refused = False
 
     def describe(self) -> dict[str, Any]:
         described = {"type": self.type, "target": self.config.path,
@@ -109,17 +111,39 @@ class DeltaSink(Sink):
                 hint="name non-key columns of the table in track_history_columns / "
                      "track_history_except_columns",
             )
+        self._accept_open_end(changes)
+        if self._target_refused and not changes.initial:
+            # this run's check refused the table already (the sink publishes nothing in this
+            # run, the others go on): its mode and layout are what another writer left, so
+            # they are no config change to refuse the whole run for
+            return
         table = self.target.open()
-        problem = self.target.mode_problem(table) if table is not None else None
+        # a continuing sink's table passed this run's check, its mode among it (by the mode
+        # its versions were made with); a full image goes onto whatever is at the path
+        problem = self.target.mode_problem(table) if table is not None and changes.initial \
+            else None
         if problem is not None:
             raise problem
         self._accept_layout(changes, table)
 
     def _accept_layout(self, changes: ChangeSet, table: DeltaTable | None) -> None:
         """Refuse a layout the history cannot take: another one than the history was made
-        with (unless this version starts the sink from a full image, which rebuilds it), or
-        open-end sentinels the version reaches."""
+        with (unless this version starts the sink from a full image, which rebuilds it)."""
         made = scd2.table_layout(table) if table is not None else None
+        if table is not None and made is not None and made != self.layout and changes.initial:
+            # the rebuild keeps every column the history holds: one the new layout names too
+            # (a column the snapshots dropped, kept as NULL) is refused before the commit
+            names = {c.lower() for c in self.layout.columns}
+            clash = [f.name for f in table.schema().fields
+                     if f.name not in made.columns and f.name.lower() in names]
+            if clash:
+                raise ConfigError(
+                    f"sink {self.id}: the history holds column(s) {clash} that the new layout "
+                    f"names ({self.layout.describe()})",
+                    table=self.table.name, path=self.config.path,
+                    hint="name the history columns apart from the history's columns "
+                         "(history_columns), then run again",
+                )
         if made is not None and made != self.layout and not changes.initial:
             raise ConfigError(
                 f"sink {self.id}: the history was made with {made.describe()} but the sink "
@@ -128,6 +152,10 @@ class DeltaSink(Sink):
                 hint="set deletes / history_columns / open_end back, or rebuild the history "
                      f"with the new layout: '{self.reload_command()}'",
             )
+
+    def _accept_open_end(self, changes: ChangeSet) -> None:
+        """Refuse open-end sentinels the version reaches (whatever the table: a version
+        staged now is published with them later)."""
         end = self.layout.open_end
         assert changes.snapshot_time is not None
         if end.end_at is not None and end.end_at <= changes.version:
@@ -146,11 +174,20 @@ class DeltaSink(Sink):
             )
 
     def check(self, history: SinkHistory) -> None:
-        self.target.verify(list(history.manifests))
+        self._verify(history, files=True)
 
     def quick_check(self, history: SinkHistory) -> None:
         """The table's log only: its files are listed once per version, before the commit."""
-        self.target.verify(list(history.manifests), files=False)
+        self._verify(history, files=False)
+
+    def _verify(self, history: SinkHistory, *, files: bool) -> None:
+        """The target check, remembered when it refuses (see :meth:`accept`)."""
+        self._target_refused = False
+        try:
+            self.target.verify(list(history.manifests), files=files)
+        except Exception:
+            self._target_refused = True
+            raise
 
     def stage(self, changes: ChangeSet, staging_dir: str, history: SinkHistory) -> dict[str, Any]:
         # a full image of an empty snapshot is staged (its schema, no rows) and committed: the

@@ -76,10 +76,15 @@ class DeltaTarget:
         incarnation = (manifest or {}).get("incarnation")
         return f"{self.base_app_id}:{incarnation}" if incarnation else self.base_app_id
 
-    def mode_problem(self, table: DeltaTable) -> ConfigError | None:
+    def mode_problem(self, table: DeltaTable, made_history: bool | None = None
+                     ) -> ConfigError | None:
         """A table of the other mode at the path (a history where a current image is
-        configured, or the reverse)."""
-        if scd2.is_history(table) == self.history:
+        configured, or the reverse). ``made_history``: the mode this sink's own versions
+        made the table with (a table the sink published to and no one changed since); None:
+        told from its columns (a current table whose rows have columns named like a
+        history's looks like one)."""
+        made = scd2.is_history(table) if made_history is None else made_history
+        if made == self.history:
             return None
         what = ("not a history table (no __START_AT/__END_AT/__VALID_FROM/__VALID_TO)"
                 if self.history else "a history table (mode = \"scd2\")")
@@ -179,10 +184,11 @@ class DeltaTarget:
         versions before the one at hand, all published); return the table (None: none yet).
         ``files``: also list the table's files (one that lost data files is refused)."""
         table = self.open()
-        problem = self.mode_problem(table) if table is not None else None
+        with_rows = [(v, m) for v, m in published if commits(m)]
+        # a table this sink published to: by the mode its versions made (below)
+        problem = self.mode_problem(table) if table is not None and not with_rows else None
         if problem is not None:
             raise problem
-        with_rows = [(v, m) for v, m in published if commits(m)]
         if not with_rows:
             if table is not None:
                 raise self.not_ours(table)
@@ -194,6 +200,11 @@ class DeltaTarget:
                 f"the Delta table is gone (it held diffcdc version {version})",
                 f"publish a full image to it again: '{self.reload}'",
             )
+        # the mode the sink's own versions made the table with (its columns may look like
+        # the other mode's: a current table of a history's extract)
+        problem = self.mode_problem(table, manifest.get("mode") == "scd2")
+        if problem is not None:
+            raise problem
         recorded = recorded_table_id(published)
         expected = recorded[1] if recorded is not None else None
         if recorded is not None and table.metadata().id != expected and (
@@ -225,6 +236,11 @@ class DeltaTarget:
             raise self.mismatch(
                 f"the Delta table was changed by another writer: its commit {foreign} came "
                 f"after diffcdc version {version}",
+                # a history keeps what it was given: a full image is merged into the changed
+                # rows (or refused by a rewritten layout), it does not replace them
+                "stop that writer, RESTORE the Delta table to its version before that commit "
+                f"(or move it away to start a new history), then '{self.reload}'"
+                if self.history else
                 f"stop that writer, then replace the table with a full image: "
                 f"'{self.reload}'",
             )
