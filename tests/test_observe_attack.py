@@ -1,0 +1,75 @@
+"""Issue 43 attacked: lineage dataset names and the metrics file against what a hostile
+operator configures (multi-host and non-PostgreSQL JDBC URLs, quoted identifiers, IPv6, OneLake
+and HDFS folders, Kafka servers written with a protocol or resolved by DNS, credentials in
+URLs) — each case fails on the code before its fix."""
+
+from __future__ import annotations
+
+import pytest
+
+from diffcdc.observe.naming import DatasetName, folder_dataset, jdbc_dataset, kafka_dataset
+
+pytestmark = pytest.mark.unit
+
+SECRETS = ("tiger", "pw", "SECRET", "scott")
+
+
+@pytest.mark.parametrize(("url", "table", "expected"), [
+    # pgjdbc's failover list: the first host names it (was: ValueError, every event lost)
+    ("jdbc:postgresql://h1:5433,h2:5434/erp", "s.t", ("postgres://h1:5433", "erp.s.t")),
+    ("jdbc:postgresql://[::1]:5433/erp", "s.t", ("postgres://[::1]:5433", "erp.s.t")),
+    # SQL text as Spark's dbtable takes it: quoted parts whole, unquoted folded by PostgreSQL
+    ("jdbc:postgresql://db/erp", '"weird.schema"."tab.le"', ("postgres://db:5432",
+                                                           "erp.weird.schema.tab.le")),
+    ("jdbc:postgresql://db/erp", ' "A""b" . c ', ("postgres://db:5432", 'erp.A"b.c')),
+    ("jdbc:postgresql://DB.Example/Erp", "Sales.Orders", ("postgres://db.example:5432",
+                                                         "Erp.sales.orders")),
+    ("jdbc:mysql://db/shop", "`we.ird`.`Or``ders`", ("mysql://db:3306", "we.ird.Or`ders")),
+    ("jdbc:postgresql:erp?user=x", "t", ("postgres://localhost:5432", "erp.public.t")),
+    # other databases: never an exception, never the URL's parameters in the name
+    ("jdbc:sqlserver://host:1433;databaseName=db;user=scott", "dbo.t",
+     ("sqlserver://host:1433", "db.dbo.t")),
+    ("jdbc:oracle:thin:scott/tiger@//host:1521/svc", "s.t", ("oracle://host:1521", "svc.s.t")),
+])
+def test_jdbc_urls_an_operator_writes_are_named_per_the_spec(url, table, expected):
+    named = jdbc_dataset(url, table)
+    assert (named.namespace, named.name) == expected
+    assert not any(s in named.namespace + named.name for s in SECRETS)
+
+
+@pytest.mark.parametrize(("path", "expected"), [
+    # OneLake is not renamed to a host that does not exist (was: onelake.dfs.core.windows.net)
+    ("abfss://ws@onelake.dfs.fabric.microsoft.com/lh.Lakehouse/Files/T",
+     ("abfss://ws@onelake.dfs.fabric.microsoft.com", "/lh.Lakehouse/Files/T")),
+    ("https://acct.dfs.core.windows.net/cont/landing?sv=2022&sig=SECRET",
+     ("abfss://cont@acct.dfs.core.windows.net", "/landing")),
+    # was: file://webhdfs://nn:9870, with the URL's user:password before it was stripped
+    ("webhdfs://scott:tiger@nn:9870/lake/T", ("webhdfs://nn:9870", "/lake/T")),
+    ("hdfs://nn/lake/T", ("hdfs://nn:8020", "/lake/T")),
+    ("s3a://bucket/lake/T", ("s3://bucket", "/lake/T")),
+])
+def test_remote_folders_are_named_by_their_store_and_never_carry_credentials(path, expected):
+    named = folder_dataset(path)
+    assert (named.namespace, named.name) == expected
+    assert not any(s in named.namespace + named.name for s in SECRETS)
+
+
+@pytest.mark.parametrize(("servers", "namespace"), [
+    (["PLAINTEXT://b1:9092"], "kafka://b1:9092"),  # was kafka://PLAINTEXT://b1:9092
+    (["SASL_SSL://scott:pw@b1:9093"], "kafka://b1:9093"),
+    (["b1"], "kafka://b1:9092"),  # was: ValueError (an empty port)
+    (["::1"], "kafka://[::1]:9092"),
+])
+def test_kafka_servers_as_an_operator_writes_them_name_the_cluster(servers, namespace):
+    assert kafka_dataset(servers, "T") == DatasetName(namespace, "T")
+
+
+def test_a_kafka_sink_is_named_by_its_configured_broker_not_the_address_it_resolves_to():
+    from diffcdc.sinks.kafka.config import KafkaSinkConfig
+    from diffcdc.sinks.kafka.plugin import KafkaPlugin
+    from diffcdc.sinks.table import SinkTable
+
+    config = KafkaSinkConfig(type="kafka", bootstrap_servers="localhost:9092,B2.example:9093",
+                             topic="diffcdc.T")
+    named = KafkaPlugin.lineage_dataset(config, SinkTable("T", ("id",)))
+    assert named == DatasetName("kafka://b2.example:9093", "diffcdc.T")  # was 127.0.0.1:9092
