@@ -5,15 +5,24 @@ URLs) — each case fails on the code before its fix."""
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
+import subprocess
+import sys
+
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from diffcdc.observe.naming import DatasetName, folder_dataset, jdbc_dataset, kafka_dataset
+from diffcdc.observe.run_facts import epoch
 
-pytestmark = pytest.mark.unit
+DATA = os.path.join(os.path.dirname(__file__), "data")
 
 SECRETS = ("tiger", "pw", "SECRET", "scott")
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(("url", "table", "expected"), [
     # pgjdbc's failover list: the first host names it (was: ValueError, every event lost)
     ("jdbc:postgresql://h1:5433,h2:5434/erp", "s.t", ("postgres://h1:5433", "erp.s.t")),
@@ -37,6 +46,7 @@ def test_jdbc_urls_an_operator_writes_are_named_per_the_spec(url, table, expecte
     assert not any(s in named.namespace + named.name for s in SECRETS)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(("path", "expected"), [
     # OneLake is not renamed to a host that does not exist (was: onelake.dfs.core.windows.net)
     ("abfss://ws@onelake.dfs.fabric.microsoft.com/lh.Lakehouse/Files/T",
@@ -54,6 +64,7 @@ def test_remote_folders_are_named_by_their_store_and_never_carry_credentials(pat
     assert not any(s in named.namespace + named.name for s in SECRETS)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(("servers", "namespace"), [
     (["PLAINTEXT://b1:9092"], "kafka://b1:9092"),  # was kafka://PLAINTEXT://b1:9092
     (["SASL_SSL://scott:pw@b1:9093"], "kafka://b1:9093"),
@@ -64,6 +75,7 @@ def test_kafka_servers_as_an_operator_writes_them_name_the_cluster(servers, name
     assert kafka_dataset(servers, "T") == DatasetName(namespace, "T")
 
 
+@pytest.mark.unit
 def test_a_kafka_sink_is_named_by_its_configured_broker_not_the_address_it_resolves_to():
     from diffcdc.sinks.kafka.config import KafkaSinkConfig
     from diffcdc.sinks.kafka.plugin import KafkaPlugin
@@ -73,3 +85,67 @@ def test_a_kafka_sink_is_named_by_its_configured_broker_not_the_address_it_resol
                              topic="diffcdc.T")
     named = KafkaPlugin.lineage_dataset(config, SinkTable("T", ("id",)))
     assert named == DatasetName("kafka://b2.example:9093", "diffcdc.T")  # was 127.0.0.1:9092
+
+
+def _diffcdc(cwd, *args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST", "OPENLINEAGE"))}
+    return subprocess.run([sys.executable, "-m", "diffcdc.cli", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=300, check=False)
+
+
+def _samples(path) -> dict[tuple[str, frozenset], float]:
+    with open(path, encoding="utf-8") as handle:
+        return {(s.name, frozenset(s.labels.items())): s.value
+                for f in text_string_to_metric_families(handle.read()) for s in f.samples}
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_a_run_of_a_subset_keeps_every_table_of_the_config_in_the_metrics_file(tmp_path):
+    """``--only B`` then ``--only C``: A (a committed table not run) keeps the figures status
+    shows, B (refused in the run before) keeps its exit code; before the fix the file held C
+    only, so a "not refreshed" or "run failed" alert on A or B stopped watching it."""
+    base = tmp_path / "root"
+    shutil.copytree(os.path.join(DATA, "state_main487"), base)
+    os.makedirs(base / "src" / "C")
+    (base / "c.toml").write_text("""
+[diffcdc]
+state = "state"
+landing = "landing"
+
+[tables.A]
+source = "src/A"
+keys = ["id"]
+
+[tables.B]
+source = "missing"
+keys = ["id"]
+
+[tables.C]
+source = "src/C"
+keys = ["id"]
+""")
+    metrics = str(base / "m.prom")
+    refused = _diffcdc(base, "run", "--config", "c.toml", "--only", "B", "--metrics-file", metrics)
+    assert refused.returncode == 2, refused.stderr
+    done = _diffcdc(base, "run", "--config", "c.toml", "--only", "C", "--metrics-file", metrics)
+    assert done.returncode == 0, done.stderr
+    found = _samples(metrics)
+    status = {t["table"]: t for t in json.loads(
+        _diffcdc(base, "status", "--config", "c.toml", "--json").stdout)["tables"]}
+    a = status["A"]
+
+    def value(name: str, **labels: str) -> float | None:
+        return found.get((name, frozenset(labels.items())))
+
+    assert value("diffcdc_table_version", table="A") == a["version"] == 2
+    assert value("diffcdc_table_rows", table="A") == a["rows"]
+    assert value("diffcdc_table_last_commit_timestamp_seconds", table="A") == \
+        pytest.approx(epoch(a["committed_at"]))
+    assert value("diffcdc_table_last_success_timestamp_seconds", table="A") == pytest.approx(
+        epoch(a["last_run"]["started_at"]) + a["last_run"]["seconds"])
+    assert value("diffcdc_sink_backlog_versions", table="A", sink="open_mirroring",
+                 type="open_mirroring") == 0
+    assert value("diffcdc_table_last_run_exit_code", table="B", exit_class="usage") == 2
+    assert value("diffcdc_table_last_run_exit_code", table="C", exit_class="ok") == 0
+    assert value("diffcdc_run_exit_code", exit_class="ok") == 0

@@ -38,7 +38,8 @@ def _run(args: argparse.Namespace, config: RunConfig, requests: dict[str, RunReq
     from diffcdc.observe.hook import run_observers
 
     observer = run_observers(config, choose_progress(args.quiet, terminal=sys.stderr.isatty()),
-                             getattr(args, "metrics_file", None))
+                             getattr(args, "metrics_file", None),
+                             getattr(args, "config_tables", None))
     run_log: list[Any] = []
     try:
         # No Spark before it is needed: tables with nothing to do are settled first.

@@ -17,7 +17,7 @@ from diffcdc.observe.run_facts import TableFacts, TableStatusFacts, VersionFacts
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from diffcdc.config import RunConfig
+    from diffcdc.config import RunConfig, TableConfig
     from diffcdc.engine.plan import TablePlan
     from diffcdc.engine.report import SnapshotResult, TableReport
     from diffcdc.observe.lineage import LineageEmitter, LineageJob
@@ -140,10 +140,14 @@ class RunObservers(RunObserver):
     lineage problem is one warning line, never the run's)."""
 
     def __init__(self, config: RunConfig, progress: RunObserver, metrics_file: str | None,
-                 lineage: LineageObserver | None) -> None:
+                 lineage: LineageObserver | None,
+                 config_tables: list[TableConfig] | None = None) -> None:
         self.config, self.progress = config, progress
         self.metrics_file = metrics_file
         self.lineage = lineage
+        #: Every table of the config when the run is of a subset (``--only``): the metrics
+        #: file keeps them all, or an alert on a table not run would stop watching it.
+        self.config_tables = config_tables
 
     def _lineage(self, call: str, *values: Any) -> None:
         if self.lineage is None:
@@ -202,21 +206,42 @@ class RunObservers(RunObserver):
     def _metrics(self, reports: list[TableReport], exit_code: int, seconds: float,
                  gateway: str | None) -> None:
         from diffcdc.cli.status import config_status
-        from diffcdc.observe.metrics import build_registry, push_metrics, write_metrics
+        from diffcdc.observe.metrics import (
+            build_registry,
+            carried_exits,
+            push_metrics,
+            write_metrics,
+        )
 
-        tables = [TableStatusFacts.of(t) for t in config_status(self.config)]
-        registry = build_registry(tables, [TableFacts.of(r) for r in reports], exit_code,
-                                  time.time(), seconds)
+        config = self.config if self.config_tables is None else \
+            self.config.model_copy(update={"tables": self.config_tables})
+        tables = [TableStatusFacts.of(t) for t in config_status(config)]
+        runs: list[Any] = [TableFacts.of(r) for r in reports]
+        others = {t.name for t in config.tables} - {r.table for r in reports}
+        if others and self.metrics_file is not None:
+            runs += carried_exits(_previous(self.metrics_file), others)
+        registry = build_registry(tables, runs, exit_code, time.time(), seconds)
         if self.metrics_file is not None:
             write_metrics(registry, self.metrics_file)
         if gateway is not None and self.config.metrics is not None:
             push_metrics(registry, gateway, self.config.metrics.job, self.config.metrics.timeout)
 
 
+def _previous(path: str) -> str:
+    """The metrics file a run replaces (empty: none, or unreadable)."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read()
+    except (OSError, UnicodeError):
+        return ""
+
+
 def run_observers(config: RunConfig, progress: RunObserver,
-                  metrics_file: str | None = None) -> RunObservers:
+                  metrics_file: str | None = None,
+                  config_tables: list[TableConfig] | None = None) -> RunObservers:
     """The observers of a run of ``config`` (``metrics_file``: ``--metrics-file``, else the
-    config's ``[metrics] file``)."""
+    config's ``[metrics] file``; ``config_tables``: every table of the config, when ``config``
+    holds the subset ``--only`` chose)."""
     import os
 
     from diffcdc.extras import METRICS, require
@@ -232,4 +257,4 @@ def run_observers(config: RunConfig, progress: RunObserver,
             os.environ.get("OPENLINEAGE_NAMESPACE") or "diffcdc"
         lineage = LineageObserver(config, emitter, namespace)
     file = metrics_file or (config.metrics.file if config.metrics is not None else None)
-    return RunObservers(config, progress, file, lineage)
+    return RunObservers(config, progress, file, lineage, config_tables)

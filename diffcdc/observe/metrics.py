@@ -12,7 +12,8 @@ code stays the run's.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from diffcdc.observe.run_facts import TableFacts, TableStatusFacts, exit_class
@@ -22,11 +23,38 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("diffcdc")
 
+#: The metric of a table's exit code in the run that last ran it.
+EXIT_METRIC = "diffcdc_table_last_run_exit_code"
 
-def build_registry(tables: Sequence[TableStatusFacts], runs: Sequence[TableFacts],
+
+@dataclass(frozen=True)
+class TableExit:
+    """A table's exit code in the last run that ran it (a run of a subset keeps the others')."""
+
+    table: str
+    exit_code: int
+    exit_class: str
+
+
+def carried_exits(previous: str, tables: Collection[str]) -> list[TableExit]:
+    """The exit codes of ``tables`` in the metrics file ``previous`` (its text; unreadable:
+    none): what a run of a subset (``--only``) keeps of the tables it did not run."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    try:
+        return [TableExit(s.labels["table"], int(s.value), s.labels.get("exit_class", ""))
+                for family in text_string_to_metric_families(previous)
+                for s in family.samples
+                if s.name == EXIT_METRIC and s.labels.get("table") in tables]
+    except (ValueError, KeyError, TypeError):  # not a file of ours, or torn by hand
+        return []
+
+
+def build_registry(tables: Sequence[TableStatusFacts], runs: Sequence[TableFacts | TableExit],
                    exit_code: int, finished: float, seconds: float) -> CollectorRegistry:
     """The run's metrics: ``tables`` as ``status`` shows them after the run, ``runs`` this
-    run's outcome per table, ``exit_code`` the command's, ``finished`` its end (epoch)."""
+    run's outcome per table (and, for a subset's run, the other tables' last outcome),
+    ``exit_code`` the command's, ``finished`` its end (epoch)."""
     from prometheus_client import CollectorRegistry, Gauge
 
     registry = CollectorRegistry()
@@ -61,8 +89,9 @@ def build_registry(tables: Sequence[TableStatusFacts], runs: Sequence[TableFacts
     for table in tables:
         for sink in table.sinks:
             backlog.labels(table.table, sink.sink, sink.type).set(sink.backlog)
-    codes = gauge("diffcdc_table_last_run_exit_code",
-                  "Exit code of the table in this run (0 ok, 1 failed, 2 usage, 3 refused)",
+    codes = gauge(EXIT_METRIC,
+                  "Exit code of the table in the last run that ran it (0 ok, 1 failed, 2 usage, "
+                  "3 refused)",
                   ("table", "exit_class"))
     for run in runs:
         codes.labels(run.table, run.exit_class).set(run.exit_code)
