@@ -149,3 +149,119 @@ keys = ["id"]
     assert value("diffcdc_table_last_run_exit_code", table="B", exit_class="usage") == 2
     assert value("diffcdc_table_last_run_exit_code", table="C", exit_class="ok") == 0
     assert value("diffcdc_run_exit_code", exit_class="ok") == 0
+
+
+ALL_KINDS = """
+[diffcdc]
+state = "state"
+landing = "abfss://landing@acct.dfs.core.windows.net/mirror/LandingZone"
+
+[defaults]
+landing_options = { account_key_env = "OA_LANDING_KEY" }
+
+[tables.Pg]
+keys = ["id"]
+[tables.Pg.source]
+type = "jdbc"
+url = "jdbc:postgresql://db1:5433,db2:5433/erp?user=reader&ssl=true"
+table = 'Sales."Order Lines"'
+user = "reader"
+password_env = "OA_PG_PASSWORD"
+
+[[tables.Pg.sinks]]
+type = "kafka"
+bootstrap_servers = "SASL_SSL://localhost:9093"
+topic = "erp.orders"
+security_protocol = "sasl_ssl"
+sasl_mechanism = "PLAIN"
+sasl_username = "writer"
+sasl_password_env = "OA_KAFKA_PASSWORD"
+
+[tables.My]
+keys = ["id"]
+[tables.My.source]
+type = "jdbc"
+url = "jdbc:mysql://maria.example/shop"
+table = "`order items`"
+password_env = "OA_PG_PASSWORD"
+
+[[tables.My.sinks]]
+type = "delta"
+path = "lake/my"
+changelog_path = "lake/my_changes"
+
+[[tables.My.sinks]]
+type = "delta"
+mode = "scd2"
+name = "history"
+path = "lake/my_history"
+
+[tables.Txt]
+source = "src"
+keys = ["id"]
+file_format = "tsv"
+"""
+
+
+@pytest.mark.unit
+def test_every_source_and_sink_kind_makes_valid_events_without_a_secret(tmp_path, monkeypatch):
+    """Each table's START, COMPLETE (a version with a gate's checks) and FAIL, as the receiver
+    gets them, valid against the spec and the facets' schemas; the passwords and the landing key
+    (set in the environment) appear nowhere, and every dataset is named per the spec."""
+    from datetime import datetime, timezone
+
+    from openlineage.client.serde import Serde
+
+    from diffcdc.config_file import load_config
+    from diffcdc.core.quality_report import CheckResult, GateReport
+    from diffcdc.observe.lineage import (
+        LineageJob,
+        complete_event,
+        fail_event,
+        new_run_id,
+        start_event,
+    )
+    from diffcdc.observe.run_facts import SinkOutput, TableFacts, VersionFacts
+    from tests.support.openlineage_schema import validate_event
+
+    secrets = {"OA_PG_PASSWORD": "pg-s3cret", "OA_KAFKA_PASSWORD": "kafka-s3cret",
+               "OA_LANDING_KEY": "bGFuZGluZy1rZXk="}
+    for name, value in secrets.items():
+        monkeypatch.setenv(name, value)
+    (tmp_path / "src").mkdir()
+    (tmp_path / "c.toml").write_text(ALL_KINDS)
+    monkeypatch.chdir(tmp_path)
+    config = load_config(str(tmp_path / "c.toml"))
+    gate = GateReport("snapshot", (CheckResult("keys_unique", True, True, observed=0,
+                                               threshold=0, detail='a "quoted" <detail>'),))
+    at = datetime(2026, 3, 29, 1, 30, tzinfo=timezone.utc)  # a DST change in Europe
+    names = {}
+    for table in config.tables:
+        job = LineageJob.of(table, "etl")
+        run_id = new_run_id()
+        version = VersionFacts("0001.parquet", 1, 3, 3, 0, 0, 1.0, tuple(
+            SinkOutput(s.sink, s.type, 3, True) for s in job.sinks), (gate,))
+        facts = TableFacts(table.name, "r1", "failed", 3, 1.0, (), (gate,), "table: refused",
+                           "0001.parquet", "0")
+        events = [start_event(job, run_id, at, "0001.parquet"),
+                  complete_event(job, run_id, at, version, {"type": "struct", "fields": [
+                      {"name": "id", "type": "long"}, {"name": "s", "type": {
+                          "type": "struct", "fields": [{"name": "a b", "type": "string"}]}}]}),
+                  fail_event(job, new_run_id(), at, facts, "0001.parquet")]
+        for event in events:
+            text = Serde.to_json(event)
+            assert not [v for v in secrets.values() if v in text], text
+            document = json.loads(text)
+            validate_event(document)
+            assert document["eventTime"] == "2026-03-29T01:30:00+00:00"
+        names[table.name] = ((job.source.namespace, job.source.name),
+                             [(s.dataset.namespace, s.dataset.name) for s in job.sinks])
+    lake = str((tmp_path / "lake").resolve())
+    landing = ("abfss://landing@acct.dfs.core.windows.net", "/mirror/LandingZone/Txt")
+    assert names == {
+        "Pg": (("postgres://db1:5433", "erp.sales.Order Lines"),
+               [("kafka://localhost:9093", "erp.orders")]),
+        "My": (("mysql://maria.example:3306", "shop.order items"),
+               [("file", f"{lake}/my"), ("file", f"{lake}/my_history")]),
+        "Txt": (("file", str((tmp_path / "src").resolve())), [landing]),
+    }
