@@ -265,3 +265,72 @@ def test_every_source_and_sink_kind_makes_valid_events_without_a_secret(tmp_path
                [("file", f"{lake}/my"), ("file", f"{lake}/my_history")]),
         "Txt": (("file", str((tmp_path / "src").resolve())), [landing]),
     }
+
+
+class _Answers:
+    """A loopback receiver answering every POST with one status (a redirect's Location: /moved,
+    whose GET answers 200), recording the requests."""
+
+    def __init__(self, status: int) -> None:
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        seen = self.seen = []
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args) -> None:
+                pass
+
+            def _answer(self, code: int) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                seen.append((self.command, self.path))
+                self.send_response(code)
+                if 300 <= code < 400:
+                    self.send_header("Location", "/moved?sig=SECRET")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def do_POST(self) -> None:
+                self._answer(status)
+
+            def do_GET(self) -> None:
+                self._answer(200)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("status", [301, 302, 303, 307, 413, 500])
+def test_a_receiver_that_redirects_or_refuses_is_one_warning_and_no_lost_success(status, caplog):
+    """A redirect used to be followed as a GET (301/302/303): every event dropped with a 200,
+    no warning. Now any redirect, like a refusal, is one warning line naming the receiver; the
+    events after it are not sent; closing never waits beyond the timeout."""
+    import time
+
+    from diffcdc.observe.lineage import LineageEmitter, LineageJob, new_run_id, now, start_event
+    from diffcdc.observe.settings import LineageSettings
+
+    receiver = _Answers(status)
+    try:
+        emitter = LineageEmitter.open(LineageSettings(url=receiver.url, timeout=2))
+        assert emitter is not None
+        job = LineageJob("etl", "T", DatasetName("file", "/src"), ())
+        started = time.monotonic()
+        with caplog.at_level("WARNING", logger="diffcdc"):
+            for _ in range(3):
+                emitter.emit(start_event(job, new_run_id(), now(), "0001.parquet"))
+            emitter.close()
+        assert time.monotonic() - started < 5
+    finally:
+        receiver.stop()
+    warned = [r.getMessage() for r in caplog.records if r.name == "diffcdc"]
+    assert len(warned) == 1 and receiver.url in warned[0], warned
+    assert str(status) in warned[0] and "SECRET" not in warned[0], warned
+    assert receiver.seen == [("POST", "/api/v1/lineage")]

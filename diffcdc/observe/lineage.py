@@ -321,6 +321,31 @@ class _Heard(logging.Handler):
             self.problem = record.getMessage()
 
 
+def _refuse_redirects(transport: Any) -> None:
+    """An HTTP receiver's redirect fails the event instead of being followed: requests turns
+    a POST answered 301/302/303 into a GET of the new address, so the event would be dropped
+    with a success (a proxy sending http:// on to https:// loses every event, unseen)."""
+    from requests import Session
+
+    session = getattr(transport, "session", None)
+    if isinstance(session, Session):
+        session.hooks["response"].append(_redirect_refused)
+
+
+def _redirect_refused(response: Any, *args: Any, **kwargs: Any) -> Any:
+    from urllib.parse import urlsplit
+
+    from diffcdc.errors import ConfigError
+
+    if response.is_redirect:
+        where = urlsplit(response.headers.get("Location") or "")
+        raise ConfigError(
+            f"the receiver answered {response.status_code}, a redirect to "
+            f"{where.scheme + '://' if where.scheme else ''}{where.hostname or ''}{where.path}, "
+            "which an event does not follow: give the address it redirects to")
+    return response
+
+
 class LineageEmitter:
     """Sends events in a thread of its own, in order; the first failure is one warning line and
     stops the rest (a receiver that is down costs the run nothing more)."""
@@ -357,6 +382,7 @@ class LineageEmitter:
             client = OpenLineageClient(config=_client_config(settings) if settings else None)
             if client.transport.kind == "console" and heard.problem:
                 raise ValueError(heard.problem)  # its configuration unreadable: no events
+            _refuse_redirects(client.transport)
         except Exception as exc:  # noqa: BLE001 - its library, its configuration: one line
             log.warning("OpenLineage events are not sent (%s: %s); the run goes on without "
                         "them: %s", where, " ".join(str(exc).split())[:200],
