@@ -334,3 +334,26 @@ def test_a_receiver_that_redirects_or_refuses_is_one_warning_and_no_lost_success
     assert len(warned) == 1 and receiver.url in warned[0], warned
     assert str(status) in warned[0] and "SECRET" not in warned[0], warned
     assert receiver.seen == [("POST", "/api/v1/lineage")]
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_a_run_ended_by_an_error_before_its_reports_still_writes_its_metrics(tmp_path):
+    """Spark Connect not answering ends the run (exit 2) before any table's report: the metrics
+    file used to keep the last run's "ok", so the run-failed alert stayed silent."""
+    from tests.support.cli_runs import rows, write
+
+    write(str(tmp_path / "src" / "0001.parquet"), rows(3))
+    (tmp_path / "c.toml").write_text('[diffcdc]\nstate = "state"\nlanding = "landing"\n\n'
+                                     '[tables.A]\nsource = "src"\nkeys = ["id"]\n')
+    metrics = tmp_path / "m.prom"
+    metrics.write_text('diffcdc_run_exit_code{exit_class="ok"} 0.0\n')  # last night's
+    done = _diffcdc(tmp_path, "run", "--config", "c.toml", "--metrics-file", str(metrics),
+                    "--remote", "sc://127.0.0.1:9", "--connect-timeout", "1")
+    assert done.returncode == 2, done.stderr
+    found = _samples(metrics)
+    assert found[("diffcdc_run_exit_code", frozenset({("exit_class", "usage")}))] == 2
+    assert found[("diffcdc_table_last_run_exit_code",
+                  frozenset({("exit_class", "usage"), ("table", "A")}))] == 2
+    assert found[("diffcdc_table_snapshots_pending", frozenset({("table", "A")}))] == 1
+    assert ("diffcdc_run_exit_code", frozenset({("exit_class", "ok")})) not in found

@@ -50,7 +50,11 @@ def _run(args: argparse.Namespace, config: RunConfig, requests: dict[str, RunReq
         if busy:
             done = {r.table: r for r in _run_busy(args, config, busy, overrides, requests,
                                                   observer, run_log)}
-    finally:
+    except BaseException as exc:  # the run ends here: its metrics file says so
+        observer.close()
+        observer.crashed(exc, time.monotonic() - started)
+        raise
+    else:
         observer.close()
     reports = [idle[t.name] or done[t.name] for t in config.tables]
     dicts = [r.to_dict() for r in reports]

@@ -203,8 +203,31 @@ class RunObservers(RunObserver):
             log.warning("the run's metrics were not written (%s: %s); the run's result "
                         "stands", type(exc).__name__, " ".join(str(exc).split())[:200])
 
+    def crashed(self, exc: BaseException, seconds: float) -> None:
+        """The run was ended by ``exc`` before its tables' reports (Spark would not start, a
+        lost server, Ctrl-C): the metrics file says so, each table of the run with the run's
+        exit code — left as it was, it would show the last run's success."""
+        from diffcdc.errors import DiffcdcError
+        from diffcdc.observe.metrics import TableExit
+        from diffcdc.observe.run_facts import exit_class
+
+        code = exc.exit_code if isinstance(exc, DiffcdcError) else \
+            130 if isinstance(exc, KeyboardInterrupt) else 1
+        if self.lineage is not None:
+            self.lineage.emitter.close()
+        settings = self.config.metrics
+        gateway = settings.pushgateway if settings is not None else None
+        if self.metrics_file is None and gateway is None:
+            return
+        try:
+            self._metrics([], code, seconds, gateway, [TableExit(t.name, code, exit_class(code))
+                                                        for t in self.config.tables])
+        except Exception as failed:  # noqa: BLE001 - metrics never change the run's result
+            log.warning("the run's metrics were not written (%s: %s); the run's result "
+                        "stands", type(failed).__name__, " ".join(str(failed).split())[:200])
+
     def _metrics(self, reports: list[TableReport], exit_code: int, seconds: float,
-                 gateway: str | None) -> None:
+                 gateway: str | None, ended: list[Any] | None = None) -> None:
         from diffcdc.cli.status import config_status
         from diffcdc.observe.metrics import (
             build_registry,
@@ -216,8 +239,8 @@ class RunObservers(RunObserver):
         config = self.config if self.config_tables is None else \
             self.config.model_copy(update={"tables": self.config_tables})
         tables = [TableStatusFacts.of(t) for t in config_status(config)]
-        runs: list[Any] = [TableFacts.of(r) for r in reports]
-        others = {t.name for t in config.tables} - {r.table for r in reports}
+        runs: list[Any] = [TableFacts.of(r) for r in reports] + list(ended or ())
+        others = {t.name for t in config.tables} - {r.table for r in runs}
         if others and self.metrics_file is not None:
             runs += carried_exits(_previous(self.metrics_file), others)
         registry = build_registry(tables, runs, exit_code, time.time(), seconds)

@@ -354,6 +354,7 @@ class LineageEmitter:
         self.client, self.where, self.timeout = client, where, timeout
         self._queue: queue.Queue[RunEvent | None] = queue.Queue()
         self._failed = False
+        self._closed = False
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._send, name="diffcdc-lineage", daemon=True)
         self._thread.start()
@@ -419,7 +420,10 @@ class LineageEmitter:
 
     def close(self) -> None:
         """Wait (at most the timeout) for the events still queued; one warning line when they
-        are not all sent by then."""
+        are not all sent by then (once: a second close does not wait again)."""
+        if self._closed:
+            return
+        self._closed = True
         self._queue.put(None)
         self._thread.join(self.timeout)
         if self._thread.is_alive():
