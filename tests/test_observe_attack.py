@@ -357,3 +357,31 @@ def test_a_run_ended_by_an_error_before_its_reports_still_writes_its_metrics(tmp
                   frozenset({("exit_class", "usage"), ("table", "A")}))] == 2
     assert found[("diffcdc_table_snapshots_pending", frozenset({("table", "A")}))] == 1
     assert ("diffcdc_run_exit_code", frozenset({("exit_class", "ok")})) not in found
+
+
+@pytest.mark.unit
+def test_a_receiver_or_gateway_url_with_credentials_never_shows_them(caplog):
+    """``[lineage] url`` with user:password@ (requests sends it as basic auth) and a Pushgateway
+    URL alike: the warning lines (stderr, the run's log file) used to print the password,
+    twice (the URL and the HTTP error naming it)."""
+    from prometheus_client import CollectorRegistry
+
+    from diffcdc.observe.lineage import LineageEmitter, LineageJob, new_run_id, now, start_event
+    from diffcdc.observe.metrics import push_metrics
+    from diffcdc.observe.settings import LineageSettings
+
+    receiver = _Answers(413)
+    url = receiver.url.replace("http://", "http://bob:s3cret@")
+    try:
+        with caplog.at_level("WARNING", logger="diffcdc"):
+            emitter = LineageEmitter.open(LineageSettings(url=url, timeout=2))
+            assert emitter is not None
+            emitter.emit(start_event(LineageJob("etl", "T", DatasetName("file", "/s"), ()),
+                                     new_run_id(), now(), None))
+            emitter.close()
+            assert not push_metrics(CollectorRegistry(), url, "diffcdc", 2)
+    finally:
+        receiver.stop()
+    warned = [r.getMessage() for r in caplog.records if r.name == "diffcdc"]
+    assert len(warned) == 2 and all("127.0.0.1" in w for w in warned), warned
+    assert not [w for w in warned if "s3cret" in w or "bob" in w], warned

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from diffcdc.engine.progress import RunObserver
 from diffcdc.observe.run_facts import TableFacts, TableStatusFacts, VersionFacts
+from diffcdc.observe.settings import without_credentials
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -156,7 +157,7 @@ class RunObservers(RunObserver):
             getattr(self.lineage, call)(*values)
         except Exception as exc:  # noqa: BLE001 - lineage never fails a run
             log.warning("OpenLineage events stop here (%s: %s); the run's result stands",
-                        type(exc).__name__, " ".join(str(exc).split())[:200])
+                        type(exc).__name__, without_credentials(exc)[:200])
             self.lineage = None
 
     def spark_started(self, spark: SparkSession) -> None:
@@ -201,7 +202,7 @@ class RunObservers(RunObserver):
             self._metrics(reports, exit_code, seconds, gateway)
         except Exception as exc:  # noqa: BLE001 - metrics never change the run's result
             log.warning("the run's metrics were not written (%s: %s); the run's result "
-                        "stands", type(exc).__name__, " ".join(str(exc).split())[:200])
+                        "stands", type(exc).__name__, without_credentials(exc)[:200])
 
     def crashed(self, exc: BaseException, seconds: float) -> None:
         """The run was ended by ``exc`` before its tables' reports (Spark would not start, a
@@ -224,7 +225,7 @@ class RunObservers(RunObserver):
                                                         for t in self.config.tables])
         except Exception as failed:  # noqa: BLE001 - metrics never change the run's result
             log.warning("the run's metrics were not written (%s: %s); the run's result "
-                        "stands", type(failed).__name__, " ".join(str(failed).split())[:200])
+                        "stands", type(failed).__name__, without_credentials(failed)[:200])
 
     def _metrics(self, reports: list[TableReport], exit_code: int, seconds: float,
                  gateway: str | None, ended: list[Any] | None = None) -> None:

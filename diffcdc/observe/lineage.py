@@ -25,7 +25,7 @@ from diffcdc import __version__
 from diffcdc.core.quality_report import GateReport, to_jsonable
 from diffcdc.observe.naming import DatasetName, source_dataset
 from diffcdc.observe.run_facts import TableFacts, VersionFacts, exit_class
-from diffcdc.observe.settings import DEFAULT_TIMEOUT, LineageSettings
+from diffcdc.observe.settings import DEFAULT_TIMEOUT, LineageSettings, without_credentials
 
 if TYPE_CHECKING:
     from openlineage.client.event_v2 import RunEvent
@@ -365,8 +365,9 @@ class LineageEmitter:
         one warning line when the client cannot be made)."""
         if settings is None and not configured_elsewhere():
             return None
-        where = settings.url if settings is not None and settings.url else \
-            os.environ.get("OPENLINEAGE_URL") or "the receiver of the OpenLineage client's configuration"
+        where = without_credentials(settings.url if settings is not None and settings.url else
+                                    os.environ.get("OPENLINEAGE_URL") or
+                                    "the receiver of the OpenLineage client's configuration")
         if settings is not None and settings.api_key_env and \
                 not os.environ.get(settings.api_key_env):
             log.warning("OpenLineage events are not sent to %s: the environment variable %s "
@@ -386,7 +387,7 @@ class LineageEmitter:
             _refuse_redirects(client.transport)
         except Exception as exc:  # noqa: BLE001 - its library, its configuration: one line
             log.warning("OpenLineage events are not sent (%s: %s); the run goes on without "
-                        "them: %s", where, " ".join(str(exc).split())[:200],
+                        "them: %s", where, without_credentials(exc)[:200],
                         "pip install 'diffcdc[lineage]'" if isinstance(exc, ImportError) else
                         "check [lineage] or the OpenLineage client's configuration")
             return None
@@ -409,7 +410,7 @@ class LineageEmitter:
                 self._warn_once(
                     "OpenLineage events could not be sent to %s (%s); the run's result stands, "
                     "its later events are dropped: check the receiver and [lineage] url",
-                    self.where, " ".join(str(exc).split())[:200])
+                    self.where, without_credentials(exc)[:200])
 
     def _warn_once(self, text: str, *values: Any) -> None:
         with self._lock:

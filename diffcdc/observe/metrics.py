@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from diffcdc.observe.run_facts import TableFacts, TableStatusFacts, exit_class
+from diffcdc.observe.settings import without_credentials
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -127,7 +128,7 @@ def push_metrics(registry: CollectorRegistry, gateway: str, job: str, timeout: f
         push_to_gateway(gateway, job=job, registry=registry, timeout=timeout)
     except Exception as exc:  # noqa: BLE001 - its network, its answer: never the run's result
         log.warning("the metrics could not be pushed to the Pushgateway %s (%s); the run's "
-                    "result stands: check [metrics] pushgateway", gateway,
-                    " ".join(str(exc).split())[:200])
+                    "result stands: check [metrics] pushgateway", without_credentials(gateway),
+                    without_credentials(exc)[:200])
         return False
     return True
