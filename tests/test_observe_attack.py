@@ -385,3 +385,30 @@ def test_a_receiver_or_gateway_url_with_credentials_never_shows_them(caplog):
     warned = [r.getMessage() for r in caplog.records if r.name == "diffcdc"]
     assert len(warned) == 2 and all("127.0.0.1" in w for w in warned), warned
     assert not [w for w in warned if "s3cret" in w or "bob" in w], warned
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_a_metrics_file_inside_a_source_the_state_or_a_target_is_refused_before_anything_ran(
+        tmp_path):
+    """Rewritten every run, a metrics file in the source folder was read as a snapshot (the
+    table refused every night after, ``unsupported snapshot file type``); in the state root or
+    a landing table folder it was a foreign file. Now: exit 2, one line, nothing written."""
+    (tmp_path / "src").mkdir()
+    (tmp_path / "c.toml").write_text('[diffcdc]\nstate = "state"\nlanding = "landing"\n\n'
+                                     '[tables.A]\nsource = "src"\nkeys = ["id"]\n')
+    for inside, what in (("src/m.prom", "the source folder of table A"),
+                         ("state/m.prom", "the state root"),
+                         ("landing/A/m.prom", "the target of sink open_mirroring of table A")):
+        os.makedirs(tmp_path / os.path.dirname(inside), exist_ok=True)
+        done = _diffcdc(tmp_path, "run", "--config", "c.toml", "--metrics-file", inside)
+        lines = done.stderr.strip().splitlines()
+        assert done.returncode == 2 and len(lines) == 1, done.stderr
+        assert f"--metrics-file {inside} lies inside {what}" in lines[0], lines
+        assert not (tmp_path / inside).exists()
+    (tmp_path / "c.toml").write_text((tmp_path / "c.toml").read_text()
+                                     + '\n[metrics]\nfile = "src/n.prom"\n')
+    done = _diffcdc(tmp_path, "run", "--config", "c.toml")
+    assert done.returncode == 2 and "[metrics] file" in done.stderr and \
+        "the source folder of table A" in done.stderr, done.stderr
+    assert not (tmp_path / "src" / "n.prom").exists()

@@ -273,6 +273,9 @@ def run_observers(config: RunConfig, progress: RunObserver,
 
     if metrics_file is not None:  # [metrics] is checked with the config
         require(METRICS, where="--metrics-file")
+    file = metrics_file or (config.metrics.file if config.metrics is not None else None)
+    if file is not None:
+        _metrics_file_apart(file, config, config_tables)
     settings = config.lineage
     emitter = LineageEmitter.open(settings)
     lineage = None
@@ -280,5 +283,17 @@ def run_observers(config: RunConfig, progress: RunObserver,
         namespace = settings.namespace if settings is not None else \
             os.environ.get("OPENLINEAGE_NAMESPACE") or "diffcdc"
         lineage = LineageObserver(config, emitter, namespace)
-    file = metrics_file or (config.metrics.file if config.metrics is not None else None)
     return RunObservers(config, progress, file, lineage, config_tables)
+
+
+def _metrics_file_apart(file: str, config: RunConfig,
+                        config_tables: list[TableConfig] | None) -> None:
+    """Refuse (exit 2, before anything ran) a metrics file inside the state root, a source
+    folder or a sink's folder: rewritten every run, it would be read as a snapshot (the table
+    refused every night after) or sit in a target as a foreign file."""
+    from diffcdc.cli.report import guarded_folders, refuse_inside
+
+    whole = config if config_tables is None else config.model_copy(update={"tables": config_tables})
+    option = "--metrics-file" if file != (config.metrics.file if config.metrics else None) \
+        else "[metrics] file"
+    refuse_inside(file, guarded_folders(config.state_root(), whole), option, "the metrics file")
