@@ -412,3 +412,24 @@ def test_a_metrics_file_inside_a_source_the_state_or_a_target_is_refused_before_
     assert done.returncode == 2 and "[metrics] file" in done.stderr and \
         "the source folder of table A" in done.stderr, done.stderr
     assert not (tmp_path / "src" / "n.prom").exists()
+
+
+@pytest.mark.unit
+def test_ctrl_c_before_the_tables_reports_writes_the_interrupted_exit_code(tmp_path):
+    from diffcdc.cli.progress import choose_progress
+    from diffcdc.config_file import load_config
+    from diffcdc.observe.hook import run_observers
+
+    (tmp_path / "src").mkdir()
+    (tmp_path / "c.toml").write_text('[diffcdc]\nstate = "state"\nlanding = "landing"\n\n'
+                                     '[tables.A]\nsource = "src"\nkeys = ["id"]\n')
+    metrics = tmp_path / "m.prom"
+    observers = run_observers(load_config(str(tmp_path / "c.toml")),
+                              choose_progress(True, terminal=False), str(metrics))
+    observers.close()
+    observers.crashed(KeyboardInterrupt(), 2.5)
+    found = _samples(metrics)
+    assert found[("diffcdc_run_exit_code", frozenset({("exit_class", "interrupted")}))] == 130
+    assert found[("diffcdc_table_last_run_exit_code",
+                  frozenset({("exit_class", "interrupted"), ("table", "A")}))] == 130
+    assert found[("diffcdc_run_duration_seconds", frozenset())] == 2.5

@@ -211,9 +211,12 @@ class RunObservers(RunObserver):
         from diffcdc.errors import DiffcdcError
         from diffcdc.observe.metrics import TableExit
         from diffcdc.observe.run_facts import exit_class
+        from diffcdc.spark.connect import lost_server_error
 
+        lost = lost_server_error(exc) if isinstance(exc, Exception) else None
         code = exc.exit_code if isinstance(exc, DiffcdcError) else \
-            130 if isinstance(exc, KeyboardInterrupt) else 1
+            130 if isinstance(exc, KeyboardInterrupt) else \
+            lost.exit_code if lost is not None else 1  # as diffcdc.cli.main maps them
         if self.lineage is not None:
             self.lineage.emitter.close()
         settings = self.config.metrics
