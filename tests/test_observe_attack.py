@@ -433,3 +433,51 @@ def test_ctrl_c_before_the_tables_reports_writes_the_interrupted_exit_code(tmp_p
     assert found[("diffcdc_table_last_run_exit_code",
                   frozenset({("exit_class", "interrupted"), ("table", "A")}))] == 130
     assert found[("diffcdc_run_duration_seconds", frozenset())] == 2.5
+
+
+MADE_AT = "/tmp/s4S/fixture_root"  # where tests/data/state_main487 was made
+
+
+def _fixture_state(base) -> None:
+    """tests/data/state_main487 (table A, two versions) at ``base``, its records' paths there."""
+    shutil.copytree(os.path.join(DATA, "state_main487"), base)
+    for folder, _, files in os.walk(base / "state"):
+        for name in files:
+            if name.endswith(".json"):
+                path = os.path.join(folder, name)
+                with open(path, encoding="utf-8") as handle:
+                    text = handle.read()
+                with open(path, "w", encoding="utf-8") as handle:
+                    handle.write(text.replace(MADE_AT, str(base)))
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_a_failed_run_after_a_quiet_night_keeps_that_nights_success(tmp_path):
+    """State keeps only the last run and the last change: after a run with nothing to do, a
+    failed one left the metric at the older change's end, a day too old (a false "no success"
+    alert). The file written after the quiet night knows better and is kept."""
+    base = tmp_path / "root"
+    _fixture_state(base)
+    config = base / "c.toml"
+    text = '[diffcdc]\nstate = "state"\nlanding = "landing"\n\n[tables.A]\nsource = "{}"\n' \
+        'keys = ["id"]\n'
+    config.write_text(text.format("src/A"))
+    metrics = str(base / "m.prom")
+    quiet = _diffcdc(base, "run", "--config", "c.toml", "--metrics-file", metrics)
+    assert quiet.returncode == 0, quiet.stderr
+    success = _samples(metrics)[("diffcdc_table_last_success_timestamp_seconds",
+                                 frozenset({("table", "A")}))]
+    config.write_text(text.format("missing"))
+    failed = _diffcdc(base, "run", "--config", "c.toml", "--metrics-file", metrics)
+    assert failed.returncode == 2, failed.stderr
+    status = json.loads(_diffcdc(base, "status", "--config", "c.toml", "--json").stdout)
+    entry = status["tables"][0]
+    assert entry["last_run"]["outcome"] == "failed"
+    change_end = epoch(entry["last_change"]["started_at"]) + entry["last_change"]["seconds"]
+    assert change_end < success - 3600  # the fixture's change: made long before this test
+    found = _samples(metrics)
+    assert found[("diffcdc_table_last_success_timestamp_seconds",
+                  frozenset({("table", "A")}))] == success
+    assert found[("diffcdc_table_last_run_exit_code",
+                  frozenset({("table", "A"), ("exit_class", "usage")}))] == 2

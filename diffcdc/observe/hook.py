@@ -237,6 +237,7 @@ class RunObservers(RunObserver):
             build_registry,
             carried_exits,
             push_metrics,
+            with_carried_success,
             write_metrics,
         )
 
@@ -245,8 +246,10 @@ class RunObservers(RunObserver):
         tables = [TableStatusFacts.of(t) for t in config_status(config)]
         runs: list[Any] = [TableFacts.of(r) for r in reports] + list(ended or ())
         others = {t.name for t in config.tables} - {r.table for r in runs}
-        if others and self.metrics_file is not None:
-            runs += carried_exits(_previous(self.metrics_file), others)
+        if self.metrics_file is not None:
+            previous = _previous(self.metrics_file)
+            tables = with_carried_success(tables, previous)
+            runs += carried_exits(previous, others)
         registry = build_registry(tables, runs, exit_code, time.time(), seconds)
         if self.metrics_file is not None:
             write_metrics(registry, self.metrics_file)

@@ -12,9 +12,10 @@ code stays the run's.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from diffcdc.observe.run_facts import TableFacts, TableStatusFacts, exit_class
 from diffcdc.observe.settings import without_credentials
@@ -37,18 +38,46 @@ class TableExit:
     exit_class: str
 
 
-def carried_exits(previous: str, tables: Collection[str]) -> list[TableExit]:
-    """The exit codes of ``tables`` in the metrics file ``previous`` (its text; unreadable:
-    none): what a run of a subset (``--only``) keeps of the tables it did not run."""
+#: The metric of a table's last success.
+SUCCESS_METRIC = "diffcdc_table_last_success_timestamp_seconds"
+
+
+def _samples(previous: str) -> list[Any]:
+    """The samples of a metrics file's text (none: unreadable, not a file of ours)."""
     from prometheus_client.parser import text_string_to_metric_families
 
     try:
-        return [TableExit(s.labels["table"], int(s.value), s.labels.get("exit_class", ""))
-                for family in text_string_to_metric_families(previous)
-                for s in family.samples
-                if s.name == EXIT_METRIC and s.labels.get("table") in tables]
-    except (ValueError, KeyError, TypeError):  # not a file of ours, or torn by hand
+        return [s for family in text_string_to_metric_families(previous) for s in family.samples]
+    except (ValueError, KeyError, TypeError):  # torn by hand, or another tool's
         return []
+
+
+def with_carried_success(tables: Sequence[TableStatusFacts], previous: str
+                         ) -> list[TableStatusFacts]:
+    """``tables`` with each one's last success no older than the one ``previous`` (the file
+    this run replaces) shows. State keeps the last run and the last run that changed something:
+    after a night with nothing to do and then a failed one, it knows only the older change,
+    while the file written after the quiet night knows that night's success."""
+    import dataclasses
+
+    before: dict[str, float] = {}
+    for s in _samples(previous):
+        if s.name == SUCCESS_METRIC and "table" in s.labels and math.isfinite(s.value):
+            before[s.labels["table"]] = s.value
+    out = []
+    for table in tables:
+        known = [v for v in (table.last_success, before.get(table.table)) if v is not None]
+        out.append(dataclasses.replace(table, last_success=max(known)) if known else table)
+    return out
+
+
+def carried_exits(previous: str, tables: Collection[str]) -> list[TableExit]:
+    """The exit codes of ``tables`` in the metrics file ``previous`` (its text; unreadable:
+    none): what a run of a subset (``--only``) keeps of the tables it did not run."""
+    return [TableExit(s.labels["table"], int(s.value), s.labels.get("exit_class", ""))
+            for s in _samples(previous)
+            if s.name == EXIT_METRIC and s.labels.get("table") in tables
+            and math.isfinite(s.value) and s.value == int(s.value)]
 
 
 def build_registry(tables: Sequence[TableStatusFacts], runs: Sequence[TableFacts | TableExit],
