@@ -40,7 +40,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         config = None
         state_root, sources = state_root_of(args.state, None), {}
     check_root(state_root, args)
-    _apart(args.output, _guarded(state_root, config))
+    refuse_inside(args.output, guarded_folders(state_root, config))
     entries = status_entries(state_root, sources, None, list(sources))
     if names:
         known = {e["table"] for e in entries}
@@ -76,8 +76,8 @@ def _check_output(path: str) -> None:
                          hint="create the folder first, or write the report elsewhere")
 
 
-def _guarded(state_root: Any, config: Any | None) -> list[tuple[str, str, str]]:
-    """The folders a report must not be written into: (folder, what it is, what would go
+def guarded_folders(state_root: Any, config: Any | None) -> list[tuple[str, str, str]]:
+    """The folders a report (or a metrics file) must not be written into: (folder, what it is, what would go
     wrong) for the state root, and with a config each table's source folder and sink folders."""
     from diffcdc.sinks.targets import FOLDER_KINDS
     from diffcdc.sources.registry import source_folder
@@ -97,7 +97,8 @@ def _guarded(state_root: Any, config: Any | None) -> list[tuple[str, str, str]]:
     return out
 
 
-def _apart(output: str, guarded: list[tuple[str, str, str]]) -> None:
+def refuse_inside(output: str, guarded: list[tuple[str, str, str]], option: str = "--output",
+                  what_file: str = "the report") -> None:
     """Refuse an output inside a folder diffcdc reads or writes (exit 2, nothing read yet)."""
     from diffcdc.sinks.targets import folder_location
 
@@ -105,8 +106,8 @@ def _apart(output: str, guarded: list[tuple[str, str, str]]) -> None:
     for folder, what, why in guarded:
         around = folder_location(folder)
         if place.startswith(around.rstrip("/") + "/"):
-            raise UsageError(f"--output {output} lies inside {what} {folder}: {why}",
-                             path=output, hint="write the report outside it")
+            raise UsageError(f"{option} {output} lies inside {what} {folder}: {why}",
+                             path=output, hint=f"write {what_file} outside it")
 
 
 def _delta_places(table: Any) -> dict[str, Any]:

@@ -38,7 +38,8 @@ def _run(args: argparse.Namespace, config: RunConfig, requests: dict[str, RunReq
     from diffcdc.observe.hook import run_observers
 
     observer = run_observers(config, choose_progress(args.quiet, terminal=sys.stderr.isatty()),
-                             getattr(args, "metrics_file", None))
+                             getattr(args, "metrics_file", None),
+                             getattr(args, "config_tables", None))
     run_log: list[Any] = []
     try:
         # No Spark before it is needed: tables with nothing to do are settled first.
@@ -49,7 +50,11 @@ def _run(args: argparse.Namespace, config: RunConfig, requests: dict[str, RunReq
         if busy:
             done = {r.table: r for r in _run_busy(args, config, busy, overrides, requests,
                                                   observer, run_log)}
-    finally:
+    except BaseException as exc:  # the run ends here: its metrics file says so
+        observer.close()
+        observer.crashed(exc, time.monotonic() - started)
+        raise
+    else:
         observer.close()
     reports = [idle[t.name] or done[t.name] for t in config.tables]
     dicts = [r.to_dict() for r in reports]

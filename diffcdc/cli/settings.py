@@ -148,6 +148,7 @@ def run_config_from_args(args: Any) -> RunConfig:
                 raise UsageError(f"{option} names unknown table(s) {sorted(unknown)}",
                                  path=args.config, hint="tables of the config: "
                                  + ", ".join(t.name for t in config.tables))
+            args.config_tables = list(config.tables)  # the metrics file keeps them all
             config.tables = [t for t in config.tables if t.name in args.only]
     else:
         missing = [n for n in ("source", "keys", "table", "landing") if not getattr(args, n)]

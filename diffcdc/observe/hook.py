@@ -13,11 +13,12 @@ from typing import TYPE_CHECKING, Any
 
 from diffcdc.engine.progress import RunObserver
 from diffcdc.observe.run_facts import TableFacts, TableStatusFacts, VersionFacts
+from diffcdc.observe.settings import without_credentials
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from diffcdc.config import RunConfig
+    from diffcdc.config import RunConfig, TableConfig
     from diffcdc.engine.plan import TablePlan
     from diffcdc.engine.report import SnapshotResult, TableReport
     from diffcdc.observe.lineage import LineageEmitter, LineageJob
@@ -140,10 +141,14 @@ class RunObservers(RunObserver):
     lineage problem is one warning line, never the run's)."""
 
     def __init__(self, config: RunConfig, progress: RunObserver, metrics_file: str | None,
-                 lineage: LineageObserver | None) -> None:
+                 lineage: LineageObserver | None,
+                 config_tables: list[TableConfig] | None = None) -> None:
         self.config, self.progress = config, progress
         self.metrics_file = metrics_file
         self.lineage = lineage
+        #: Every table of the config when the run is of a subset (``--only``): the metrics
+        #: file keeps them all, or an alert on a table not run would stop watching it.
+        self.config_tables = config_tables
 
     def _lineage(self, call: str, *values: Any) -> None:
         if self.lineage is None:
@@ -152,7 +157,7 @@ class RunObservers(RunObserver):
             getattr(self.lineage, call)(*values)
         except Exception as exc:  # noqa: BLE001 - lineage never fails a run
             log.warning("OpenLineage events stop here (%s: %s); the run's result stands",
-                        type(exc).__name__, " ".join(str(exc).split())[:200])
+                        type(exc).__name__, without_credentials(exc)[:200])
             self.lineage = None
 
     def spark_started(self, spark: SparkSession) -> None:
@@ -197,26 +202,76 @@ class RunObservers(RunObserver):
             self._metrics(reports, exit_code, seconds, gateway)
         except Exception as exc:  # noqa: BLE001 - metrics never change the run's result
             log.warning("the run's metrics were not written (%s: %s); the run's result "
-                        "stands", type(exc).__name__, " ".join(str(exc).split())[:200])
+                        "stands", type(exc).__name__, without_credentials(exc)[:200])
+
+    def crashed(self, exc: BaseException, seconds: float) -> None:
+        """The run was ended by ``exc`` before its tables' reports (Spark would not start, a
+        lost server, Ctrl-C): the metrics file says so, each table of the run with the run's
+        exit code — left as it was, it would show the last run's success."""
+        from diffcdc.errors import DiffcdcError
+        from diffcdc.observe.metrics import TableExit
+        from diffcdc.observe.run_facts import exit_class
+        from diffcdc.spark.connect import lost_server_error
+
+        lost = lost_server_error(exc) if isinstance(exc, Exception) else None
+        code = exc.exit_code if isinstance(exc, DiffcdcError) else \
+            130 if isinstance(exc, KeyboardInterrupt) else \
+            lost.exit_code if lost is not None else 1  # as diffcdc.cli.main maps them
+        if self.lineage is not None:
+            self.lineage.emitter.close()
+        settings = self.config.metrics
+        gateway = settings.pushgateway if settings is not None else None
+        if self.metrics_file is None and gateway is None:
+            return
+        try:
+            self._metrics([], code, seconds, gateway, [TableExit(t.name, code, exit_class(code))
+                                                        for t in self.config.tables])
+        except Exception as failed:  # noqa: BLE001 - metrics never change the run's result
+            log.warning("the run's metrics were not written (%s: %s); the run's result "
+                        "stands", type(failed).__name__, without_credentials(failed)[:200])
 
     def _metrics(self, reports: list[TableReport], exit_code: int, seconds: float,
-                 gateway: str | None) -> None:
+                 gateway: str | None, ended: list[Any] | None = None) -> None:
         from diffcdc.cli.status import config_status
-        from diffcdc.observe.metrics import build_registry, push_metrics, write_metrics
+        from diffcdc.observe.metrics import (
+            build_registry,
+            carried_exits,
+            push_metrics,
+            with_carried_success,
+            write_metrics,
+        )
 
-        tables = [TableStatusFacts.of(t) for t in config_status(self.config)]
-        registry = build_registry(tables, [TableFacts.of(r) for r in reports], exit_code,
-                                  time.time(), seconds)
+        config = self.config if self.config_tables is None else \
+            self.config.model_copy(update={"tables": self.config_tables})
+        tables = [TableStatusFacts.of(t) for t in config_status(config)]
+        runs: list[Any] = [TableFacts.of(r) for r in reports] + list(ended or ())
+        others = {t.name for t in config.tables} - {r.table for r in runs}
+        if self.metrics_file is not None:
+            previous = _previous(self.metrics_file)
+            tables = with_carried_success(tables, previous)
+            runs += carried_exits(previous, others)
+        registry = build_registry(tables, runs, exit_code, time.time(), seconds)
         if self.metrics_file is not None:
             write_metrics(registry, self.metrics_file)
         if gateway is not None and self.config.metrics is not None:
             push_metrics(registry, gateway, self.config.metrics.job, self.config.metrics.timeout)
 
 
+def _previous(path: str) -> str:
+    """The metrics file a run replaces (empty: none, or unreadable)."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read()
+    except (OSError, UnicodeError):
+        return ""
+
+
 def run_observers(config: RunConfig, progress: RunObserver,
-                  metrics_file: str | None = None) -> RunObservers:
+                  metrics_file: str | None = None,
+                  config_tables: list[TableConfig] | None = None) -> RunObservers:
     """The observers of a run of ``config`` (``metrics_file``: ``--metrics-file``, else the
-    config's ``[metrics] file``)."""
+    config's ``[metrics] file``; ``config_tables``: every table of the config, when ``config``
+    holds the subset ``--only`` chose)."""
     import os
 
     from diffcdc.extras import METRICS, require
@@ -224,6 +279,9 @@ def run_observers(config: RunConfig, progress: RunObserver,
 
     if metrics_file is not None:  # [metrics] is checked with the config
         require(METRICS, where="--metrics-file")
+    file = metrics_file or (config.metrics.file if config.metrics is not None else None)
+    if file is not None:
+        _metrics_file_apart(file, config, config_tables)
     settings = config.lineage
     emitter = LineageEmitter.open(settings)
     lineage = None
@@ -231,5 +289,17 @@ def run_observers(config: RunConfig, progress: RunObserver,
         namespace = settings.namespace if settings is not None else \
             os.environ.get("OPENLINEAGE_NAMESPACE") or "diffcdc"
         lineage = LineageObserver(config, emitter, namespace)
-    file = metrics_file or (config.metrics.file if config.metrics is not None else None)
-    return RunObservers(config, progress, file, lineage)
+    return RunObservers(config, progress, file, lineage, config_tables)
+
+
+def _metrics_file_apart(file: str, config: RunConfig,
+                        config_tables: list[TableConfig] | None) -> None:
+    """Refuse (exit 2, before anything ran) a metrics file inside the state root, a source
+    folder or a sink's folder: rewritten every run, it would be read as a snapshot (the table
+    refused every night after) or sit in a target as a foreign file."""
+    from diffcdc.cli.report import guarded_folders, refuse_inside
+
+    whole = config if config_tables is None else config.model_copy(update={"tables": config_tables})
+    option = "--metrics-file" if file != (config.metrics.file if config.metrics else None) \
+        else "[metrics] file"
+    refuse_inside(file, guarded_folders(config.state_root(), whole), option, "the metrics file")

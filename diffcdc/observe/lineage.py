@@ -25,7 +25,7 @@ from diffcdc import __version__
 from diffcdc.core.quality_report import GateReport, to_jsonable
 from diffcdc.observe.naming import DatasetName, source_dataset
 from diffcdc.observe.run_facts import TableFacts, VersionFacts, exit_class
-from diffcdc.observe.settings import DEFAULT_TIMEOUT, LineageSettings
+from diffcdc.observe.settings import DEFAULT_TIMEOUT, LineageSettings, without_credentials
 
 if TYPE_CHECKING:
     from openlineage.client.event_v2 import RunEvent
@@ -321,6 +321,31 @@ class _Heard(logging.Handler):
             self.problem = record.getMessage()
 
 
+def _refuse_redirects(transport: Any) -> None:
+    """An HTTP receiver's redirect fails the event instead of being followed: requests turns
+    a POST answered 301/302/303 into a GET of the new address, so the event would be dropped
+    with a success (a proxy sending http:// on to https:// loses every event, unseen)."""
+    from requests import Session
+
+    session = getattr(transport, "session", None)
+    if isinstance(session, Session):
+        session.hooks["response"].append(_redirect_refused)
+
+
+def _redirect_refused(response: Any, *args: Any, **kwargs: Any) -> Any:
+    from urllib.parse import urlsplit
+
+    from diffcdc.errors import ConfigError
+
+    if response.is_redirect:
+        where = urlsplit(response.headers.get("Location") or "")
+        raise ConfigError(
+            f"the receiver answered {response.status_code}, a redirect to "
+            f"{where.scheme + '://' if where.scheme else ''}{where.hostname or ''}{where.path}, "
+            "which an event does not follow: give the address it redirects to")
+    return response
+
+
 class LineageEmitter:
     """Sends events in a thread of its own, in order; the first failure is one warning line and
     stops the rest (a receiver that is down costs the run nothing more)."""
@@ -329,6 +354,7 @@ class LineageEmitter:
         self.client, self.where, self.timeout = client, where, timeout
         self._queue: queue.Queue[RunEvent | None] = queue.Queue()
         self._failed = False
+        self._closed = False
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._send, name="diffcdc-lineage", daemon=True)
         self._thread.start()
@@ -339,8 +365,9 @@ class LineageEmitter:
         one warning line when the client cannot be made)."""
         if settings is None and not configured_elsewhere():
             return None
-        where = settings.url if settings is not None and settings.url else \
-            os.environ.get("OPENLINEAGE_URL") or "the receiver of the OpenLineage client's configuration"
+        where = without_credentials(settings.url if settings is not None and settings.url else
+                                    os.environ.get("OPENLINEAGE_URL") or
+                                    "the receiver of the OpenLineage client's configuration")
         if settings is not None and settings.api_key_env and \
                 not os.environ.get(settings.api_key_env):
             log.warning("OpenLineage events are not sent to %s: the environment variable %s "
@@ -357,9 +384,10 @@ class LineageEmitter:
             client = OpenLineageClient(config=_client_config(settings) if settings else None)
             if client.transport.kind == "console" and heard.problem:
                 raise ValueError(heard.problem)  # its configuration unreadable: no events
+            _refuse_redirects(client.transport)
         except Exception as exc:  # noqa: BLE001 - its library, its configuration: one line
             log.warning("OpenLineage events are not sent (%s: %s); the run goes on without "
-                        "them: %s", where, " ".join(str(exc).split())[:200],
+                        "them: %s", where, without_credentials(exc)[:200],
                         "pip install 'diffcdc[lineage]'" if isinstance(exc, ImportError) else
                         "check [lineage] or the OpenLineage client's configuration")
             return None
@@ -382,7 +410,7 @@ class LineageEmitter:
                 self._warn_once(
                     "OpenLineage events could not be sent to %s (%s); the run's result stands, "
                     "its later events are dropped: check the receiver and [lineage] url",
-                    self.where, " ".join(str(exc).split())[:200])
+                    self.where, without_credentials(exc)[:200])
 
     def _warn_once(self, text: str, *values: Any) -> None:
         with self._lock:
@@ -393,7 +421,10 @@ class LineageEmitter:
 
     def close(self) -> None:
         """Wait (at most the timeout) for the events still queued; one warning line when they
-        are not all sent by then."""
+        are not all sent by then (once: a second close does not wait again)."""
+        if self._closed:
+            return
+        self._closed = True
         self._queue.put(None)
         self._thread.join(self.timeout)
         if self._thread.is_alive():

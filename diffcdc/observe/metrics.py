@@ -12,21 +12,79 @@ code stays the run's.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+import math
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from diffcdc.observe.run_facts import TableFacts, TableStatusFacts, exit_class
+from diffcdc.observe.settings import without_credentials
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
 log = logging.getLogger("diffcdc")
 
+#: The metric of a table's exit code in the run that last ran it.
+EXIT_METRIC = "diffcdc_table_last_run_exit_code"
 
-def build_registry(tables: Sequence[TableStatusFacts], runs: Sequence[TableFacts],
+
+@dataclass(frozen=True)
+class TableExit:
+    """A table's exit code in the last run that ran it (a run of a subset keeps the others')."""
+
+    table: str
+    exit_code: int
+    exit_class: str
+
+
+#: The metric of a table's last success.
+SUCCESS_METRIC = "diffcdc_table_last_success_timestamp_seconds"
+
+
+def _samples(previous: str) -> list[Any]:
+    """The samples of a metrics file's text (none: unreadable, not a file of ours)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    try:
+        return [s for family in text_string_to_metric_families(previous) for s in family.samples]
+    except (ValueError, KeyError, TypeError):  # torn by hand, or another tool's
+        return []
+
+
+def with_carried_success(tables: Sequence[TableStatusFacts], previous: str
+                         ) -> list[TableStatusFacts]:
+    """``tables`` with each one's last success no older than the one ``previous`` (the file
+    this run replaces) shows. State keeps the last run and the last run that changed something:
+    after a night with nothing to do and then a failed one, it knows only the older change,
+    while the file written after the quiet night knows that night's success."""
+    import dataclasses
+
+    before: dict[str, float] = {}
+    for s in _samples(previous):
+        if s.name == SUCCESS_METRIC and "table" in s.labels and math.isfinite(s.value):
+            before[s.labels["table"]] = s.value
+    out = []
+    for table in tables:
+        known = [v for v in (table.last_success, before.get(table.table)) if v is not None]
+        out.append(dataclasses.replace(table, last_success=max(known)) if known else table)
+    return out
+
+
+def carried_exits(previous: str, tables: Collection[str]) -> list[TableExit]:
+    """The exit codes of ``tables`` in the metrics file ``previous`` (its text; unreadable:
+    none): what a run of a subset (``--only``) keeps of the tables it did not run."""
+    return [TableExit(s.labels["table"], int(s.value), s.labels.get("exit_class", ""))
+            for s in _samples(previous)
+            if s.name == EXIT_METRIC and s.labels.get("table") in tables
+            and math.isfinite(s.value) and s.value == int(s.value)]
+
+
+def build_registry(tables: Sequence[TableStatusFacts], runs: Sequence[TableFacts | TableExit],
                    exit_code: int, finished: float, seconds: float) -> CollectorRegistry:
     """The run's metrics: ``tables`` as ``status`` shows them after the run, ``runs`` this
-    run's outcome per table, ``exit_code`` the command's, ``finished`` its end (epoch)."""
+    run's outcome per table (and, for a subset's run, the other tables' last outcome),
+    ``exit_code`` the command's, ``finished`` its end (epoch)."""
     from prometheus_client import CollectorRegistry, Gauge
 
     registry = CollectorRegistry()
@@ -61,8 +119,9 @@ def build_registry(tables: Sequence[TableStatusFacts], runs: Sequence[TableFacts
     for table in tables:
         for sink in table.sinks:
             backlog.labels(table.table, sink.sink, sink.type).set(sink.backlog)
-    codes = gauge("diffcdc_table_last_run_exit_code",
-                  "Exit code of the table in this run (0 ok, 1 failed, 2 usage, 3 refused)",
+    codes = gauge(EXIT_METRIC,
+                  "Exit code of the table in the last run that ran it (0 ok, 1 failed, 2 usage, "
+                  "3 refused)",
                   ("table", "exit_class"))
     for run in runs:
         codes.labels(run.table, run.exit_class).set(run.exit_code)
@@ -98,7 +157,7 @@ def push_metrics(registry: CollectorRegistry, gateway: str, job: str, timeout: f
         push_to_gateway(gateway, job=job, registry=registry, timeout=timeout)
     except Exception as exc:  # noqa: BLE001 - its network, its answer: never the run's result
         log.warning("the metrics could not be pushed to the Pushgateway %s (%s); the run's "
-                    "result stands: check [metrics] pushgateway", gateway,
-                    " ".join(str(exc).split())[:200])
+                    "result stands: check [metrics] pushgateway", without_credentials(gateway),
+                    without_credentials(exc)[:200])
         return False
     return True

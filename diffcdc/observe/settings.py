@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import re
+
 from pydantic import BaseModel, Field
 
 from diffcdc.core.fields import STRICT_SETTINGS, PathText
 
 #: Seconds an event or a push may take before it is given up (one warning line).
 DEFAULT_TIMEOUT = 5.0
+
+_USERINFO = re.compile(r"(?<=//)[^/@\s]*@")
+
+
+def without_credentials(text: object) -> str:
+    """``text`` (a URL, an error naming one) with the user and password of every URL in it
+    left out, ``https://***@host``: a warning line is kept in run logs and CI output."""
+    return _USERINFO.sub("***@", " ".join(str(text).split()))
 
 
 class LineageSettings(BaseModel):

@@ -9,6 +9,7 @@ native package of its own, and also draws in the browser.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -81,8 +82,10 @@ def changes_chart(points: Sequence[VersionPoint]) -> Chart | None:
 
 
 def durations_chart(runs: Sequence[RunRow]) -> Chart | None:
-    """Each run's seconds, oldest first, by outcome (None: no run recorded its seconds)."""
-    timed = [r for r in reversed(runs) if r.seconds is not None]
+    """Each run's seconds, oldest first, by outcome (None: no run recorded its seconds; a
+    value no clock gives, NaN, infinite or negative, from a state edited by hand, is left out:
+    an SVG length of ``nan`` is an error in the browser and draws nothing)."""
+    timed = [r for r in reversed(runs) if _drawable(r.seconds)]
     if not timed:
         return None
     top = max(max(float(r.seconds or 0) for r in timed), 0.001)
@@ -123,8 +126,12 @@ def _slots(n: int) -> list[tuple[float, float]]:
     return [(round(LEFT + i * step, 2), round(max(width, 0.5), 2)) for i in range(n)]
 
 
+def _drawable(value: float | None) -> bool:
+    return value is not None and math.isfinite(value) and value >= 0
+
+
 def _height(value: float, top: float) -> float:
-    return round((HEIGHT - TOP - BOTTOM) * value / top, 2)
+    return round((HEIGHT - TOP - BOTTOM) * max(value, 0) / top, 2)
 
 
 def _number(value: int) -> str:

@@ -11,6 +11,7 @@ from diffcdc.sinks.plugin import Capabilities, SinkPlugin
 from diffcdc.sinks.table import SinkTable
 
 if TYPE_CHECKING:
+    from diffcdc.observe.naming import DatasetName
     from diffcdc.sinks.base import Sink
     from diffcdc.state.store import TableState
 
@@ -33,3 +34,11 @@ class KafkaPlugin(SinkPlugin):
     def check_secrets(cls, config: KafkaSinkConfig, table: str) -> None:
         if config.sasl_password_env:
             config.password(table)
+
+    @classmethod
+    def lineage_dataset(cls, config: KafkaSinkConfig, table: SinkTable) -> DatasetName | None:
+        """The topic on the cluster named by its configured bootstrap servers (as written, not
+        the addresses they resolve to: the name must not change with DNS or the machine)."""
+        from diffcdc.observe.naming import kafka_dataset
+
+        return kafka_dataset(config.bootstrap_servers.split(","), config.topic)
