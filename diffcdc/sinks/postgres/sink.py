@@ -1,0 +1,379 @@
+"""A PostgreSQL table kept equal to the snapshots, one transaction per diffcdc version.
+
+``stage`` writes the change set as Parquet under the version's staging folder (nothing touches
+the server). ``publish`` checks the target (:mod:`diffcdc.sinks.postgres.target_check`),
+bulk-loads the staged rows by COPY into an UNLOGGED staging table (named from the target and
+the version, dropped afterwards) and then, in ONE transaction, applies them
+(:mod:`diffcdc.sinks.postgres.apply_sql`; a history: :mod:`diffcdc.sinks.postgres.history_sql`)
+and inserts the version's bookkeeping row (:mod:`diffcdc.sinks.postgres.bookkeeping`), whose
+primary key makes a second apply of the version fail inside that transaction. A republish
+after a kill anywhere finds the row and does nothing; before the COMMIT nothing of the version
+is visible. A full image (a first load, a reload, a re-created table, also of an empty
+snapshot) is loaded into a new table with the primary key on the keys, which takes the
+target's place in the transaction that records it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from psycopg import sql
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import types as T
+
+from diffcdc.core.changeset import OP
+from diffcdc.core.compare import Replayed
+from diffcdc.core.history_layout import HistoryLayout
+from diffcdc.errors import ConfigError, DiffcdcError, InputRefused
+from diffcdc.faults import crash_point
+from diffcdc.sinks.base import ChangeSet, Sink, SinkHistory, SinkTable
+from diffcdc.sinks.postgres import apply_sql, bookkeeping
+from diffcdc.sinks.postgres import replay as pg_replay
+from diffcdc.sinks.postgres.apply_sql import Target
+from diffcdc.sinks.postgres.config import PostgresSinkConfig, identifier_problem
+from diffcdc.sinks.postgres.connection import PgConnection, connect, database_error
+from diffcdc.sinks.postgres.copy import copy_into
+from diffcdc.sinks.postgres.target_check import (
+    Expected,
+    TargetCheck,
+    applied_version,
+    table_columns,
+    table_oid,
+)
+from diffcdc.sinks.postgres.types import check_identifier, column_defs, pg_type
+from diffcdc.sources.snapshot_time import format_time, read_time
+from diffcdc.spark.paths import spark_path
+
+#: The staging table's column of the change rows' operation, and the one copy_into may use
+#: for its per-task parts.
+PART = "__diffcdc_part"
+
+
+def applies(manifest: dict[str, Any]) -> bool:
+    """Whether a version writes to the target: it has changes, or it is a full image (also of
+    an empty snapshot: the table is emptied)."""
+    return bool(manifest.get("rows")) or bool(manifest.get("initial"))
+
+
+class PostgresSink(Sink):
+    """The table ``schema.table`` on the configured server."""
+
+    type = "postgres"
+
+    def __init__(self, sink_id: str, table: SinkTable, config: PostgresSinkConfig) -> None:
+        super().__init__(sink_id, table)
+        self.config = config
+        self.history = config.mode == "scd2"
+        self.needs_snapshot_time = self.history
+        self.layout = config.history_layout() if self.history else HistoryLayout()
+        if self.history:
+            self.reserved_columns = self.layout.columns
+        name = config.table_name(table.name)
+        problem = identifier_problem(name)
+        if problem is not None:
+            raise ConfigError(f"sink {sink_id}: the PostgreSQL table name {name!r} {problem}",
+                              table=table.name,
+                              hint="give the sink a shorter `table` name of its own")
+        self.target: Target = (config.db_schema, name)
+        self.checks = TargetCheck(sink_id, table.name, self.target, config.where(),
+                                  self.reload_command())
+        self._conn: PgConnection | None = None
+
+    # -- the server ---------------------------------------------------------------------
+    @property
+    def where(self) -> str:
+        return f"sink {self.id}"
+
+    def connection(self) -> PgConnection:
+        if self._conn is None:
+            self._conn = self.config.connection(self.table.name)
+        return self._conn
+
+    @contextmanager
+    def _session(self, what: str) -> Iterator[Any]:
+        """An open connection (closed afterwards); a server failure while doing ``what`` as
+        one line."""
+        import psycopg
+
+        conn = connect(self.connection(), self.where)
+        try:
+            yield conn
+        except psycopg.Error as exc:
+            raise database_error(self.where, what, exc,
+                                 "check the server and the sink's settings, then run again "
+                                 "(a version is committed once or not at all)") from None
+        finally:
+            conn.close()
+
+    def describe(self) -> dict[str, Any]:
+        found = {"type": self.type, "target": f"{self.target[0]}.{self.target[1]}",
+                 "server": self.config.where(), "mode": self.config.mode}
+        if self.history:
+            found["layout"] = self.layout.describe()
+        return found
+
+    # -- before the commit --------------------------------------------------------------
+    def accept(self, changes: ChangeSet) -> None:
+        if self.history and changes.snapshot_time is None:
+            raise InputRefused("the snapshot has no as-of time for the history sink",
+                               table=self.table.name, snapshot=changes.snapshot_id,
+                               hint="give run_dataframe a snapshot_time")
+        where = f"sink {self.id}, table {self.target[0]}.{self.target[1]}"
+        for field in changes.schema.fields:
+            check_identifier(field.name, where)
+        column_defs(changes.schema, where)  # a type PostgreSQL cannot hold losslessly: refused
+
+    def _expected(self, history: SinkHistory, before: int | None = None) -> Expected:
+        """Where the sink left the table after its versions (before ``before``)."""
+        applied = [(v, m) for v, m in history.manifests
+                   if (before is None or v < before) and applies(m)]
+        if not applied:
+            return Expected(None, None)
+        version, manifest = applied[-1]
+        return Expected(version, manifest.get("incarnation"))
+
+    def check(self, history: SinkHistory) -> None:
+        with self._session("checking the target table") as conn, conn.cursor() as cursor:
+            self.checks.verify(cursor, self._expected(history))
+
+    def quick_check(self, history: SinkHistory) -> None:
+        """The bookkeeping row and the table's oid; the row count waits for ``check``."""
+        with self._session("checking the target table") as conn, conn.cursor() as cursor:
+            self.checks.verify(cursor, self._expected(history), count=False)
+
+    def stage(self, changes: ChangeSet, staging_dir: str, history: SinkHistory) -> dict[str, Any]:
+        if changes.rows:
+            frame = changes.frame
+            frame.write.mode("error").parquet(
+                spark_path(frame.sparkSession, os.path.join(staging_dir, "changes")))
+        if changes.initial or history.last is None:
+            incarnation = uuid.uuid4().hex[:16]
+        else:
+            incarnation = history.last[1].get("incarnation")
+        manifest = {"target": f"{self.target[0]}.{self.target[1]}",
+                    "server": self.config.where(), "mode": self.config.mode,
+                    "keys": list(changes.table.keys), "incarnation": incarnation,
+                    "recreate": changes.recreate is not None,
+                    "inserted": changes.inserted, "updated": changes.updated,
+                    "deleted": changes.deleted, "schema": changes.schema.json()}
+        if self.history:
+            assert changes.snapshot_time is not None  # accept() refused a version without
+            manifest.update(valid_from=format_time(changes.snapshot_time),
+                            layout=self.layout.record())
+        return manifest
+
+    # -- publishing ---------------------------------------------------------------------
+    def publish(
+        self, version: int, manifest: dict[str, Any], staging_dir: str, history: SinkHistory,
+        *, checked: bool = False,
+    ) -> None:
+        if not applies(manifest):
+            return  # a version without changes (not a full image) writes nothing
+        if (manifest.get("mode", "current") == "scd2") != self.history:
+            raise ConfigError(
+                f"sink {self.id}: version {version} was staged for mode = "
+                f"\"{manifest.get('mode', 'current')}\" but the sink now has mode = "
+                f"\"{self.config.mode}\"", table=self.table.name,
+                hint="set the mode back until the version is published, or give the new mode "
+                     "its own sink and table")
+        staged = os.path.join(staging_dir, "changes")
+        with self._session(f"publishing version {version}") as conn:
+            with conn.cursor() as cursor:
+                done = applied_version(cursor, self.target, version)
+            conn.commit()
+            if done is not None and done.incarnation == manifest.get("incarnation"):
+                return  # applied before a kill: nothing twice
+            if manifest.get("initial"):
+                self._full_image(conn, version, manifest, staged)
+            else:
+                self._changes(conn, version, manifest, staged, history)
+
+    def _schema(self, manifest: dict[str, Any]) -> T.StructType:
+        return T.StructType.fromJson(json.loads(manifest["schema"]))
+
+    def _work_table(self, kind: str, version: int, manifest: dict[str, Any]) -> Target:
+        """A table of the sink's own next to the target (≤ 63 bytes whatever the target's
+        name): ``_diffcdc_<kind>_<hash of target, incarnation, version>``."""
+        digest = hashlib.sha1(json.dumps(
+            [*self.target, manifest.get("incarnation"), version]).encode()).hexdigest()[:16]
+        return self.target[0], f"_diffcdc_{kind}_{digest}"
+
+    def _copy(self, conn: Any, staged: str, into: Target, columns: list[str], rows: int) -> None:
+        if not rows:
+            return
+        loaded = copy_into(SparkSession.active(), staged, self.connection(), into, columns,
+                           self.where)
+        if loaded != rows:
+            raise DiffcdcError(f"{self.where}: COPY loaded {loaded} rows into "
+                               f"{into[0]}.{into[1]}, the version has {rows}",
+                               table=self.table.name,
+                               hint="run again (nothing of the version was committed)")
+
+    def _full_image(self, conn: Any, version: int, manifest: dict[str, Any], staged: str) -> None:
+        """A new table with the image's rows and the primary key takes the target's place in
+        the transaction that records the version."""
+        schema = self._schema(manifest)
+        keys = list(manifest["keys"])
+        where = f"sink {self.id}, table {self.target[0]}.{self.target[1]}"
+        new = self._work_table("new", version, manifest)
+        with conn.cursor() as cursor:
+            for statement in bookkeeping.create_statements(self.target[0]):
+                cursor.execute(statement)
+            exists = table_oid(cursor, self.target) is not None
+            if exists and not manifest.get("recreate"):
+                # a first image (a first load, a sink added) onto a table that is not ours
+                raise self.checks.not_ours()
+            cursor.execute(apply_sql.drop_if_exists(new))
+            if self.history:
+                cursor.execute(self._history().history_create(new, schema, keys, self.layout))
+            else:
+                cursor.execute(apply_sql.create_table(new, column_defs(schema, where)))
+        conn.commit()
+        if self.history:
+            stage = self._work_table("stage", version, manifest)
+            self._load_stage(conn, stage, schema, manifest, staged)
+            statements = self._history().history_apply(
+                new, stage, schema.fieldNames(), keys, self.layout, version,
+                read_time(str(manifest["valid_from"])))
+        else:
+            stage = None
+            self._copy(conn, staged, new, schema.fieldNames(), int(manifest.get("rows") or 0))
+            statements = [apply_sql.primary_key(new, keys)]
+        crash_point("postgres_copied", scope=self.id)
+        with conn.cursor() as cursor:
+            for statement in statements:
+                cursor.execute(statement)
+            if exists:
+                cursor.execute(apply_sql.lock_table(self.target))
+            for statement in apply_sql.swap_statements(self.target, new[1], exists):
+                cursor.execute(statement)
+            oid = table_oid(cursor, self.target)
+            assert oid is not None
+            cursor.execute(apply_sql.count_rows(self.target))
+            count = int(cursor.fetchone()[0])
+            cursor.execute(bookkeeping.forget(self.target[0], self.target[1]))
+            cursor.execute(bookkeeping.insert(self.target[0], self.target[1], self.table.name,
+                                              self._applied(version, manifest, count, oid)))
+            crash_point("postgres_before_commit", scope=self.id)
+        conn.commit()
+        crash_point("postgres_committed", scope=self.id)
+        if stage is not None:
+            self._drop(conn, stage)
+
+    def _applied(self, version: int, manifest: dict[str, Any], count: int, oid: int
+                 ) -> bookkeeping.Applied:
+        return bookkeeping.Applied(
+            version, str(manifest.get("incarnation")), self.id, int(manifest.get("inserted", 0)),
+            int(manifest.get("updated", 0)), int(manifest.get("deleted", 0)), count, oid)
+
+    def _load_stage(self, conn: Any, stage: Target, schema: T.StructType,
+                    manifest: dict[str, Any], staged: str) -> None:
+        """The staging table, created afresh, with the version's change rows."""
+        where = f"sink {self.id}, table {self.target[0]}.{self.target[1]}"
+        defs = sql.SQL(", ").join([column_defs(schema, where), sql.SQL("{} integer").format(
+            sql.Identifier(OP)), sql.SQL("{} integer").format(sql.Identifier(PART))])
+        with conn.cursor() as cursor:
+            cursor.execute(apply_sql.drop_if_exists(stage))
+            cursor.execute(apply_sql.create_table(stage, defs, unlogged=True))
+        conn.commit()
+        self._copy(conn, staged, stage, [*schema.fieldNames(), OP],
+                   int(manifest.get("rows") or 0))
+
+    def _drop(self, conn: Any, stage: Target) -> None:
+        with conn.cursor() as cursor:
+            cursor.execute(apply_sql.drop_if_exists(stage))
+        conn.commit()
+
+    def _changes(self, conn: Any, version: int, manifest: dict[str, Any], staged: str,
+                 history: SinkHistory) -> None:
+        """One version's change rows applied in one transaction with its bookkeeping row."""
+        import psycopg
+
+        schema = self._schema(manifest)
+        keys = list(manifest["keys"])
+        expected = self._expected(history, before=version)
+        with conn.cursor() as cursor:  # before the COPY: a target gone costs no load
+            self.checks.verify(cursor, expected, count=False)
+        conn.commit()
+        stage = self._work_table("stage", version, manifest)
+        self._load_stage(conn, stage, schema, manifest, staged)
+        crash_point("postgres_copied", scope=self.id)
+        columns = schema.fieldNames()
+        try:
+            with conn.cursor() as cursor:
+                cursor.execute(apply_sql.lock_table(self.target))
+                oid = self.checks.verify(cursor, expected)
+                assert oid is not None
+                before = self._row_count(cursor)
+                present = table_columns(cursor, oid)
+                where = f"sink {self.id}, table {self.target[0]}.{self.target[1]}"
+                added = [(f.name, pg_type(f.dataType, f"{where}, column {f.name}"))
+                         for f in schema.fields if f.name not in present]
+                for statement in apply_sql.add_column_statements(self.target, added):
+                    cursor.execute(statement)
+                if self.history:
+                    for statement in self._history().history_apply(
+                            self.target, stage, columns, keys, self.layout, version,
+                            read_time(str(manifest["valid_from"]))):
+                        cursor.execute(statement)
+                else:
+                    self._apply_current(cursor, stage, columns, present, keys, manifest)
+                after = self._row_count(cursor) if self.history else (
+                    before + int(manifest.get("inserted", 0)) - int(manifest.get("deleted", 0)))
+                cursor.execute(bookkeeping.insert(self.target[0], self.target[1],
+                                                  self.table.name,
+                                                  self._applied(version, manifest, after, oid)))
+                crash_point("postgres_before_commit", scope=self.id)
+            conn.commit()
+        except psycopg.errors.UniqueViolation as exc:
+            conn.rollback()
+            raise self.checks.mismatch(
+                f"version {version} inserts a key the table already holds "
+                f"({' '.join(str(exc).split())[:300]})") from None
+        crash_point("postgres_committed", scope=self.id)
+        self._drop(conn, stage)
+
+    def _row_count(self, cursor: Any) -> int:
+        cursor.execute(apply_sql.count_rows(self.target))
+        return int(cursor.fetchone()[0])
+
+    def _apply_current(self, cursor: Any, stage: Target, columns: list[str],
+                       present: list[str], keys: list[str], manifest: dict[str, Any]) -> None:
+        for statement in apply_sql.apply_statements(
+                self.target, stage, columns, present, keys, int(manifest.get("deleted", 0)),
+                int(manifest.get("updated", 0)), int(manifest.get("inserted", 0))):
+            cursor.execute(statement.query)
+            if statement.rows is not None and cursor.rowcount != statement.rows:
+                raise self.checks.mismatch(
+                    f"the version's {statement.what} rows matched {cursor.rowcount} rows of the "
+                    f"table, not {statement.rows} (rows changed by another writer)")
+
+    @staticmethod
+    def _history() -> Any:
+        from diffcdc.sinks.postgres import history_sql
+
+        return history_sql
+
+    def is_published(self, version: int, manifest: dict[str, Any]) -> bool:
+        if not applies(manifest):
+            return True
+        with self._session("reading the bookkeeping table") as conn, conn.cursor() as cursor:
+            done = applied_version(cursor, self.target, version)
+        return done is not None and done.incarnation == manifest.get("incarnation")
+
+    # -- verify -------------------------------------------------------------------------
+    def replay(self, spark: SparkSession) -> Replayed:
+        """The table's rows (a history: its live open rows, without the history's columns)."""
+        with self._session("reading the table back") as conn:
+            return pg_replay.read_table(conn, self.target, list(self.table.keys),
+                                        self.layout if self.history else None)
+
+    def comparable(self, snapshot: DataFrame) -> DataFrame:
+        """The snapshot with the columns PostgreSQL holds as jsonb as JSON text."""
+        return pg_replay.comparable(snapshot)
