@@ -291,6 +291,76 @@ def _kafka_tamper(state: TableState, sink_id: str, servers: dict[str, Any], how:
         producer.flush(10)
 
 
+#: The environment variable the PostgreSQL kinds' ``password_env`` names (the test server's
+#: password: the ``servers`` fixture sets it, and CLI subprocesses inherit it).
+PG_PASSWORD_ENV = "DIFFCDC_TEST_PG_PASSWORD"
+
+
+def pg_schema_of(root: str) -> str:
+    """A schema per work folder: tests share one server (and its tables) per process."""
+    digest = hashlib.sha1(os.path.abspath(root).encode()).hexdigest()[:12]
+    return f"contract_{digest}"
+
+
+def _postgres_entry(root: str, servers: dict[str, Any]) -> dict[str, Any]:
+    server = servers["postgres"]
+    return {"type": "postgres", "name": "postgres", "url": server.jdbc_url, "user": server.user,
+            "password_env": PG_PASSWORD_ENV, "schema": pg_schema_of(root), "table": "t"}
+
+
+def _pg_connect(servers: dict[str, Any]) -> Any:
+    import psycopg
+
+    server = servers["postgres"]
+    return psycopg.connect(host="127.0.0.1", port=server.port, dbname=server.database,
+                           user=server.user, password=server.password, autocommit=True)
+
+
+def _pg_target(state: TableState, sink_id: str) -> tuple[str, str]:
+    schema, table = state.head().record.sinks[sink_id].manifest["target"].split(".", 1)
+    return schema, table
+
+
+def postgres_once(state: TableState, sink_id: str, servers: dict[str, Any]) -> None:
+    """One bookkeeping row per version that wrote to the table since the sink's last full
+    image (none twice: its primary key), the newest of the sink's incarnation; the table
+    holds the row count that row records, under the oid it records."""
+    from psycopg import sql
+
+    commits = [c for c in state.commits() if sink_id in c.record.sinks]
+    schema, table = _pg_target(state, sink_id)
+    start = max(c.version for c in commits if c.record.sinks[sink_id].manifest.get("initial"))
+    expected = [c.version for c in commits if c.version >= start and (
+        c.record.sinks[sink_id].manifest.get("rows")
+        or c.record.sinks[sink_id].manifest.get("initial"))]
+    incarnation = commits[-1].record.sinks[sink_id].manifest["incarnation"]
+    with _pg_connect(servers) as conn:
+        rows = conn.execute(sql.SQL(
+            "SELECT version, incarnation, row_count, table_oid FROM {}.{} WHERE target_table = "
+            "%s ORDER BY version").format(sql.Identifier(schema),
+                                          sql.Identifier("_diffcdc_versions")),
+            (table,)).fetchall()
+        assert [r[0] for r in rows] == expected, ([r[0] for r in rows], expected)
+        assert {r[1] for r in rows} == {incarnation}
+        count = conn.execute(sql.SQL("SELECT count(*) FROM {}.{}").format(
+            sql.Identifier(schema), sql.Identifier(table))).fetchone()
+        oid = conn.execute("SELECT to_regclass(%s)::oid", (
+            sql.SQL("{}.{}").format(sql.Identifier(schema), sql.Identifier(table))
+            .as_string(conn),)).fetchone()
+    assert count is not None and count[0] == rows[-1][2], (count, rows[-1])
+    assert oid is not None and oid[0] == rows[-1][3]
+
+
+def postgres_tamper(state: TableState, sink_id: str, servers: dict[str, Any], how: str) -> None:
+    """The table dropped ("gone"), or another writer deletes its rows ("foreign")."""
+    from psycopg import sql
+
+    schema, table = _pg_target(state, sink_id)
+    name = sql.SQL("{}.{}").format(sql.Identifier(schema), sql.Identifier(table))
+    with _pg_connect(servers) as conn:
+        conn.execute(sql.SQL("DROP TABLE {}" if how == "gone" else "DELETE FROM {}").format(name))
+
+
 KINDS = [
     SinkKind("landing_local", "open_mirroring", _local_entry, _local_once,
              ("publish@landing_local:1", "publish@landing_local:2"), tamper=_local_tamper),
@@ -303,4 +373,7 @@ KINDS = [
     SinkKind("kafka", "kafka", _kafka_entry, _kafka_once,
              ("publish@kafka:1", "kafka_before_commit@kafka", "kafka_after_commit@kafka"),
              server="kafka", tamper=_kafka_tamper),
+    SinkKind("postgres", "postgres", _postgres_entry, postgres_once,
+             ("postgres_copied@postgres", "postgres_before_commit@postgres",
+              "postgres_committed@postgres"), server="postgres", tamper=postgres_tamper),
 ]

@@ -111,6 +111,11 @@ def swap_statements(target: Target, new: str, exists: bool) -> list[sql.Composed
     return out
 
 
+def drop_column(target: Target, column: str) -> sql.Composed:
+    return sql.SQL("ALTER TABLE {t} DROP COLUMN {c}").format(t=table_id(target),
+                                                              c=sql.Identifier(column))
+
+
 def drop_if_exists(target: Target) -> sql.Composed:
     return sql.SQL("DROP TABLE IF EXISTS {t}").format(t=table_id(target))
 

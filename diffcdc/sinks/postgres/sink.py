@@ -46,13 +46,9 @@ from diffcdc.sinks.postgres.target_check import (
     table_columns,
     table_oid,
 )
-from diffcdc.sinks.postgres.types import check_identifier, column_defs, pg_type
+from diffcdc.sinks.postgres.types import PART_COLUMN, check_identifier, column_defs, pg_type
 from diffcdc.sources.snapshot_time import format_time, read_time
 from diffcdc.spark.paths import spark_path
-
-#: The staging table's column of the change rows' operation, and the one copy_into may use
-#: for its per-task parts.
-PART = "__diffcdc_part"
 
 
 def applies(manifest: dict[str, Any]) -> bool:
@@ -84,6 +80,8 @@ class PostgresSink(Sink):
         self.checks = TargetCheck(sink_id, table.name, self.target, config.where(),
                                   self.reload_command())
         self._conn: PgConnection | None = None
+        #: The schema of the snapshot verify compares the table with (:meth:`comparable`).
+        self._compared: T.StructType | None = None
 
     # -- the server ---------------------------------------------------------------------
     @property
@@ -232,8 +230,10 @@ class PostgresSink(Sink):
             cursor.execute(apply_sql.drop_if_exists(new))
             if self.history:
                 cursor.execute(self._history().history_create(new, schema, keys, self.layout))
-            else:
-                cursor.execute(apply_sql.create_table(new, column_defs(schema, where)))
+            else:  # the part column: copy_into's parallel, retry-safe load (dropped after it)
+                cursor.execute(apply_sql.create_table(new, sql.SQL(", ").join([
+                    column_defs(schema, where),
+                    sql.SQL("{} integer").format(sql.Identifier(PART_COLUMN))])))
         conn.commit()
         if self.history:
             stage = self._work_table("stage", version, manifest)
@@ -244,7 +244,8 @@ class PostgresSink(Sink):
         else:
             stage = None
             self._copy(conn, staged, new, schema.fieldNames(), int(manifest.get("rows") or 0))
-            statements = [apply_sql.primary_key(new, keys)]
+            statements = [apply_sql.drop_column(new, PART_COLUMN),
+                          apply_sql.primary_key(new, keys)]
         crash_point("postgres_copied", scope=self.id)
         with conn.cursor() as cursor:
             for statement in statements:
@@ -277,7 +278,7 @@ class PostgresSink(Sink):
         """The staging table, created afresh, with the version's change rows."""
         where = f"sink {self.id}, table {self.target[0]}.{self.target[1]}"
         defs = sql.SQL(", ").join([column_defs(schema, where), sql.SQL("{} integer").format(
-            sql.Identifier(OP)), sql.SQL("{} integer").format(sql.Identifier(PART))])
+            sql.Identifier(OP)), sql.SQL("{} integer").format(sql.Identifier(PART_COLUMN))])
         with conn.cursor() as cursor:
             cursor.execute(apply_sql.drop_if_exists(stage))
             cursor.execute(apply_sql.create_table(stage, defs, unlogged=True))
@@ -372,8 +373,10 @@ class PostgresSink(Sink):
         """The table's rows (a history: its live open rows, without the history's columns)."""
         with self._session("reading the table back") as conn:
             return pg_replay.read_table(conn, self.target, list(self.table.keys),
-                                        self.layout if self.history else None)
+                                        self.layout if self.history else None, self._compared)
 
     def comparable(self, snapshot: DataFrame) -> DataFrame:
-        """The snapshot with the columns PostgreSQL holds as jsonb as JSON text."""
-        return pg_replay.comparable(snapshot)
+        """The snapshot as it is; its schema tells :meth:`replay` how the columns PostgreSQL
+        holds as jsonb compare (verify asks for it first)."""
+        self._compared = snapshot.schema
+        return snapshot
