@@ -66,12 +66,12 @@ def test_types_and_copy_text():
         "f": pa.array([float("nan"), float("inf"), -0.0, None]),
         "s": pa.array(["", None, 'a"b', "x"]),
         "a": pa.array([["x,y", None], [], None, ['"']], pa.list_(pa.string())),
-        "m": pa.array([[(1, 2.5)], [], None, [(2, float("-inf"))]],
+        "m": pa.array([[(3, 2.5), (10, 1.0)], [], None, [(2, float("-inf"))]],
                       pa.map_(pa.int64(), pa.float64())),
     })
     lines = csv_batch(batch, batch.schema.names, "table t").decode().splitlines()
     assert lines == [
-        '"1969-12-31","0001-12-31 23:59:59.999999Z BC","nan","","{""x,y"",NULL}","[[1,2.5]]"',
+        '"1969-12-31","0001-12-31 23:59:59.999999Z BC","nan","","{""x,y"",NULL}","[[10,1.0],[3,2.5]]"',
         '"0001-12-31 BC","1970-01-01 00:00:00.000000Z","inf",,"{}","[]"',
         '"1970-01-01",,"-0","a""b",,',
         ',"1970-01-01 00:00:00.000001Z",,"x","{""\\""""}","[[2,""-Infinity""]]"',

@@ -30,7 +30,8 @@ elements are arrays, structs or maps is stored as jsonb, like structs and maps.
 The jsonb form of a nested value (:func:`json_value`): a struct is an object of its fields in
 order (a struct with two fields of one name is refused: jsonb keeps one), an array is an
 array, a map with string keys is an object, a map with any other key type is an array of
-``[key, value]`` pairs in the map's order; numbers are numbers (a decimal exactly its digits),
+``[key, value]`` pairs sorted by the key's JSON text (a map's entry order means nothing, so two
+equal maps give equal jsonb); numbers are numbers (a decimal exactly its digits),
 NaN / Infinity / -Infinity are the strings ``"NaN"`` / ``"Infinity"`` / ``"-Infinity"``;
 binary is ``"\\x<hex>"`` (bytea's text), dates, times and timestamps ISO 8601 text (a
 timestamp with ``Z``). A NUL character in a nested string is refused (jsonb cannot hold it).
@@ -288,8 +289,9 @@ def json_value(value: Any, dtype: pa.DataType, where: str = "", column: str = ""
         if pa.types.is_string(kt) or pa.types.is_large_string(kt):
             return "{" + ",".join(_json_string(k, where, column) + ":"
                                   + json_value(v, vt, where, column) for k, v in value) + "}"
-        return "[" + ",".join("[" + json_value(k, kt, where, column) + ","
-                              + json_value(v, vt, where, column) + "]" for k, v in value) + "]"
+        pairs = sorted((json_value(k, kt, where, column), json_value(v, vt, where, column))
+                       for k, v in value)  # by key: a map's entry order means nothing
+        return "[" + ",".join(f"[{k},{v}]" for k, v in pairs) + "]"
     if pa.types.is_list(dtype) or pa.types.is_large_list(dtype) \
             or pa.types.is_fixed_size_list(dtype):
         return "[" + ",".join(json_value(v, dtype.value_type, where, column)
