@@ -51,7 +51,8 @@ def _config_file(tmp_path, sink: str) -> str:
      "{type = 'postgres', url = 'jdbc:postgresql://H:5432/d', name = 'b', schema = 'public', "
      "table = 'T'}", "both write the database table public.T"),
 ])
-def test_a_config_postgres_cannot_work_with_is_refused_at_load(tmp_path, capsys, sink, fragment):
+def test_a_config_postgres_cannot_work_with_is_refused_at_load(tmp_path, capsys, cli_logging,
+                                                               sink, fragment):
     path = _config_file(tmp_path, sink)
     assert main(["plan", "--config", path]) == 2
     err = capsys.readouterr().err.strip()
@@ -60,7 +61,7 @@ def test_a_config_postgres_cannot_work_with_is_refused_at_load(tmp_path, capsys,
 
 
 def test_a_missing_password_variable_is_refused_before_anything_runs(tmp_path, capsys,
-                                                                     monkeypatch):
+                                                                     monkeypatch, cli_logging):
     monkeypatch.delenv("DIFFCDC_TEST_NO_SUCH_PW", raising=False)
     path = _config_file(tmp_path, "{type = 'postgres', host = '127.0.0.1', dbname = 'd', "
                                   "password_env = 'DIFFCDC_TEST_NO_SUCH_PW'}")
@@ -163,7 +164,9 @@ def test_a_lock_not_granted_fails_the_sink_in_one_line_and_the_next_run_publishe
     holder = psycopg.connect(host="127.0.0.1", port=postgres.port, dbname=postgres.database,
                              user=postgres.user, password=postgres.password)
     try:
-        holder.execute(f'LOCK TABLE "{schema}"."orders" IN ACCESS EXCLUSIVE MODE')
+        # readers go on (the check before the commit counts the rows), writers wait: the
+        # publish's lock is not granted
+        holder.execute(f'LOCK TABLE "{schema}"."orders" IN SHARE MODE')
         with pytest.raises(Exception, match="lock") as failed:
             run_table(spark, table, state, RunOptions(quality=PERMISSIVE))
         text = str(failed.value)
