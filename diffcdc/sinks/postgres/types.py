@@ -198,8 +198,45 @@ def _bc(text: str) -> str:
     return f"{1 - year:04d}-{rest}{zone} BC"
 
 
+_DAY_US = 86_400_000_000
+
+
+def _date_strings(days: pa.Array) -> pa.Array:
+    """date32 values as ISO text: each distinct day cast once (Arrow's cast is per value)."""
+    encoded = pc.dictionary_encode(days)
+    return pc.take(pc.cast(encoded.dictionary, pa.string()), encoded.indices)
+
+
+def _floor_divmod(values: pa.Array, by: int) -> tuple[pa.Array, pa.Array]:
+    """Integer floor division and its non-negative remainder (Arrow's divide truncates)."""
+    quotient = pc.divide(values, by)
+    rest = pc.subtract(values, pc.multiply(quotient, by))
+    negative = pc.less(rest, 0)
+    return (pc.if_else(negative, pc.subtract(quotient, 1), quotient),
+            pc.if_else(negative, pc.add(rest, by), rest))
+
+
+def _pad(values: pa.Array, width: int) -> pa.Array:
+    return pc.utf8_lpad(pc.cast(values, pa.string()), width, "0")
+
+
+def _timestamp_strings(array: pa.Array) -> pa.Array:
+    """Microsecond timestamps as ``YYYY-MM-DD HH:MM:SS.ffffff`` (``Z`` with a time zone),
+    from integer parts: Arrow's timestamp-to-text cast is ~8x slower."""
+    us = array.cast(pa.int64())
+    days, rest = _floor_divmod(us, _DAY_US)
+    hours, rest = _floor_divmod(rest, 3_600_000_000)
+    minutes, rest = _floor_divmod(rest, 60_000_000)
+    seconds, micros = _floor_divmod(rest, 1_000_000)
+    zone = "Z" if array.type.tz is not None else ""
+    return pc.binary_join_element_wise(
+        _date_strings(days.cast(pa.int32()).cast(pa.date32())), " ", _pad(hours, 2), ":",
+        _pad(minutes, 2), ":", _pad(seconds, 2), ".", _pad(micros, 6), zone, "")
+
+
 def _dates_text(array: pa.Array) -> pa.Array:
-    text = pc.cast(array, pa.string())
+    text = (_timestamp_strings(array) if pa.types.is_timestamp(array.type)
+            else _date_strings(array.cast(pa.date32())))
     early = pc.or_(pc.starts_with(text, "-"), pc.starts_with(text, "0000"))
     if not pc.any(early).as_py():
         return text
