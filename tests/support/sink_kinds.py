@@ -426,6 +426,18 @@ def postgres_history_once(state: TableState, sink_id: str, servers: dict[str, An
         assert canonical(then, data.column_names) == canonical(written[version]), version
 
 
+def pg_move_away(servers: dict[str, Any], schema: str, table: str) -> None:
+    """A refused history table renamed away (the way out a refusal names)."""
+    import uuid
+
+    from psycopg import sql
+
+    with _pg_connect(servers) as conn:
+        conn.execute(sql.SQL("ALTER TABLE {}.{} RENAME TO {}").format(
+            sql.Identifier(schema), sql.Identifier(table),
+            sql.Identifier(f"moved_{uuid.uuid4().hex[:12]}")))
+
+
 def postgres_tamper(state: TableState, sink_id: str, servers: dict[str, Any], how: str) -> None:
     """The table dropped ("gone"), or another writer deletes its rows ("foreign")."""
     from psycopg import sql
