@@ -400,11 +400,13 @@ def _as_written(data: Any) -> tuple[list[dict[str, Any]], dict[str, Any]]:
 
 
 def postgres_history_once(state: TableState, sink_id: str, servers: dict[str, Any],
-                          through: dict[str, Callable[[Any], Any]] | None = None) -> None:
+                          through: dict[str, Callable[[Any], Any]] | None = None,
+                          images: dict[int, str] | None = None) -> None:
     """The bookkeeping as :func:`postgres_once` checks it; the history's rules hold, and as of
     every version since the sink's last full image it is exactly that version's snapshot
     (``through``: per column, the function both sides are compared through: a table's
-    normalizers)."""
+    normalizers; ``images``: per version, the Parquet file of the table's image to compare
+    with instead of its snapshot: a scoped snapshot is not the table's image)."""
     import pyarrow.parquet as pq
 
     from tests.support.history import as_of, canonical, check_history
@@ -412,8 +414,9 @@ def postgres_history_once(state: TableState, sink_id: str, servers: dict[str, An
     postgres_once(state, sink_id, servers)
     commits = [c for c in state.commits() if sink_id in c.record.sinks]
     start = max(c.version for c in commits if c.record.sinks[sink_id].manifest.get("initial"))
-    snapshots = {c.version: pq.read_table(c.record.snapshot_path) for c in commits
-                 if c.version >= start and os.path.exists(c.record.snapshot_path or "")}
+    paths = {c.version: (images or {}).get(c.version, c.record.snapshot_path) for c in commits}
+    snapshots = {v: pq.read_table(p) for v, p in paths.items()
+                 if v >= start and os.path.exists(p or "")}
     types: dict[str, Any] = {}
     written = {}
     for version, data in snapshots.items():
