@@ -2,7 +2,7 @@
 
 ``pip install diffcdc`` brings what a run publishing to a local landing folder needs; a sink,
 a storage backend or the great-expectations part of the gate that needs more names its extra
-here (``diffcdc[delta]``, ``[kafka]``, ``[adls]``, ``[gx]``; ``[all]`` is every one of them).
+here (``diffcdc[delta]``, ``[kafka]``, ``[postgres]``, ``[adls]``, ``[gx]``; ``[all]`` is every one of them).
 A config that uses one whose library is missing is refused when it is loaded, before Spark
 starts (:func:`diffcdc.extras_check.check_config`), in one line naming the extra to install (exit 2); the code that
 uses a library imports it only when it is used.
@@ -43,6 +43,8 @@ ADLS = Extra("adls", "a location on ADLS Gen2 / OneLake", "the Azure SDK's azure
 #: ``azure.identity``'s DefaultAzureCredential: an ADLS location without a key or SAS token.
 ADLS_IDENTITY = Extra("adls", "signing in to ADLS Gen2 / OneLake without a key or SAS token",
                       "the azure-identity library", ("azure.identity",))
+POSTGRES = Extra("postgres", "the PostgreSQL sink", "the psycopg library (version 3)",
+                 ("psycopg",))
 GX = Extra("gx", "the quality gate's great-expectations part",
            "the great_expectations library", ("great_expectations",))
 
@@ -54,7 +56,7 @@ METRICS = Extra("metrics", "the metrics file ([metrics], --metrics-file)",
                 "the prometheus-client library", ("prometheus_client",))
 
 #: Every extra of diffcdc by name (``all`` is their union, in pyproject.toml).
-EXTRAS: dict[str, Extra] = {e.name: e for e in (DELTA, KAFKA, ADLS, GX, LINEAGE, METRICS)}
+EXTRAS: dict[str, Extra] = {e.name: e for e in (DELTA, KAFKA, POSTGRES, ADLS, GX, LINEAGE, METRICS)}
 
 
 

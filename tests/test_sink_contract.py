@@ -174,7 +174,8 @@ THIRD = {**{k: v for k, v in SECOND.items() if k != (4, "a")},
 #: (a landing upload, local and remote; the Delta commit; the Kafka transaction; a sink's mark).
 #: Every other point is marked ``exhaustive`` and runs with ``pytest -m exhaustive``.
 CORE_POINTS = {"after_claim", "publish@landing_local:1", "publish@landing_dfs:1", "delta_committed@history",
-               "delta_committed@delta", "kafka_after_commit@kafka", "before_mark_published@kafka"}
+               "delta_committed@delta", "kafka_after_commit@kafka", "before_mark_published@kafka",
+               "postgres_before_commit@postgres"}
 #: The kill at the commit boundary (committed, nothing published): in the default tier.
 COMMIT_BOUNDARY = "after_claim"
 

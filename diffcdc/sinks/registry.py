@@ -33,6 +33,7 @@ BUILTIN: Mapping[str, str] = {
     "open_mirroring": "diffcdc.sinks.openmirroring.plugin:OpenMirroringPlugin",
     "delta": "diffcdc.sinks.delta.plugin:DeltaPlugin",
     "kafka": "diffcdc.sinks.kafka.plugin:KafkaPlugin",
+    "postgres": "diffcdc.sinks.postgres.plugin:PostgresPlugin",
 }
 
 T = TypeVar("T")

@@ -28,7 +28,7 @@ from urllib.parse import unquote, urlsplit
 #: What a target is: a ``folder`` belongs to one sink (nothing else inside it); a landing
 #: ``root`` is shared by the Open Mirroring table folders (``landing_table``) in it; a ``topic``
 #: or a ``txn`` (transactional id) belongs to one sink on a Kafka cluster.
-TargetKind = Literal["folder", "landing_table", "root", "topic", "txn"]
+TargetKind = Literal["folder", "landing_table", "root", "topic", "txn", "db_table"]
 
 
 @dataclass(frozen=True)
@@ -139,6 +139,8 @@ def kafka_servers(bootstrap_servers: str) -> frozenset[str]:
 
 def _clash(a: SinkTarget, b: SinkTarget) -> tuple[str, str] | None:
     """Why ``a`` and ``b`` cannot both be written and what to do, or None."""
+    if "db_table" in (a.kind, b.kind):
+        return _db_table_clash(a, b)
     if {a.kind, b.kind} <= {"topic", "txn"}:
         if a.kind == b.kind and a.location == b.location and a.servers & b.servers:
             what = "the Kafka topic" if a.kind == "topic" else "the transactional id"
@@ -172,6 +174,15 @@ def _clash(a: SinkTarget, b: SinkTarget) -> tuple[str, str] | None:
     if _inside(other.location, root.location) or _inside(root.location, other.location):
         return (f"write to {other.shown} and the landing root {root.shown}, one inside the "
                 "other (the landing zone would take it for a table)", apart)
+    return None
+
+
+def _db_table_clash(a: SinkTarget, b: SinkTarget) -> tuple[str, str] | None:
+    """Two sinks writing one database table (``location``: database/schema/table, ``servers``:
+    the server's ``host:port``)."""
+    if a.kind == b.kind and a.location == b.location and a.servers & b.servers:
+        return (f"both write the database table {a.shown} on "
+                f"{', '.join(sorted(a.servers & b.servers))}", "give each sink a table of its own")
     return None
 
 

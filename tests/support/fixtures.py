@@ -28,14 +28,19 @@ def server() -> Iterator[Any]:
 
 
 @pytest.fixture(scope="module")
-def servers(broker) -> Iterator[dict[str, Any]]:
+def servers(broker, postgres) -> Iterator[dict[str, Any]]:
     """The servers sink kinds need (tests/support/sink_kinds.py ``servers[...]``), on loopback:
-    a DFS server with the filesystem ``ws`` for the module, the session's Kafka broker."""
-    from tests.support.dfs_server import DfsServer
+    a DFS server with the filesystem ``ws`` for the module, the session's Kafka broker and
+    PostgreSQL server (its password in the variable the PostgreSQL kinds' password_env names)."""
+    import os
 
+    from tests.support.dfs_server import DfsServer
+    from tests.support.sink_kinds import PG_PASSWORD_ENV
+
+    os.environ[PG_PASSWORD_ENV] = postgres.password
     with DfsServer() as dfs:
         dfs.create_filesystem("ws")
-        yield {"dfs": dfs, "kafka": broker}
+        yield {"dfs": dfs, "kafka": broker, "postgres": postgres}
 
 
 @pytest.fixture

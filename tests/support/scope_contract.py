@@ -23,7 +23,7 @@ from diffcdc.engine.verify import verify_sinks
 from diffcdc.sinks.base import SinkTable
 from diffcdc.sinks.registry import build_sink
 from diffcdc.state.store import TableState
-from tests.support.sink_kinds import SinkKind
+from tests.support.sink_kinds import SinkKind, postgres_history_once
 from tests.support.snapshots import snapshot_sequences, snapshot_table
 from tests.support.workspace import norm
 
@@ -166,6 +166,8 @@ def assert_once_scoped(table, state: str, servers: dict[str, Any], kinds: list[S
     for kind, sink in zip(kinds, table.sinks):
         if kind.name == "history":
             _history_as_of(tstate, sink.sink_id, images)
+        elif kind.name == "postgres_history":
+            postgres_history_once(tstate, sink.sink_id, servers, images=images)
         else:
             kind.assert_once(tstate, sink.sink_id, servers)
 

@@ -291,6 +291,174 @@ def _kafka_tamper(state: TableState, sink_id: str, servers: dict[str, Any], how:
         producer.flush(10)
 
 
+#: The environment variable the PostgreSQL kinds' ``password_env`` names (the test server's
+#: password: the ``servers`` fixture sets it, and CLI subprocesses inherit it).
+PG_PASSWORD_ENV = "DIFFCDC_TEST_PG_PASSWORD"
+
+
+def pg_schema_of(root: str) -> str:
+    """A schema per work folder: tests share one server (and its tables) per process."""
+    digest = hashlib.sha1(os.path.abspath(root).encode()).hexdigest()[:12]
+    return f"contract_{digest}"
+
+
+def _postgres_entry(root: str, servers: dict[str, Any]) -> dict[str, Any]:
+    server = servers["postgres"]
+    return {"type": "postgres", "name": "postgres", "url": server.jdbc_url, "user": server.user,
+            "password_env": PG_PASSWORD_ENV, "schema": pg_schema_of(root), "table": "t"}
+
+
+def _pg_connect(servers: dict[str, Any]) -> Any:
+    import psycopg
+
+    server = servers["postgres"]
+    return psycopg.connect(host="127.0.0.1", port=server.port, dbname=server.database,
+                           user=server.user, password=server.password, autocommit=True)
+
+
+def _pg_target(state: TableState, sink_id: str) -> tuple[str, str]:
+    schema, table = state.head().record.sinks[sink_id].manifest["target"].split(".", 1)
+    return schema, table
+
+
+def postgres_once(state: TableState, sink_id: str, servers: dict[str, Any]) -> None:
+    """One bookkeeping row per version that wrote to the table since the sink's last full
+    image (none twice: its primary key), the newest of the sink's incarnation; the table
+    holds the row count that row records, under the oid it records."""
+    from psycopg import sql
+
+    commits = [c for c in state.commits() if sink_id in c.record.sinks]
+    schema, table = _pg_target(state, sink_id)
+    start = max(c.version for c in commits if c.record.sinks[sink_id].manifest.get("initial"))
+    expected = [c.version for c in commits if c.version >= start and (
+        c.record.sinks[sink_id].manifest.get("rows")
+        or c.record.sinks[sink_id].manifest.get("initial"))]
+    incarnation = commits[-1].record.sinks[sink_id].manifest["incarnation"]
+    with _pg_connect(servers) as conn:
+        rows = conn.execute(sql.SQL(
+            "SELECT version, incarnation, row_count, table_oid FROM {}.{} WHERE target_table = "
+            "%s ORDER BY version").format(sql.Identifier(schema),
+                                          sql.Identifier("_diffcdc_versions")),
+            (table,)).fetchall()
+        assert [r[0] for r in rows] == expected, ([r[0] for r in rows], expected)
+        assert {r[1] for r in rows} == {incarnation}
+        count = conn.execute(sql.SQL("SELECT count(*) FROM {}.{}").format(
+            sql.Identifier(schema), sql.Identifier(table))).fetchone()
+        oid = conn.execute("SELECT to_regclass(%s)::oid", (
+            sql.SQL("{}.{}").format(sql.Identifier(schema), sql.Identifier(table))
+            .as_string(conn),)).fetchone()
+    assert count is not None and count[0] == rows[-1][2], (count, rows[-1])
+    assert oid is not None and oid[0] == rows[-1][3]
+
+
+def _postgres_history_entry(root: str, servers: dict[str, Any]) -> dict[str, Any]:
+    return {**_postgres_entry(root, servers), "name": "postgres_history", "table": "h",
+            "mode": "scd2"}
+
+
+def pg_history_rows(conn: Any, target: tuple[str, str], types: dict[str, Any]
+                    ) -> list[dict[str, Any]]:
+    """Every row of a PostgreSQL history table; its jsonb columns as the sink's verify parses
+    them (by ``types``: the Spark types of the snapshot's columns)."""
+    from psycopg import sql
+
+    from diffcdc.sinks.postgres.replay import parse
+
+    name = sql.SQL("{}.{}").format(sql.Identifier(target[0]), sql.Identifier(target[1]))
+    kinds = dict(conn.execute(
+        "SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid = "
+        "to_regclass(%s) AND attnum > 0 AND NOT attisdropped", (name.as_string(conn),)).fetchall())
+    select = sql.SQL(", ").join(
+        sql.SQL("{}::text AS {}").format(sql.Identifier(c), sql.Identifier(c))
+        if kind == "jsonb" else sql.Identifier(c) for c, kind in kinds.items())
+    with conn.cursor(binary=True) as cursor:
+        cursor.execute(sql.SQL("SELECT {} FROM {}").format(select, name))
+        columns = [d.name for d in cursor.description]
+        rows = [dict(zip(columns, r)) for r in cursor.fetchall()]
+    for row in rows:
+        for c, kind in kinds.items():
+            if kind == "jsonb":
+                row[c] = parse(row[c], types.get(c))
+    return rows
+
+
+def _as_written(data: Any) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """A snapshot's rows with its nested values as the PostgreSQL sink writes and verify
+    parses them, and the Spark types of its columns."""
+    from pyspark.sql.pandas.types import from_arrow_type
+
+    from diffcdc.sinks.postgres.replay import parse
+    from diffcdc.sinks.postgres.types import is_json, json_value
+
+    types = {f.name: from_arrow_type(f.type) for f in data.schema}
+    nested = {f.name: f.type for f in data.schema if is_json(types[f.name])}
+    rows = data.to_pylist()
+    for row in rows:
+        for c, kind in nested.items():
+            row[c] = None if row[c] is None else parse(json_value(row[c], kind), types[c])
+    return rows, types
+
+
+def postgres_history_once(state: TableState, sink_id: str, servers: dict[str, Any],
+                          through: dict[str, Callable[[Any], Any]] | None = None,
+                          images: dict[int, str] | None = None) -> None:
+    """The bookkeeping as :func:`postgres_once` checks it; the history's rules hold, and as of
+    every version since the sink's last full image it is exactly that version's snapshot
+    (``through``: per column, the function both sides are compared through: a table's
+    normalizers; ``images``: per version, the Parquet file of the table's image to compare
+    with instead of its snapshot: a scoped snapshot is not the table's image)."""
+    import pyarrow.parquet as pq
+
+    from tests.support.history import as_of, canonical, check_history
+
+    postgres_once(state, sink_id, servers)
+    commits = [c for c in state.commits() if sink_id in c.record.sinks]
+    start = max(c.version for c in commits if c.record.sinks[sink_id].manifest.get("initial"))
+    paths = {c.version: (images or {}).get(c.version, c.record.snapshot_path) for c in commits}
+    snapshots = {v: pq.read_table(p) for v, p in paths.items()
+                 if v >= start and os.path.exists(p or "")}
+    types: dict[str, Any] = {}
+    written = {}
+    for version, data in snapshots.items():
+        written[version], more = _as_written(data)
+        types.update(more)
+    with _pg_connect(servers) as conn:
+        rows = pg_history_rows(conn, _pg_target(state, sink_id), types)
+    check_history(rows, commits[-1].record.keys)
+    def clean(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [{c: through[c](v) if through and c in through else v for c, v in r.items()}
+                for r in items]
+
+    for version, data in snapshots.items():
+        then = as_of(rows, version)
+        later = {c for r in then for c in r} - set(data.column_names)
+        assert all(r[c] is None for r in then for c in later), version
+        assert canonical(clean(then), data.column_names) == canonical(
+            clean(written[version])), version
+
+
+def pg_move_away(servers: dict[str, Any], schema: str, table: str) -> None:
+    """A refused history table renamed away (the way out a refusal names)."""
+    import uuid
+
+    from psycopg import sql
+
+    with _pg_connect(servers) as conn:
+        conn.execute(sql.SQL("ALTER TABLE {}.{} RENAME TO {}").format(
+            sql.Identifier(schema), sql.Identifier(table),
+            sql.Identifier(f"moved_{uuid.uuid4().hex[:12]}")))
+
+
+def postgres_tamper(state: TableState, sink_id: str, servers: dict[str, Any], how: str) -> None:
+    """The table dropped ("gone"), or another writer deletes its rows ("foreign")."""
+    from psycopg import sql
+
+    schema, table = _pg_target(state, sink_id)
+    name = sql.SQL("{}.{}").format(sql.Identifier(schema), sql.Identifier(table))
+    with _pg_connect(servers) as conn:
+        conn.execute(sql.SQL("DROP TABLE {}" if how == "gone" else "DELETE FROM {}").format(name))
+
+
 KINDS = [
     SinkKind("landing_local", "open_mirroring", _local_entry, _local_once,
              ("publish@landing_local:1", "publish@landing_local:2"), tamper=_local_tamper),
@@ -303,4 +471,10 @@ KINDS = [
     SinkKind("kafka", "kafka", _kafka_entry, _kafka_once,
              ("publish@kafka:1", "kafka_before_commit@kafka", "kafka_after_commit@kafka"),
              server="kafka", tamper=_kafka_tamper),
+    SinkKind("postgres", "postgres", _postgres_entry, postgres_once,
+             ("postgres_copied@postgres", "postgres_before_commit@postgres",
+              "postgres_committed@postgres"), server="postgres", tamper=postgres_tamper),
+    SinkKind("postgres_history", "postgres", _postgres_history_entry, postgres_history_once,
+             ("postgres_before_commit@postgres_history",), server="postgres",
+             tamper=postgres_tamper),
 ]

@@ -44,6 +44,40 @@ class OpenEndConfig(BaseModel):
         return value
 
 
+def history_layout(deletes: str, history_columns: HistoryColumns | None,
+                   open_end: OpenEndConfig | None) -> hl.HistoryLayout:
+    """The history's layout a sink's ``deletes``, ``history_columns`` and ``open_end`` give
+    (every history sink type takes these three settings: Delta's, PostgreSQL's)."""
+    names = history_columns or HistoryColumns()
+    deleted = (names.deleted or hl.DELETED) if deletes == "row" else None
+    end = open_end or OpenEndConfig()
+    return hl.HistoryLayout(
+        start_at=names.start_at, end_at=names.end_at, valid_from=names.valid_from,
+        valid_to=names.valid_to, changed_columns=names.changed_columns, deleted=deleted,
+        open_end=hl.OpenEnd(end.end_at, hl.parse_open_time(end.valid_to)
+                            if end.valid_to is not None else None),
+    )
+
+
+def layout_settings_problem(mode: str, deletes: str, history_columns: HistoryColumns | None,
+                            open_end: OpenEndConfig | None) -> str | None:
+    """What is wrong with a sink's history layout settings for its ``mode``, or None."""
+    given = [k for k, v in (("history_columns", history_columns), ("open_end", open_end))
+             if v is not None]
+    if deletes != "close":
+        given.insert(0, "deletes")
+    if mode != "scd2" and given:
+        return f"{' / '.join(given)} need mode = \"scd2\" (a history table)"
+    if history_columns is not None and history_columns.deleted is not None and deletes != "row":
+        return ("history_columns.deleted names the tombstone flag of deletes = \"row\": set "
+                "deletes = \"row\", or leave it out")
+    if mode == "scd2":
+        problems = history_layout(deletes, history_columns, open_end).problems()
+        if problems:
+            return problems[0]
+    return None
+
+
 class DeltaSinkConfig(BaseModel):
     """A Delta table whose change data feed is the diff (written with delta-rs)."""
 
@@ -97,31 +131,14 @@ class DeltaSinkConfig(BaseModel):
 
     def history_layout(self) -> hl.HistoryLayout:
         """The history's layout these settings give (``mode = "scd2"``)."""
-        names = self.history_columns or HistoryColumns()
-        deleted = (names.deleted or hl.DELETED) if self.deletes == "row" else None
-        end = self.open_end or OpenEndConfig()
-        return hl.HistoryLayout(
-            start_at=names.start_at, end_at=names.end_at, valid_from=names.valid_from,
-            valid_to=names.valid_to, changed_columns=names.changed_columns, deleted=deleted,
-            open_end=hl.OpenEnd(end.end_at, hl.parse_open_time(end.valid_to)
-                                if end.valid_to is not None else None),
-        )
+        return history_layout(self.deletes, self.history_columns, self.open_end)
 
     @model_validator(mode="after")
     def _layout_settings(self) -> DeltaSinkConfig:
-        given = [k for k in ("history_columns", "open_end") if getattr(self, k) is not None]
-        if self.deletes != "close":
-            given.insert(0, "deletes")
-        if self.mode != "scd2" and given:
-            raise ValueError(f"{' / '.join(given)} need mode = \"scd2\" (a history table)")
-        if (self.history_columns is not None and self.history_columns.deleted is not None
-                and self.deletes != "row"):
-            raise ValueError("history_columns.deleted names the tombstone flag of "
-                             "deletes = \"row\": set deletes = \"row\", or leave it out")
-        if self.mode == "scd2":
-            problems = self.history_layout().problems()
-            if problems:
-                raise ValueError(problems[0])
+        problem = layout_settings_problem(self.mode, self.deletes, self.history_columns,
+                                          self.open_end)
+        if problem is not None:
+            raise ValueError(problem)
         return self
 
     @model_validator(mode="after")
