@@ -212,7 +212,9 @@ def history_apply(
         vto=sql.Identifier(layout.valid_to), at=at, a=actions, match=match,
         open=_open(layout, "t"), d=sql.Literal(OP_DELETE), u=sql.Literal(OP_UPDATE),
         i=sql.Literal(OP_INSERT))
-    statements = [sql.SQL("DROP TABLE IF EXISTS {}").format(actions), create, close]
+    # statistics of the new actions table: the joins below pick index lookups or a hash join
+    statements = [sql.SQL("DROP TABLE IF EXISTS {}").format(actions), create,
+                  sql.SQL("ANALYZE {}").format(actions), close]
     data = [c for c in cols if c not in set(keys)]
     if data:
         statements.append(sql.SQL(
