@@ -142,7 +142,8 @@ def history_apply(
     ``columns``: the staged data columns (the keys among them); the staging table also has
     :data:`OP`. ``initial``: the staging holds a full image (every row an insert), applied as
     what differs from the history's open rows. ``compared``: the columns whose changes are
-    listed (default: every staged column but the keys); ``track_only`` / ``track_except``:
+    listed (default: every staged column but the keys; one the staging lacks is NULL in the
+    version's rows, its last value kept by a tombstone); ``track_only`` / ``track_except``:
     the history's tracked columns (a change of untracked columns only is restated in place),
     compared case-insensitively as the Delta history does.
     """
@@ -156,13 +157,19 @@ def history_apply(
     def tracked(name: str) -> bool:
         return name.lower() in only if only is not None else name.lower() not in but
 
+    # compared columns the staging lacks (the history has them, the snapshots no longer):
+    # NULL in the version's rows, so a value they held is a change
+    gone = [c for c in compared if c not in index]
+    gone_index = {c: i for i, c in enumerate(gone)}
+
     def n(c: str) -> sql.Identifier:
         return sql.Identifier(f"n{index[c]}")
 
     def o(c: str) -> sql.Identifier:
-        return sql.Identifier(f"o{index[c]}")
+        return sql.Identifier(f"o{index[c]}" if c in index else f"x{gone_index[c]}")
 
-    differs = {c: sql.SQL("j.{} IS DISTINCT FROM j.{}").format(o(c), n(c)) for c in compared}
+    differs = {c: (sql.SQL("j.{} IS DISTINCT FROM j.{}").format(o(c), n(c)) if c in index
+                   else sql.SQL("j.{} IS NOT NULL").format(o(c))) for c in compared}
     changed = (sql.SQL("array_remove(ARRAY[{}]::text[], NULL)").format(sql.SQL(", ").join(
         sql.SQL("CASE WHEN {} THEN {} END").format(differs[c], sql.Literal(c))
         for c in compared)) if compared else sql.SQL("ARRAY[]::text[]"))
@@ -193,7 +200,7 @@ def history_apply(
         new=sql.SQL(", ").join(sql.SQL("s.{} AS {}").format(sql.Identifier(c), n(c))
                                for c in cols),
         old=sql.SQL(", ").join(sql.SQL("h.{} AS {}").format(sql.Identifier(c), o(c))
-                               for c in cols),
+                               for c in [*cols, *gone]),
         op=sql.Identifier(OP), start=sql.Identifier(layout.start_at), tomb=tomb,
         s=_id(staging), join=join, t=_id(target), open=_open(layout, "h"),
         on=_keys_match(keys, "h", [sql.Identifier("s", k) for k in keys]))
@@ -222,7 +229,8 @@ def history_apply(
             "NOT a.tracked").format(
             t=_id(target), a=actions, match=match, open=_open(layout, "t"),
             u=sql.Literal(OP_UPDATE), sets=sql.SQL(", ").join(
-                sql.SQL("{} = a.{}").format(sql.Identifier(c), n(c)) for c in data)))
+                [*(sql.SQL("{} = a.{}").format(sql.Identifier(c), n(c)) for c in data),
+                 *(sql.SQL("{} = NULL").format(sql.Identifier(c)) for c in gone)])))
     names = [*cols, *layout.columns]
     end = layout.open_end
     flag = [sql.Literal(False)] if layout.deleted is not None else []
@@ -239,8 +247,9 @@ def history_apply(
         statements.append(sql.SQL(
             "INSERT INTO {t} ({names}) SELECT {old}, {v}, {end}::bigint, {at}, "
             "{vto}::timestamptz, NULL, true FROM {a} a WHERE a.op = {d}").format(
-            t=_id(target), names=sql.SQL(", ").join(map(sql.Identifier, names)),
-            old=sql.SQL(", ").join(sql.SQL("a.{}").format(o(c)) for c in cols), v=v,
+            t=_id(target), names=sql.SQL(", ").join(map(sql.Identifier, [*cols, *gone,
+                                                                        *layout.columns])),
+            old=sql.SQL(", ").join(sql.SQL("a.{}").format(o(c)) for c in [*cols, *gone]), v=v,
             end=sql.Literal(end.end_at), at=at, vto=sql.Literal(end.valid_to),
             a=actions, d=sql.Literal(OP_DELETE)))
     statements.append(sql.SQL("DROP TABLE {}").format(actions))
