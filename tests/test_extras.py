@@ -22,7 +22,7 @@ else:  # pragma: no cover
 
 #: The top-level modules each extra brings (what a missing extra is simulated with).
 BLOCK = {"delta": ("deltalake",), "kafka": ("confluent_kafka", "fastavro"), "adls": ("azure",),
-         "gx": ("great_expectations", "pandas")}
+         "gx": ("great_expectations", "pandas"), "postgres": ("psycopg",)}
 
 #: The only diffcdc modules that import an extra's library when they are imported: each loaded
 #: only when a config uses that sink or storage (the gate's great-expectations part imports it
@@ -36,6 +36,9 @@ EXTRA_USERS = {
     "diffcdc.sinks.kafka.publish": "confluent_kafka",
     "diffcdc.sinks.kafka.replay": "fastavro",
     "diffcdc.sinks.kafka.sink": "confluent_kafka",
+    **{f"diffcdc.sinks.postgres.{m}": "psycopg" for m in (
+        "apply_sql", "bookkeeping", "copy", "history_sql", "replay", "sink", "target_check",
+        "types")},
     "diffcdc.storage.adls": "azure",
     "diffcdc.storage.adls_credentials": "azure",
     "diffcdc.storage.adls_transport": "azure",
@@ -126,6 +129,8 @@ _LOCAL = 'state = "state"\n'
 _DELTA = '[[tables.T.sinks]]\ntype = "delta"\npath = "lake/t"\n'
 _KAFKA = ('[[tables.T.sinks]]\ntype = "kafka"\nname = "events"\n'
           'bootstrap_servers = "127.0.0.1:9"\ntopic = "t"\n')
+_POSTGRES = ('[[tables.T.sinks]]\ntype = "postgres"\nname = "pg"\n'
+             'url = "jdbc:postgresql://127.0.0.1:9/db"\n')
 _ADLS_LANDING = ('landing = "abfss://ws@onelake.dfs.fabric.microsoft.com/lh.Lakehouse/Files/'
                  'LandingZone"\n')
 _GX = ('[tables.T.quality]\nexpectations = [{ type = "expect_column_values_to_not_be_null", '
@@ -140,6 +145,10 @@ MISSING = [
                  "table T, file {config}: sink events: the Kafka sink needs "
                  "the confluent-kafka and fastavro libraries (not installed) — "
                  "pip install 'diffcdc[kafka]'", id="kafka"),
+    pytest.param("postgres", _POSTGRES, _LOCAL,
+                 "table T, file {config}: sink pg: the PostgreSQL sink needs "
+                 "the psycopg library (version 3) (not installed) — "
+                 "pip install 'diffcdc[postgres]'", id="postgres"),
     pytest.param("adls", _ADLS_LANDING, _LOCAL,
                  "table T, file {config}: sink open_mirroring landing: "
                  "a location on ADLS Gen2 / OneLake needs the Azure SDK's "

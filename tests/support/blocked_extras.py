@@ -19,7 +19,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 #: The top-level modules the extras bring (pandas: with great_expectations, in ``[gx]``).
 EXTRA_MODULES = ("deltalake", "confluent_kafka", "fastavro", "azure", "great_expectations",
-                 "pandas")
+                 "pandas", "psycopg")
 
 _SITECUSTOMIZE = '''
 import atexit, json, os, sys

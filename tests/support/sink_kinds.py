@@ -351,6 +351,81 @@ def postgres_once(state: TableState, sink_id: str, servers: dict[str, Any]) -> N
     assert oid is not None and oid[0] == rows[-1][3]
 
 
+def _postgres_history_entry(root: str, servers: dict[str, Any]) -> dict[str, Any]:
+    return {**_postgres_entry(root, servers), "name": "postgres_history", "table": "h",
+            "mode": "scd2"}
+
+
+def pg_history_rows(conn: Any, target: tuple[str, str], types: dict[str, Any]
+                    ) -> list[dict[str, Any]]:
+    """Every row of a PostgreSQL history table; its jsonb columns as the sink's verify parses
+    them (by ``types``: the Spark types of the snapshot's columns)."""
+    from psycopg import sql
+
+    from diffcdc.sinks.postgres.replay import parse
+
+    name = sql.SQL("{}.{}").format(sql.Identifier(target[0]), sql.Identifier(target[1]))
+    kinds = dict(conn.execute(
+        "SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid = "
+        "to_regclass(%s) AND attnum > 0 AND NOT attisdropped", (name.as_string(conn),)).fetchall())
+    select = sql.SQL(", ").join(
+        sql.SQL("{}::text AS {}").format(sql.Identifier(c), sql.Identifier(c))
+        if kind == "jsonb" else sql.Identifier(c) for c, kind in kinds.items())
+    with conn.cursor(binary=True) as cursor:
+        cursor.execute(sql.SQL("SELECT {} FROM {}").format(select, name))
+        columns = [d.name for d in cursor.description]
+        rows = [dict(zip(columns, r)) for r in cursor.fetchall()]
+    for row in rows:
+        for c, kind in kinds.items():
+            if kind == "jsonb":
+                row[c] = parse(row[c], types.get(c))
+    return rows
+
+
+def _as_written(data: Any) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """A snapshot's rows with its nested values as the PostgreSQL sink writes and verify
+    parses them, and the Spark types of its columns."""
+    from pyspark.sql.pandas.types import from_arrow_type
+
+    from diffcdc.sinks.postgres.replay import parse
+    from diffcdc.sinks.postgres.types import is_json, json_value
+
+    types = {f.name: from_arrow_type(f.type) for f in data.schema}
+    nested = {f.name: f.type for f in data.schema if is_json(types[f.name])}
+    rows = data.to_pylist()
+    for row in rows:
+        for c, kind in nested.items():
+            row[c] = None if row[c] is None else parse(json_value(row[c], kind), types[c])
+    return rows, types
+
+
+def postgres_history_once(state: TableState, sink_id: str, servers: dict[str, Any]) -> None:
+    """The bookkeeping as :func:`postgres_once` checks it; the history's rules hold, and as of
+    every version since the sink's last full image it is exactly that version's snapshot."""
+    import pyarrow.parquet as pq
+
+    from tests.support.history import as_of, canonical, check_history
+
+    postgres_once(state, sink_id, servers)
+    commits = [c for c in state.commits() if sink_id in c.record.sinks]
+    start = max(c.version for c in commits if c.record.sinks[sink_id].manifest.get("initial"))
+    snapshots = {c.version: pq.read_table(c.record.snapshot_path) for c in commits
+                 if c.version >= start and os.path.exists(c.record.snapshot_path or "")}
+    types: dict[str, Any] = {}
+    written = {}
+    for version, data in snapshots.items():
+        written[version], more = _as_written(data)
+        types.update(more)
+    with _pg_connect(servers) as conn:
+        rows = pg_history_rows(conn, _pg_target(state, sink_id), types)
+    check_history(rows, commits[-1].record.keys)
+    for version, data in snapshots.items():
+        then = as_of(rows, version)
+        later = {c for r in then for c in r} - set(data.column_names)
+        assert all(r[c] is None for r in then for c in later), version
+        assert canonical(then, data.column_names) == canonical(written[version]), version
+
+
 def postgres_tamper(state: TableState, sink_id: str, servers: dict[str, Any], how: str) -> None:
     """The table dropped ("gone"), or another writer deletes its rows ("foreign")."""
     from psycopg import sql
@@ -376,4 +451,7 @@ KINDS = [
     SinkKind("postgres", "postgres", _postgres_entry, postgres_once,
              ("postgres_copied@postgres", "postgres_before_commit@postgres",
               "postgres_committed@postgres"), server="postgres", tamper=postgres_tamper),
+    SinkKind("postgres_history", "postgres", _postgres_history_entry, postgres_history_once,
+             ("postgres_before_commit@postgres_history",), server="postgres",
+             tamper=postgres_tamper),
 ]

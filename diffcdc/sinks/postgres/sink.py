@@ -187,10 +187,12 @@ class PostgresSink(Sink):
             conn.commit()
             if done is not None and done.incarnation == manifest.get("incarnation"):
                 return  # applied before a kill: nothing twice
-            if manifest.get("initial"):
+            if manifest.get("initial") and not self.history:
                 self._full_image(conn, version, manifest, staged)
             else:
-                self._changes(conn, version, manifest, staged, history)
+                self._changes(conn, version, manifest, staged,
+                              None if manifest.get("initial")
+                              else self._expected(history, before=version))
 
     def _schema(self, manifest: dict[str, Any]) -> T.StructType:
         return T.StructType.fromJson(json.loads(manifest["schema"]))
@@ -202,7 +204,7 @@ class PostgresSink(Sink):
             [*self.target, manifest.get("incarnation"), version]).encode()).hexdigest()[:16]
         return self.target[0], f"_diffcdc_{kind}_{digest}"
 
-    def _copy(self, conn: Any, staged: str, into: Target, columns: list[str], rows: int) -> None:
+    def _copy(self, staged: str, into: Target, columns: list[str], rows: int) -> None:
         if not rows:
             return
         loaded = copy_into(SparkSession.active(), staged, self.connection(), into, columns,
@@ -218,73 +220,91 @@ class PostgresSink(Sink):
         the transaction that records the version."""
         schema = self._schema(manifest)
         keys = list(manifest["keys"])
-        where = f"sink {self.id}, table {self.target[0]}.{self.target[1]}"
         new = self._work_table("new", version, manifest)
         with conn.cursor() as cursor:
-            for statement in bookkeeping.create_statements(self.target[0]):
-                cursor.execute(statement)
-            exists = table_oid(cursor, self.target) is not None
-            if exists and not manifest.get("recreate"):
-                # a first image (a first load, a sink added) onto a table that is not ours
-                raise self.checks.not_ours()
+            exists = self._prepare(cursor, manifest, None)
             cursor.execute(apply_sql.drop_if_exists(new))
-            if self.history:
-                cursor.execute(self._history().history_create(new, schema, keys, self.layout))
-            else:  # the part column: copy_into's parallel, retry-safe load (dropped after it)
-                cursor.execute(apply_sql.create_table(new, sql.SQL(", ").join([
-                    column_defs(schema, where),
-                    sql.SQL("{} integer").format(sql.Identifier(PART_COLUMN))])))
+            # the part column: copy_into's parallel, retry-safe load (dropped after it)
+            cursor.execute(apply_sql.create_table(new, sql.SQL(", ").join([
+                column_defs(schema, self._where_table),
+                sql.SQL("{} integer").format(sql.Identifier(PART_COLUMN))])))
         conn.commit()
-        if self.history:
-            stage = self._work_table("stage", version, manifest)
-            self._load_stage(conn, stage, schema, manifest, staged)
-            statements = self._history().history_apply(
-                new, stage, schema.fieldNames(), keys, self.layout, version,
-                read_time(str(manifest["valid_from"])))
-        else:
-            stage = None
-            self._copy(conn, staged, new, schema.fieldNames(), int(manifest.get("rows") or 0))
-            statements = [apply_sql.drop_column(new, PART_COLUMN),
-                          apply_sql.primary_key(new, keys)]
+        self._copy(staged, new, schema.fieldNames(), int(manifest.get("rows") or 0))
         crash_point("postgres_copied", scope=self.id)
         with conn.cursor() as cursor:
-            for statement in statements:
-                cursor.execute(statement)
+            cursor.execute(apply_sql.drop_column(new, PART_COLUMN))
+            cursor.execute(apply_sql.primary_key(new, keys))
             if exists:
                 cursor.execute(apply_sql.lock_table(self.target))
             for statement in apply_sql.swap_statements(self.target, new[1], exists):
                 cursor.execute(statement)
-            oid = table_oid(cursor, self.target)
-            assert oid is not None
-            cursor.execute(apply_sql.count_rows(self.target))
-            count = int(cursor.fetchone()[0])
-            cursor.execute(bookkeeping.forget(self.target[0], self.target[1]))
-            cursor.execute(bookkeeping.insert(self.target[0], self.target[1], self.table.name,
-                                              self._applied(version, manifest, count, oid)))
+            self._record(cursor, version, manifest, initial=True,
+                         count=int(manifest.get("rows") or 0))
             crash_point("postgres_before_commit", scope=self.id)
         conn.commit()
         crash_point("postgres_committed", scope=self.id)
-        if stage is not None:
-            self._drop(conn, stage)
 
-    def _applied(self, version: int, manifest: dict[str, Any], count: int, oid: int
-                 ) -> bookkeeping.Applied:
-        return bookkeeping.Applied(
-            version, str(manifest.get("incarnation")), self.id, int(manifest.get("inserted", 0)),
-            int(manifest.get("updated", 0)), int(manifest.get("deleted", 0)), count, oid)
+    @property
+    def _where_table(self) -> str:
+        return f"sink {self.id}, table {self.target[0]}.{self.target[1]}"
 
-    def _load_stage(self, conn: Any, stage: Target, schema: T.StructType,
-                    manifest: dict[str, Any], staged: str) -> None:
+    def _prepare(self, cursor: Any, manifest: dict[str, Any], expected: Expected | None) -> bool:
+        """Before a version's load: the schema and bookkeeping table made; a first image
+        (``expected`` None) refused onto a table that is not ours, a later version onto a
+        table that is not where the sink left it (its row count waits for the transaction).
+        Whether the target table exists."""
+        for statement in bookkeeping.create_statements(self.target[0]):
+            cursor.execute(statement)
+        exists = table_oid(cursor, self.target) is not None
+        if expected is None:
+            if exists and not manifest.get("recreate"):
+                # a first image (a first load, a sink added) onto a table that is not ours
+                raise self.checks.not_ours()
+        else:
+            self.checks.verify(cursor, expected, count=False)
+        if exists and self.history:
+            self._refuse_other_layout(cursor)
+        return exists
+
+    def _refuse_other_layout(self, cursor: Any) -> None:
+        """A history made with another layout (or a table that is no history) is refused."""
+        history_sql = self._history()
+        try:
+            cursor.execute(history_sql.history_layout_query(self.target, self.layout.start_at))
+            row = cursor.fetchone()
+        except Exception:  # noqa: BLE001 - the row's absence says it: rolled back below
+            row = None
+        made = row[0] if row else None
+        if made != self.layout.text():
+            cursor.connection.rollback()
+            raise self.checks.mismatch(
+                f"the table is not a history of the sink's layout ({self.layout.describe()}): "
+                "an existing history keeps its layout")
+
+    def _record(self, cursor: Any, version: int, manifest: dict[str, Any], *, initial: bool,
+                count: int) -> None:
+        """The version's bookkeeping row (a full image first forgets the rows before it)."""
+        oid = table_oid(cursor, self.target)
+        assert oid is not None
+        if initial:
+            cursor.execute(bookkeeping.forget(self.target[0], self.target[1]))
+        cursor.execute(bookkeeping.insert(self.target[0], self.target[1], self.table.name,
+                                          bookkeeping.Applied(
+            version, str(manifest.get("incarnation")), self.id,
+            int(manifest.get("inserted", 0)), int(manifest.get("updated", 0)),
+            int(manifest.get("deleted", 0)), count, oid)))
+
+    def _load_stage(self, stage: Target, schema: T.StructType, manifest: dict[str, Any],
+                    staged: str, conn: Any) -> None:
         """The staging table, created afresh, with the version's change rows."""
-        where = f"sink {self.id}, table {self.target[0]}.{self.target[1]}"
-        defs = sql.SQL(", ").join([column_defs(schema, where), sql.SQL("{} integer").format(
-            sql.Identifier(OP)), sql.SQL("{} integer").format(sql.Identifier(PART_COLUMN))])
+        defs = sql.SQL(", ").join([column_defs(schema, self._where_table), sql.SQL(
+            "{} integer").format(sql.Identifier(OP)), sql.SQL("{} integer").format(
+            sql.Identifier(PART_COLUMN))])
         with conn.cursor() as cursor:
             cursor.execute(apply_sql.drop_if_exists(stage))
             cursor.execute(apply_sql.create_table(stage, defs, unlogged=True))
         conn.commit()
-        self._copy(conn, staged, stage, [*schema.fieldNames(), OP],
-                   int(manifest.get("rows") or 0))
+        self._copy(staged, stage, [*schema.fieldNames(), OP], int(manifest.get("rows") or 0))
 
     def _drop(self, conn: Any, stage: Target) -> None:
         with conn.cursor() as cursor:
@@ -292,53 +312,78 @@ class PostgresSink(Sink):
         conn.commit()
 
     def _changes(self, conn: Any, version: int, manifest: dict[str, Any], staged: str,
-                 history: SinkHistory) -> None:
-        """One version's change rows applied in one transaction with its bookkeeping row."""
+                 expected: Expected | None) -> None:
+        """One version's change rows (a history: also a full image, as what differs from its
+        open rows) applied in one transaction with its bookkeeping row."""
         import psycopg
 
         schema = self._schema(manifest)
         keys = list(manifest["keys"])
-        expected = self._expected(history, before=version)
+        initial = expected is None
         with conn.cursor() as cursor:  # before the COPY: a target gone costs no load
-            self.checks.verify(cursor, expected, count=False)
+            exists = self._prepare(cursor, manifest, expected)
         conn.commit()
         stage = self._work_table("stage", version, manifest)
-        self._load_stage(conn, stage, schema, manifest, staged)
+        self._load_stage(stage, schema, manifest, staged, conn)
         crash_point("postgres_copied", scope=self.id)
         columns = schema.fieldNames()
         try:
             with conn.cursor() as cursor:
-                cursor.execute(apply_sql.lock_table(self.target))
-                oid = self.checks.verify(cursor, expected)
+                if exists:
+                    cursor.execute(apply_sql.lock_table(self.target))
+                if expected is not None:
+                    self.checks.verify(cursor, expected)
+                    before = self._row_count(cursor)
+                elif not exists:
+                    cursor.execute(self._history().history_create(self.target, schema, keys,
+                                                                  self.layout))
+                oid = table_oid(cursor, self.target)
                 assert oid is not None
-                before = self._row_count(cursor)
                 present = table_columns(cursor, oid)
-                where = f"sink {self.id}, table {self.target[0]}.{self.target[1]}"
-                added = [(f.name, pg_type(f.dataType, f"{where}, column {f.name}"))
+                added = [(f.name, pg_type(f.dataType, f"{self._where_table}, column {f.name}"))
                          for f in schema.fields if f.name not in present]
                 for statement in apply_sql.add_column_statements(self.target, added):
                     cursor.execute(statement)
                 if self.history:
-                    for statement in self._history().history_apply(
-                            self.target, stage, columns, keys, self.layout, version,
-                            read_time(str(manifest["valid_from"]))):
-                        cursor.execute(statement)
+                    self._apply_history(cursor, stage, schema, present, keys, version, manifest,
+                                        initial)
+                    after = self._row_count(cursor)
                 else:
                     self._apply_current(cursor, stage, columns, present, keys, manifest)
-                after = self._row_count(cursor) if self.history else (
-                    before + int(manifest.get("inserted", 0)) - int(manifest.get("deleted", 0)))
-                cursor.execute(bookkeeping.insert(self.target[0], self.target[1],
-                                                  self.table.name,
-                                                  self._applied(version, manifest, after, oid)))
+                    after = (before + int(manifest.get("inserted", 0))
+                             - int(manifest.get("deleted", 0)))
+                self._record(cursor, version, manifest, initial=initial, count=after)
                 crash_point("postgres_before_commit", scope=self.id)
             conn.commit()
         except psycopg.errors.UniqueViolation as exc:
             conn.rollback()
             raise self.checks.mismatch(
-                f"version {version} inserts a key the table already holds "
+                f"version {version} opens a key the table already holds "
                 f"({' '.join(str(exc).split())[:300]})") from None
         crash_point("postgres_committed", scope=self.id)
         self._drop(conn, stage)
+
+    def _apply_history(self, cursor: Any, stage: Target, schema: T.StructType,
+                       present: list[str], keys: list[str], version: int,
+                       manifest: dict[str, Any], initial: bool) -> None:
+        history_sql = self._history()
+        at = read_time(str(manifest["valid_from"]))
+        if not initial:
+            cursor.execute(history_sql.history_check(self.target, stage, keys, self.layout, at))
+            missing, open_inserts, later = cursor.fetchone()
+            found = [what for count, what in (
+                (missing, f"{missing} key(s) it updates or deletes have no open row"),
+                (open_inserts, f"{open_inserts} key(s) it inserts are open"),
+                (later, f"{later} row(s) are valid from after its as-of time")) if count]
+            if found:
+                raise self.checks.mismatch(f"before version {version}: {'; '.join(found)}")
+        skip = {c.lower() for c in (*keys, *self.table.exclude, *self.layout.columns, OP)}
+        compared = [c for c in dict.fromkeys([*schema.fieldNames(), *present])
+                    if c.lower() not in skip]
+        for statement in history_sql.history_apply(
+                self.target, stage, schema.fieldNames(), keys, self.layout, version, at,
+                initial=initial, compared=compared):
+            cursor.execute(statement)
 
     def _row_count(self, cursor: Any) -> int:
         cursor.execute(apply_sql.count_rows(self.target))
