@@ -12,12 +12,13 @@ Starts its own PostgreSQL cluster (Debian's ``postgresql``, as the tests do) on 
   ``--rows`` rows into the ``postgres`` sink (goal: at least 150k rows/s end to end), beside the
   same into a ``delta`` sink; then a steady snapshot (1% updates, 0.5% deletes, 0.5% inserts)
   into each: the PostgreSQL sink's run ÷ the Delta sink's (goal: at most 1.5×), whole process
-  and the publish step alone (from the run logs). Each round runs both sinks, alternating.
+  and the publish step alone (from the run logs). Each round runs every sink, alternating;
+  ``--history`` adds both sinks' history mode (``mode = "scd2"``) the same way.
 
 Every record keeps the load average it ran under (the machine is shared: read ratios).
 
     python -m benchmarks.postgres copy --rows 5000000 [--crossover 20000,200000,1000000]
-    python -m benchmarks.postgres pipeline --rows 5000000 [--rounds 1]
+    python -m benchmarks.postgres pipeline --rows 5000000 [--rounds 1] [--history]
 """
 
 from __future__ import annotations
@@ -54,6 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work", default=os.path.join(HERE, "work"))
     parser.add_argument("--out", default=None)
     parser.add_argument("--timeout", type=float, default=7200.0)
+    parser.add_argument("--history", action="store_true",
+                        help="pipeline: also both sinks' history mode (mode = \"scd2\")")
     args = parser.parse_args(argv)
 
     from tests.support.postgres_server import PostgresServer
@@ -70,11 +73,12 @@ def main(argv: list[str] | None = None) -> int:
                                   args.encode_rows)
         else:
             result = measure_pipeline(Runner(args.timeout), server, args.data, args.work,
-                                      args.rows, args.seed, args.rounds)
+                                      args.rows, args.seed, args.rounds, args.history)
     finally:
         server.remove()
     command = (f"python -m benchmarks.postgres {args.command} --rows {args.rows}"
-               + (f" --rounds {args.rounds}" if args.command == "pipeline" else
+               + (f" --rounds {args.rounds}{' --history' * args.history}"
+                  if args.command == "pipeline" else
                   f" --crossover {args.crossover} --encode-rows {args.encode_rows}"))
     result.update(command=command, meta=machine_info())
     out = args.out or os.path.join(HERE, "results", f"postgres-{args.command}-{args.rows}-"
@@ -236,31 +240,33 @@ def _config(folder: str, sink: str) -> str:
 
 
 def _sinks(server: Any, folder: str, table: str) -> dict[str, str]:
-    return {
-        "postgres": (f'sinks = [{{ type = "postgres", url = "{server.jdbc_url}", user = '
-                     f'"{server.user}", password_env = "{PASSWORD_ENV}", schema = "public", '
-                     f'table = "{table}" }}]'),
-        "delta": f'sinks = [{{ type = "delta", path = "{os.path.join(folder, "lake")}" }}]',
-    }
+    postgres = (f'type = "postgres", url = "{server.jdbc_url}", user = "{server.user}", '
+                f'password_env = "{PASSWORD_ENV}", schema = "public", table = "{table}"')
+    delta = f'type = "delta", path = "{os.path.join(folder, "lake")}"'
+    return {"postgres": f"sinks = [{{ {postgres} }}]", "delta": f"sinks = [{{ {delta} }}]",
+            "postgres-scd2": f'sinks = [{{ {postgres}, mode = "scd2" }}]',
+            "delta-scd2": f'sinks = [{{ {delta}, mode = "scd2" }}]'}
 
 
 def measure_pipeline(runner: Runner, server: Any, data: str, work: str, rows: int, seed: int,
-                     rounds: int) -> dict[str, Any]:
+                     rounds: int, history: bool = False) -> dict[str, Any]:
     """Per round, for each sink: a first load of ``rows`` rows, then the steady snapshot, each
     a whole ``diffcdc run``; medians, the first load's rows/s and the steady ratio."""
     os.environ[PASSWORD_ENV] = server.password
     folder = os.path.join(data, f"postgres-n{rows}-s{seed}")
     generate(folder, rows, seed, rates=STEADY)
+    sinks = ["postgres", "delta", *(["postgres-scd2", "delta-scd2"] if history else [])]
     runs: dict[str, dict[str, list[dict[str, Any]]]] = {
-        s: {"first_load": [], "steady": []} for s in ("postgres", "delta")}
+        s: {"first_load": [], "steady": []} for s in sinks}
     for r in range(rounds):
-        server.sql(f"DROP TABLE IF EXISTS public.orders_{r}")
+        for sink in sinks:
+            server.sql(f'DROP TABLE IF EXISTS public."orders_{r}_{sink}"')
         for step, index in (("first_load", 1), ("steady", 2)):
-            for sink in ("postgres", "delta"):
+            for sink in sinks:
                 where = os.path.join(work, "postgres-bench", sink)
                 if step == "first_load":
                     fresh(where)
-                    _config(where, _sinks(server, where, f"orders_{r}")[sink])
+                    _config(where, _sinks(server, where, f"orders_{r}_{sink}")[sink])
                 link(os.path.join(folder, f"snap-{index:03d}"), os.path.join(where, "source"),
                      f"snap-{index:03d}")
                 record = diffcdc_run(runner, ["--config", os.path.join(where, "diffcdc.toml")],
@@ -270,7 +276,8 @@ def measure_pipeline(runner: Runner, server: Any, data: str, work: str, rows: in
                 check(record, expected_counts(folder, index))
                 line(f"{sink} {step} round {r + 1}", record)
                 runs[sink][step].append(record)
-        server.sql(f"DROP TABLE IF EXISTS public.orders_{r}")
+        for sink in sinks:
+            server.sql(f'DROP TABLE IF EXISTS public."orders_{r}_{sink}"')
     shutil.rmtree(os.path.join(work, "postgres-bench"), ignore_errors=True)
 
     def med(sink: str, step: str, field: str = "seconds") -> float:
@@ -283,7 +290,18 @@ def measure_pipeline(runner: Runner, server: Any, data: str, work: str, rows: in
     publish_pg = med("postgres", "steady", "publish")
     publish_delta = med("delta", "steady", "publish")
     ratio = round(steady_pg / steady_delta, 3)
-    return {
+    scd2 = {}
+    if history:
+        scd2 = {"history": {
+            "first_load_postgres_seconds": med("postgres-scd2", "first_load"),
+            "first_load_delta_seconds": med("delta-scd2", "first_load"),
+            "steady_postgres_seconds": med("postgres-scd2", "steady"),
+            "steady_delta_seconds": med("delta-scd2", "steady"),
+            "steady_postgres_vs_delta": round(med("postgres-scd2", "steady")
+                                              / med("delta-scd2", "steady"), 3),
+            "publish_postgres_seconds": med("postgres-scd2", "steady", "publish"),
+            "publish_delta_seconds": med("delta-scd2", "steady", "publish")}}
+    return {**scd2,
         "rows": rows, "rounds": rounds, "runs": runs,
         "first_load": {"postgres_seconds": first, "delta_seconds": med("delta", "first_load"),
                        "postgres_rows_per_s": round(rows / first)},

@@ -22,8 +22,9 @@ def test_postgres_benchmark_measures_copy_and_the_pipeline(spark, postgres, tmp_
     assert copy["encoding"]["rows_that_differ"] == 0
     assert copy["encoding"]["csv_text"]["rows"] == copy["encoding"]["binary_write_row"]["rows"] == 500
     pipeline = bench.measure_pipeline(Runner(inline=True), postgres, str(tmp_path / "data"),
-                                      str(tmp_path / "work"), 3000, 7, 1)
+                                      str(tmp_path / "work"), 3000, 7, 1, history=True)
     assert pipeline["all_match_truth"], pipeline
     assert pipeline["first_load"]["postgres_rows_per_s"] > 0
     assert pipeline["steady"]["postgres_vs_delta"] > 0
     assert isinstance(pipeline["goal"]["met"], bool)
+    assert pipeline["history"]["steady_postgres_vs_delta"] > 0
