@@ -172,6 +172,11 @@ def test_a_value_postgres_cannot_hold_is_refused_with_nothing_kept(postgres, tmp
     text = str(err.value)
     assert "sink pg" in text and "column 'v'" in text and "NUL" in text and "\n" not in text
     assert postgres.sql("SELECT count(*) FROM public.refused") == "0"
+    postgres.sql('ALTER TABLE public.refused ADD COLUMN "not staged" text')
+    broken = pgcopy._Load(load.conn, load.target, ("k", "v", "not staged"), "sink pg")
+    done = list(pgcopy._load_parts(broken, iter([(0, path)])))  # a file not as staged
+    assert [(d.rows, d.kind) for d in done] == [(0, "DiffcdcError")]
+    assert "reading staged rows" in done[0].error and "\n" not in done[0].error
 
 
 def test_copy_into_through_a_spark_connect_server(postgres, connect_server, tmp_path):

@@ -198,7 +198,7 @@ def _guarded(load: _Load, part: int, run: Any) -> PartDone:
         err = database_error(load.where, f"loading rows into {load.name}", exc,
                              "run again (nothing of this load was kept)")
         return PartDone(part, 0, type(err).__name__, str(err))
-    except OSError as exc:
+    except (OSError, pa.ArrowException) as exc:  # a staged file unreadable or not as staged
         return PartDone(part, 0, "DiffcdcError",
                         f"{load.where}: reading staged rows for {load.name}: {first_line(exc)}")
 
