@@ -82,7 +82,11 @@ def copy_into(spark: SparkSession, frame_or_paths: DataFrame | str, conn: PgConn
               target: tuple[str, str], columns: Sequence[str], where: str) -> int:
     """Load the rows of ``frame_or_paths`` (a DataFrame, or a folder of Parquet files Spark
     wrote) into the EXISTING, empty table ``target`` (schema, name), its ``columns`` (in the
-    rows' names; the table has the same names); the number of rows loaded."""
+    rows' names; the table has the same names); the number of rows loaded.
+
+    A DataFrame's partition is its part: a retried partition must hold the same rows (a
+    DataFrame read from files, or one checkpointed, does; one made by a random shuffle may not),
+    as a staged file always does."""
     load = _Load(conn, target, tuple(columns), where)
     with connect(conn, where) as c:
         parted = _has_part_column(c, load)
