@@ -179,6 +179,8 @@ def test_a_value_postgres_cannot_hold_is_refused_with_nothing_kept(postgres, tmp
     assert "reading staged rows" in done[0].error and "\n" not in done[0].error
 
 
+@pytest.mark.slow
+@pytest.mark.connect
 def test_copy_into_through_a_spark_connect_server(postgres, connect_server, tmp_path):
     """A client without Java stages the awkward rows through the server and loads them (the
     server's executors run the COPY): psql reads back every value."""
