@@ -132,6 +132,7 @@ def history_apply(
     snapshot_time: dt.datetime,
     *,
     initial: bool = False,
+    target_empty: bool = False,
     compared: Sequence[str] | None = None,
     track_only: Sequence[str] | None = None,
     track_except: Sequence[str] = (),
@@ -141,13 +142,17 @@ def history_apply(
 
     ``columns``: the staged data columns (the keys among them); the staging table also has
     :data:`OP`. ``initial``: the staging holds a full image (every row an insert), applied as
-    what differs from the history's open rows. ``compared``: the columns whose changes are
+    what differs from the history's open rows; with ``target_empty`` (a history just created,
+    a first load) every staged row is opened by one INSERT, without the actions table.
+    ``compared``: the columns whose changes are
     listed (default: every staged column but the keys; one the staging lacks is NULL in the
     version's rows, its last value kept by a tombstone); ``track_only`` / ``track_except``:
     the history's tracked columns (a change of untracked columns only is restated in place),
     compared case-insensitively as the Delta history does.
     """
     cols = list(columns)
+    if initial and target_empty:
+        return [_open_all(target, staging, cols, layout, version, snapshot_time)]
     index = {c: i for i, c in enumerate(cols)}
     compared = sorted(set(compared if compared is not None
                           else [c for c in cols if c not in set(keys)]))
@@ -254,3 +259,17 @@ def history_apply(
             a=actions, d=sql.Literal(OP_DELETE)))
     statements.append(sql.SQL("DROP TABLE {}").format(actions))
     return statements
+
+
+def _open_all(target: tuple[str, str], staging: tuple[str, str], cols: Sequence[str],
+              layout: HistoryLayout, version: int, snapshot_time: dt.datetime) -> sql.Composed:
+    """Every staged row opened at ``version``: a first load into an empty history."""
+    end = layout.open_end
+    flag = sql.SQL(", false") if layout.deleted is not None else sql.SQL("")
+    return sql.SQL(
+        "INSERT INTO {t} ({names}) SELECT {data}, {v}, {end}::bigint, {at}, {vto}::timestamptz, "
+        "NULL{flag} FROM {s} s").format(
+        t=_id(target), names=sql.SQL(", ").join(map(sql.Identifier, [*cols, *layout.columns])),
+        data=sql.SQL(", ").join(sql.SQL("s.{}").format(sql.Identifier(c)) for c in cols),
+        v=sql.Literal(version), end=sql.Literal(end.end_at), at=sql.Literal(snapshot_time),
+        vto=sql.Literal(end.valid_to), flag=flag, s=_id(staging))
