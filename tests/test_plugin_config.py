@@ -20,7 +20,7 @@ from diffcdc.sinks.table import SinkTable
 from diffcdc.state.store import TableState
 from tests.support.memory_sink import MemorySink, MemorySinkConfig, MemorySinks, MemoryTarget
 
-BUILTIN_TYPES = "give type = one of 'open_mirroring', 'delta', 'kafka'"
+BUILTIN_TYPES = "give type = one of 'open_mirroring', 'delta', 'kafka', 'postgres'"
 
 
 class BucketConfig(BaseModel):

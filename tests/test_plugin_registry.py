@@ -83,14 +83,18 @@ def test_builtin_sinks_declare_their_library_extra_and_capabilities():
     assert landing.capabilities.drop and landing.capabilities.target_checks
     assert not delta.capabilities.drop and not kafka.capabilities.target_checks
     assert set(executor_modules()) == {"diffcdc.sinks.openmirroring.staging",
-                                       "diffcdc.sinks.kafka.stage"}
-    assert set(BUILTIN) == {"open_mirroring", "delta", "kafka"}
+                                       "diffcdc.sinks.kafka.stage", "diffcdc.sinks.postgres.copy"}
+    assert set(BUILTIN) == {"open_mirroring", "delta", "kafka", "postgres"}
+    postgres = sink_plugin("postgres")
+    assert postgres is not None and postgres.extra is not None and (
+        postgres.extra.name, postgres.extra.modules) == ("postgres", ("psycopg",))
 
 
 def test_loading_the_config_imports_no_sink_library():
     code = ("import sys, diffcdc.config, diffcdc.config_file, diffcdc.sinks.registry as r\n"
             "[r.sink_plugin(t) for t in r.BUILTIN]\n"
-            "print(sorted(m for m in ('deltalake', 'confluent_kafka', 'fastavro', 'pyspark')"
+            "print(sorted(m for m in ('deltalake', 'confluent_kafka', 'fastavro', 'psycopg', "
+            "'pyspark')"
             " if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={**os.environ, "PYTHONPATH": os.getcwd()})
