@@ -1,0 +1,59 @@
+"""Attacks on the PostgreSQL sink (issue 42, part PA): a target a DBA changed behind the sink's
+back in ways its row count and oid do not show must be refused, not published into with exit 0
+(a column dropped would come back by ADD COLUMN, NULL in every row the version does not touch;
+a column retyped to a narrower type would round the version's values)."""
+
+from __future__ import annotations
+
+import os
+from decimal import Decimal
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from diffcdc.config import TableConfig
+from diffcdc.engine.run import RunOptions, run_table
+from diffcdc.errors import TargetMismatch
+from tests.support.sink_kinds import PG_PASSWORD_ENV, pg_schema_of
+from tests.support.workspace import PERMISSIVE
+
+SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string()), ("price", pa.decimal128(12, 2))])
+
+
+def _rows(ids: range, tag: str) -> list[dict]:
+    return [{"id": i, "name": f"{tag}{i}", "price": Decimal(f"{i}.25")} for i in ids]
+
+
+def _write(root: str, sid: str, rows: list[dict]) -> None:
+    os.makedirs(os.path.join(root, "source"), exist_ok=True)
+    pq.write_table(pa.Table.from_pylist(rows, SCHEMA), os.path.join(root, "source", sid))
+
+
+def _table(postgres, root: str) -> TableConfig:
+    os.environ[PG_PASSWORD_ENV] = postgres.password
+    entry = {"type": "postgres", "name": "pg", "url": postgres.jdbc_url, "user": postgres.user,
+             "password_env": PG_PASSWORD_ENV, "schema": pg_schema_of(root), "table": "orders"}
+    return TableConfig(name="T", source=os.path.join(root, "source"), keys=["id"], sinks=[entry])
+
+
+@pytest.mark.parametrize("change, refusal", [
+    ("DROP COLUMN name", "column 'name' was dropped"),
+    ("ALTER COLUMN price TYPE numeric(12, 0)", "column 'price' is numeric(12,0)"),
+    ("ALTER COLUMN name TYPE varchar(2)", "column 'name' is character varying(2)"),
+])
+def test_a_column_a_dba_dropped_or_retyped_is_refused_not_refilled(spark, postgres, tmp_path,
+                                                                   change, refusal):
+    root = str(tmp_path)
+    table, state = _table(postgres, root), os.path.join(root, "state")
+    _write(root, "1.parquet", _rows(range(6), "a"))
+    run_table(spark, table, state, RunOptions(quality=PERMISSIVE))
+    schema = pg_schema_of(root)
+    postgres.sql(f"ALTER TABLE {schema}.orders {change}")
+    _write(root, "2.parquet", _rows(range(7), "a"))  # one row inserted: the others untouched
+    with pytest.raises(TargetMismatch, match="sink pg") as refused:
+        run_table(spark, table, state, RunOptions(quality=PERMISSIVE))
+    text = str(refused.value)
+    assert refusal in text and "diffcdc reload --table T --sink pg" in text, text
+    assert len(text.splitlines()) == 1
+    assert postgres.sql(f"SELECT count(*) FROM {schema}.orders") == "6"  # nothing applied
