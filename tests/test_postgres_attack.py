@@ -57,3 +57,22 @@ def test_a_column_a_dba_dropped_or_retyped_is_refused_not_refilled(spark, postgr
     assert refusal in text and "diffcdc reload --table T --sink pg" in text, text
     assert len(text.splitlines()) == 1
     assert postgres.sql(f"SELECT count(*) FROM {schema}.orders") == "6"  # nothing applied
+
+
+def test_a_client_encoding_from_the_environment_does_not_garble_text(spark, postgres, tmp_path,
+                                                                     monkeypatch):
+    """libpq takes PGCLIENTENCODING (or a role's client_encoding) as the encoding of the bytes
+    the sink sends: the COPY text is UTF-8, so LATIN1 there stored 'Ã©ð\\x9d...' with exit 0."""
+    import psycopg
+
+    monkeypatch.setenv("PGCLIENTENCODING", "LATIN1")
+    root = str(tmp_path)
+    table, state = _table(postgres, root), os.path.join(root, "state")
+    _write(root, "1.parquet", [{"id": 1, "name": "é𝄞\t\\N", "price": Decimal("1.00")}])
+    assert run_table(spark, table, state, RunOptions(quality=PERMISSIVE)).outcome == "ok"
+    monkeypatch.delenv("PGCLIENTENCODING")
+    with psycopg.connect(host="127.0.0.1", port=postgres.port, dbname=postgres.database,
+                         user=postgres.user, password=postgres.password,
+                         client_encoding="UTF8") as conn:
+        found = conn.execute(f"SELECT name FROM {pg_schema_of(root)}.orders").fetchall()
+    assert found == [("é𝄞\t\\N",)]
