@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from diffcdc.cli.main import main
 from diffcdc.config import TableConfig
 from diffcdc.engine.run import RunOptions, run_table
 from diffcdc.errors import TargetMismatch
@@ -76,3 +77,16 @@ def test_a_client_encoding_from_the_environment_does_not_garble_text(spark, post
                          client_encoding="UTF8") as conn:
         found = conn.execute(f"SELECT name FROM {pg_schema_of(root)}.orders").fetchall()
     assert found == [("é𝄞\t\\N",)]
+
+
+@pytest.mark.parametrize("name", ["_diffcdc_versions", "_DIFFCDC_stage_0123456789abcdef"])
+def test_a_target_named_like_the_sinks_own_tables_is_refused_at_load(tmp_path, capsys,
+                                                                     cli_logging, name):
+    """The bookkeeping table as the target: a reload would drop it (every table's record)."""
+    (tmp_path / "src").mkdir()
+    path = tmp_path / "diffcdc.toml"
+    path.write_text("[diffcdc]\nstate = 'state'\n[tables.T]\nsource = 'src'\nkeys = ['id']\n"
+                    f"sinks = [{{type = 'postgres', host = 'h', dbname = 'd', table = '{name}'}}]\n")
+    assert main(["plan", "--config", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "_diffcdc_" in err and "prefix" in err, err

@@ -36,7 +36,11 @@ from diffcdc.sinks.base import ChangeSet, Sink, SinkHistory, SinkTable
 from diffcdc.sinks.postgres import apply_sql, bookkeeping
 from diffcdc.sinks.postgres import replay as pg_replay
 from diffcdc.sinks.postgres.apply_sql import Target
-from diffcdc.sinks.postgres.config import PostgresSinkConfig, identifier_problem
+from diffcdc.sinks.postgres.config import (
+    PostgresSinkConfig,
+    identifier_problem,
+    own_table_problem,
+)
 from diffcdc.sinks.postgres.connection import PgConnection, connect, database_error
 from diffcdc.sinks.postgres.copy import copy_into
 from diffcdc.sinks.postgres.target_check import (
@@ -96,7 +100,7 @@ class PostgresSink(Sink):
         if self.history:
             self.reserved_columns = self.layout.columns
         name = config.table_name(table.name)
-        problem = identifier_problem(name)
+        problem = identifier_problem(name) or own_table_problem(name)
         if problem is not None:
             raise ConfigError(f"sink {sink_id}: the PostgreSQL table name {name!r} {problem}",
                               table=table.name,
