@@ -144,3 +144,22 @@ def test_awkward_values_are_read_back_as_they_were_published(spark, postgres, tm
     assert postgres.sql(f"SELECT count(*) FROM {schema}.orders WHERE s IS NULL") == "2"
     assert postgres.sql(f"SELECT d::text FROM {schema}.orders WHERE id = 2") == "-0"
     assert postgres.sql(f"SELECT s FROM {schema}.orders WHERE id = 4") == "\\."
+
+
+def test_a_second_config_naming_the_same_table_is_refused(spark, postgres, tmp_path):
+    """Two diffcdc configs (two states) whose sinks name one schema.table: the second one's
+    first image is refused (a table it did not publish to), the first one's rows stay."""
+    root = str(tmp_path)
+    first = _table(postgres, root)
+    second = TableConfig(name="T", source=os.path.join(root, "other"), keys=["id"],
+                         sinks=first.sinks)
+    os.makedirs(second.source)
+    _write(root, "1.parquet", _rows(range(5), "a"))
+    pq.write_table(pa.Table.from_pylist(_rows(range(3), "z"), SCHEMA),
+                   os.path.join(second.source, "1.parquet"))
+    run_table(spark, first, os.path.join(root, "s1"), RunOptions(quality=PERMISSIVE))
+    with pytest.raises(TargetMismatch, match="did not publish to"):
+        run_table(spark, second, os.path.join(root, "s2"), RunOptions(quality=PERMISSIVE))
+    schema = pg_schema_of(root)
+    assert postgres.sql(f"SELECT string_agg(name, ',' ORDER BY id) FROM {schema}.orders") == \
+        "a0,a1,a2,a3,a4"
