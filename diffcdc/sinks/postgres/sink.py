@@ -215,7 +215,10 @@ class PostgresSink(Sink):
                 done = applied_version(cursor, self.target, version)
             conn.commit()
             if done is not None and done.incarnation == manifest.get("incarnation"):
-                return  # applied before a kill: nothing twice
+                # applied before a kill: nothing twice; the staging table a kill after the
+                # COMMIT left is dropped
+                self._drop(conn, self._work_table("stage", version, manifest))
+                return
             if manifest.get("initial") and not self.history:
                 self._full_image(conn, version, manifest, staged)
             else:
