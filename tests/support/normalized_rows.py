@@ -143,5 +143,14 @@ def normalized_kinds(rules: Mapping[str, list[str]]) -> list[SinkKind]:
     do not compare with snapshots)."""
     from dataclasses import replace
 
-    return [replace(k, assert_once=history_once_normalized(rules)) if k.name == "history" else k
+    from tests.support.sink_kinds import postgres_history_once
+
+    normalize = Normalizers.parse(rules)
+    through = {c.column: compared_value(c, TYPES[c.column]) for c in normalize.columns}
+
+    def pg_history(state: TableState, sink_id: str, servers: dict[str, Any]) -> None:
+        postgres_history_once(state, sink_id, servers, through)
+
+    return [replace(k, assert_once=history_once_normalized(rules)) if k.name == "history"
+            else replace(k, assert_once=pg_history) if k.name == "postgres_history" else k
             for k in KINDS]

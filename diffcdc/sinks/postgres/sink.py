@@ -47,6 +47,7 @@ from diffcdc.sinks.postgres.target_check import (
     Expected,
     TargetCheck,
     applied_version,
+    column_types,
     table_columns,
     table_oid,
 )
@@ -379,9 +380,9 @@ class PostgresSink(Sink):
                          for f in schema.fields if f.name not in present]
                 for statement in apply_sql.add_column_statements(self.target, added):
                     cursor.execute(statement)
+                self._follow_types(cursor, oid, stage, version)
                 if self.history:
-                    self._apply_history(cursor, stage, schema, present, keys, version, manifest,
-                                        initial)
+                    self._apply_history(cursor, stage, schema, keys, version, manifest, initial)
                     after = self._row_count(cursor)
                 else:
                     self._apply_current(cursor, stage, columns, present, keys, manifest)
@@ -420,11 +421,44 @@ class PostgresSink(Sink):
                     f"column {f.name!r} is {found[f.name]}, the sink made it "
                     f"{' or '.join(sorted(allowed))} (retyped by another writer)")
 
+    def _follow_types(self, cursor: Any, oid: int, stage: Target, version: int) -> None:
+        """A column whose type the version changes (an all-NULL column typed at last, or a
+        re-created table's retyped column): the table's column takes the new type when it
+        holds only NULLs; else refused (the rows it holds cannot take the new type)."""
+        staged = column_types(cursor, table_oid(cursor, stage) or 0)
+        held = column_types(cursor, oid)
+        for name, kind in staged.items():
+            if name in (OP, PART_COLUMN) or name not in held or held[name] == kind:
+                continue
+            column = sql.Identifier(name)
+            cursor.execute(sql.SQL("SELECT count(*) FROM {t} WHERE {c} IS NOT NULL").format(
+                t=apply_sql.table_id(self.target), c=column))
+            if int(cursor.fetchone()[0]):
+                raise self.checks.mismatch(
+                    f"version {version} gives column {name!r} the type {kind}, and the table "
+                    f"cannot hold it: its column is {held[name]} with values in it"
+                    + (" (a history keeps every row it was given: move the history table "
+                       "away, e.g. ALTER TABLE … RENAME, then run again: a new history starts "
+                       f"with version {version})" if self.history else ""))
+            cursor.execute(sql.SQL("ALTER TABLE {t} ALTER COLUMN {c} TYPE {kind} USING NULL")
+                           .format(t=apply_sql.table_id(self.target), c=column,
+                                   kind=sql.SQL(kind)))
+
     def _apply_history(self, cursor: Any, stage: Target, schema: T.StructType,
-                       present: list[str], keys: list[str], version: int,
-                       manifest: dict[str, Any], initial: bool) -> None:
+                       keys: list[str], version: int, manifest: dict[str, Any],
+                       initial: bool) -> None:
         history_sql = self._history()
         at = read_time(str(manifest["valid_from"]))
+        # a column of the history the version lacks (removed_columns = "null", a re-created
+        # table's): NULL in the staging table, so it is compared and written NULL, as the
+        # Delta history merges it
+        held = column_types(cursor, table_oid(cursor, self.target) or 0)
+        names = schema.fieldNames()
+        lacking = [c for c in held if c not in names and c not in self.layout.columns]
+        for name in lacking:
+            cursor.execute(sql.SQL("ALTER TABLE {t} ADD COLUMN {c} {kind}").format(
+                t=apply_sql.table_id(stage), c=sql.Identifier(name), kind=sql.SQL(held[name])))
+        names = [*names, *lacking]
         if not initial:
             cursor.execute(history_sql.history_check(self.target, stage, keys, self.layout, at))
             missing, open_inserts, later = cursor.fetchone()
@@ -435,10 +469,9 @@ class PostgresSink(Sink):
             if found:
                 raise self.checks.mismatch(f"before version {version}: {'; '.join(found)}")
         skip = {c.lower() for c in (*keys, *self.table.exclude, *self.layout.columns, OP)}
-        compared = [c for c in dict.fromkeys([*schema.fieldNames(), *present])
-                    if c.lower() not in skip]
+        compared = [c for c in names if c.lower() not in skip]
         for statement in history_sql.history_apply(
-                self.target, stage, schema.fieldNames(), keys, self.layout, version, at,
+                self.target, stage, names, keys, self.layout, version, at,
                 initial=initial, compared=compared):
             cursor.execute(statement)
 

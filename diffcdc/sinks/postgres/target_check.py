@@ -38,6 +38,14 @@ def table_columns(cursor: Any, oid: int) -> list[str]:
     return [str(r[0]) for r in cursor.fetchall()]
 
 
+def column_types(cursor: Any, oid: int) -> dict[str, str]:
+    """The table's columns and their types as PostgreSQL prints them (``numeric(12,2)``)."""
+    cursor.execute(sql.SQL("SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute "
+                           "WHERE attrelid = {} AND attnum > 0 AND NOT attisdropped "
+                           "ORDER BY attnum").format(sql.Literal(oid)))
+    return {str(n): str(t) for n, t in cursor.fetchall()}
+
+
 def last_applied(cursor: Any, target: Target) -> bookkeeping.Applied | None:
     """The bookkeeping table's newest row for the target (None: none, or no such table)."""
     if table_oid(cursor, (target[0], bookkeeping.TABLE)) is None:
