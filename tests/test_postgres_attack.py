@@ -35,10 +35,11 @@ def _write(root: str, sid: str, rows: list[dict]) -> None:
     pq.write_table(pa.Table.from_pylist(rows, SCHEMA), os.path.join(root, "source", sid))
 
 
-def _table(postgres, root: str) -> TableConfig:
+def _table(postgres, root: str, **more: str) -> TableConfig:
     os.environ[PG_PASSWORD_ENV] = postgres.password
     entry = {"type": "postgres", "name": "pg", "url": postgres.jdbc_url, "user": postgres.user,
-             "password_env": PG_PASSWORD_ENV, "schema": pg_schema_of(root), "table": "orders"}
+             "password_env": PG_PASSWORD_ENV, "schema": pg_schema_of(root), "table": "orders",
+             **more}
     return TableConfig(name="T", source=os.path.join(root, "source"), keys=["id"], sinks=[entry])
 
 
@@ -198,3 +199,23 @@ def test_a_run_killed_after_the_commit_leaves_no_staging_table(spark, postgres, 
     assert left == "0"
     assert postgres.sql(f"SELECT string_agg(name, ',' ORDER BY id) FROM {schema}.orders") == \
         "b2,b3,b4,b5,b6,b7,b8"
+
+
+def test_a_user_owning_only_its_schema_can_publish(spark, postgres, tmp_path, monkeypatch):
+    """The least-privileged user a migration gets: its schema, no CREATE on the database.
+    ``CREATE SCHEMA IF NOT EXISTS`` checks the database's CREATE privilege before it looks
+    whether the schema exists, so every publish failed with 'permission denied for
+    database'."""
+    root = str(tmp_path)
+    schema = pg_schema_of(root)
+    role = f"{schema}_user"
+    postgres.sql(f"CREATE ROLE {role} LOGIN PASSWORD 'pw-{role}'; "
+                 f"CREATE SCHEMA {schema} AUTHORIZATION {role}")
+    table, state = _table(postgres, root, user=role), os.path.join(root, "state")
+    monkeypatch.setenv(PG_PASSWORD_ENV, f"pw-{role}")
+    _write(root, "1.parquet", _rows(range(4), "a"))
+    assert run_table(spark, table, state, RunOptions(quality=PERMISSIVE)).outcome == "ok"
+    _write(root, "2.parquet", _rows(range(1, 6), "b"))
+    assert run_table(spark, table, state, RunOptions(quality=PERMISSIVE)).outcome == "ok"
+    assert postgres.sql(f"SELECT string_agg(name, ',' ORDER BY id) FROM {schema}.orders") == \
+        "b1,b2,b3,b4,b5"

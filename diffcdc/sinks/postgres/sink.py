@@ -287,7 +287,9 @@ class PostgresSink(Sink):
         (``expected`` None) refused onto a table that is not ours, a later version onto a
         table that is not where the sink left it (its row count waits for the transaction).
         Whether the target table exists."""
-        for statement in bookkeeping.create_statements(self.target[0]):
+        cursor.execute(bookkeeping.schema_query(self.target[0]))
+        for statement in bookkeeping.create_statements(
+                self.target[0], schema_exists=bool(cursor.fetchone()[0])):
             cursor.execute(statement)
         exists = table_oid(cursor, self.target) is not None
         if expected is None:
