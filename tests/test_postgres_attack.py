@@ -219,3 +219,49 @@ def test_a_user_owning_only_its_schema_can_publish(spark, postgres, tmp_path, mo
     assert run_table(spark, table, state, RunOptions(quality=PERMISSIVE)).outcome == "ok"
     assert postgres.sql(f"SELECT string_agg(name, ',' ORDER BY id) FROM {schema}.orders") == \
         "b1,b2,b3,b4,b5"
+
+
+def test_a_connection_cut_before_the_commit_fails_in_one_line_and_the_next_run_publishes_once(
+        spark, postgres, tmp_path):
+    """pg_terminate_backend on the sink's session while its version's transaction is open (the
+    rows applied, the bookkeeping row inserted, no COMMIT yet): the run fails in one line,
+    nothing of the version is in the table, and the next run applies it exactly once."""
+    import time
+
+    root = str(tmp_path)
+    table, state = _table(postgres, root), os.path.join(root, "state")
+    _write(root, "1.parquet", _rows(range(6), "a"))
+    run_table(spark, table, state, RunOptions(quality=PERMISSIVE))
+    _write(root, "2.parquet", _rows(range(2, 9), "b"))
+    config = os.path.join(root, "diffcdc.toml")
+    with open(config, "w", encoding="utf-8") as handle:
+        handle.write(table_toml(table, state))
+    pause = os.path.join(root, "paused")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
+    env.update(DIFFCDC_PAUSE_AT="postgres_before_commit@pg", DIFFCDC_PAUSE_FILE=pause)
+    run = subprocess.Popen([sys.executable, "-m", "diffcdc.cli", "run", "--quiet", "--config",
+                            config, "--master", "local[1]"], env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 240
+        while not os.path.exists(pause) and run.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert os.path.exists(pause), run.communicate()[1][-2000:]
+        schema = pg_schema_of(root)
+        cut = postgres.sql("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE "
+                           "application_name = 'diffcdc' AND state = 'idle in transaction'")
+        assert cut == "1"
+        os.unlink(pause)
+        _, err = run.communicate(timeout=240)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert run.returncode == 1, err[-2000:]
+    assert len(err.strip().splitlines()) == 1 and "sink pg" in err, err
+    assert postgres.sql(f"SELECT string_agg(name, ',' ORDER BY id) FROM {schema}.orders") == \
+        "a0,a1,a2,a3,a4,a5"
+    assert run_table(spark, table, state, RunOptions(quality=PERMISSIVE)).outcome == "ok"
+    assert postgres.sql(f"SELECT string_agg(name, ',' ORDER BY id) FROM {schema}.orders") == \
+        "b2,b3,b4,b5,b6,b7,b8"
+    assert postgres.sql(f"SELECT string_agg(version::text, ',' ORDER BY version) FROM "
+                        f"{schema}._diffcdc_versions WHERE target_table = 'orders'") == "1,2"
