@@ -43,15 +43,16 @@ def _table(postgres, root: str, **more: str) -> TableConfig:
     return TableConfig(name="T", source=os.path.join(root, "source"), keys=["id"], sinks=[entry])
 
 
-@pytest.mark.parametrize("change, refusal", [
-    ("DROP COLUMN name", "column 'name' was dropped"),
-    ("ALTER COLUMN price TYPE numeric(12, 0)", "column 'price' is numeric(12,0)"),
-    ("ALTER COLUMN name TYPE varchar(2)", "column 'name' is character varying(2)"),
+@pytest.mark.parametrize("change, refusal, mode", [
+    ("DROP COLUMN name", "column 'name' was dropped", "current"),
+    ("ALTER COLUMN price TYPE numeric(12, 0)", "column 'price' is numeric(12,0)", "current"),
+    ("ALTER COLUMN name TYPE varchar(2)", "column 'name' is character varying(2)", "current"),
+    ("DROP COLUMN name", "column 'name' was dropped", "scd2"),
 ])
 def test_a_column_a_dba_dropped_or_retyped_is_refused_not_refilled(spark, postgres, tmp_path,
-                                                                   change, refusal):
+                                                                   change, refusal, mode):
     root = str(tmp_path)
-    table, state = _table(postgres, root), os.path.join(root, "state")
+    table, state = _table(postgres, root, mode=mode), os.path.join(root, "state")
     _write(root, "1.parquet", _rows(range(6), "a"))
     run_table(spark, table, state, RunOptions(quality=PERMISSIVE))
     schema = pg_schema_of(root)
