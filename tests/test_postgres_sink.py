@@ -214,3 +214,26 @@ def test_a_bookkeeping_row_gone_or_a_table_recreated_is_refused_naming_reload(
     assert "diffcdc reload --table T --sink pg --yes" in text and len(text.splitlines()) == 1
     assert ("bookkeeping row of version 1 is missing" if how == "bookkeeping_row"
             else "created again") in text, text
+
+
+def test_a_nul_character_is_refused_by_the_sink_alone_in_one_line(spark, postgres, tmp_path):
+    """PostgreSQL text cannot hold NUL: the sink refuses the version naming the column (never
+    a value cut short), and the table's other sink publishes it."""
+    from diffcdc.errors import DiffcdcError
+
+    root = str(tmp_path)
+    landing = {"type": "open_mirroring", "name": "landing",
+               "landing": os.path.join(root, "landing")}
+    table = TableConfig(name="T", source=os.path.join(root, "source"), keys=["id"],
+                        sinks=[_entry(postgres, root), landing])
+    state = os.path.join(root, "state")
+    schema = pa.schema([("id", pa.int64()), ("note", pa.string())])
+    _write(root, "1.parquet", [{"id": 1, "note": "a\x00b"}, {"id": 2, "note": "c"}], schema)
+    with pytest.raises(DiffcdcError, match="sink pg") as refused:
+        run_table(spark, table, state, RunOptions(quality=PERMISSIVE))
+    text = str(refused.value)
+    assert len(text.splitlines()) == 1 and "'note'" in text and "NUL" in text, text
+    assert TableState(state, "T").head().unpublished == ["pg"]
+    results = verify_table(spark, table, state, os.path.join(table.source, "1.parquet"),
+                           only="landing")
+    assert results["landing"].identical

@@ -37,7 +37,11 @@ SCHEMA = pa.schema([
     ("m", pa.map_(pa.string(), pa.int32())),
 ])
 
-text = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=4)
+#: Any text but lone surrogates and the NUL character: PostgreSQL's text and jsonb cannot hold
+#: NUL, so the postgres kinds refuse it (tests/test_postgres_sink.py); every other control
+#: character stays in.
+text = st.text(alphabet=st.characters(blacklist_categories=("Cs",),
+                                      blacklist_characters="\x00"), max_size=4)
 small_int = st.integers(-3, 3)
 
 

@@ -78,11 +78,12 @@ class _Load:
         return f"{self.target[0]}.{self.target[1]}"
 
 
-def copy_into(spark: SparkSession, frame_or_paths: DataFrame | str, conn: PgConnection,
+def copy_into(spark: SparkSession | None, frame_or_paths: DataFrame | str, conn: PgConnection,
               target: tuple[str, str], columns: Sequence[str], where: str) -> int:
     """Load the rows of ``frame_or_paths`` (a DataFrame, or a folder of Parquet files Spark
     wrote) into the EXISTING, empty table ``target`` (schema, name), its ``columns`` (in the
-    rows' names; the table has the same names); the number of rows loaded.
+    rows' names; the table has the same names); the number of rows loaded. ``spark`` None:
+    staged files are loaded from this process without a Spark job.
 
     A DataFrame's partition is its part: a retried partition must hold the same rows (a
     DataFrame read from files, or one checkpointed, does; one made by a random shuffle may not),
@@ -120,8 +121,23 @@ def _has_part_column(c: psycopg.Connection[Any], load: _Load) -> bool:
     return PART_COLUMN in {r[0] for r in found}
 
 
-def _load_files(spark: SparkSession, folder: str, load: _Load, parted: bool) -> int:
+def _load_here(folder: str, load: _Load, parted: bool) -> int:
+    """Staged files loaded from this process, no Spark job (``copy_into(None, ...)``: a sink's
+    publish after the commit, which must not need the Spark session, e.g. a Spark Connect
+    server gone): each file its own part, or all in one transaction."""
+    from diffcdc.storage import paths
+
+    files = [paths.join(folder, f.name) for f in paths.data_file_infos(folder)]
+    if not parted:
+        return _finish(load, list(_load_in_one(load, files)))
+    return _finish(load, list(_load_parts(load, iter(enumerate(files)))))
+
+
+def _load_files(spark: SparkSession | None, folder: str, load: _Load, parted: bool) -> int:
     from diffcdc.staged_files import StagedFolder, on_executors
+
+    if spark is None:
+        return _load_here(folder, load, parted)
 
     files = StagedFolder(spark, folder, table=load.where).data_files()
     if not parted:

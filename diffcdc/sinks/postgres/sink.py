@@ -241,13 +241,25 @@ class PostgresSink(Sink):
     def _copy(self, staged: str, into: Target, columns: list[str], rows: int) -> None:
         if not rows:
             return
-        loaded = copy_into(SparkSession.active(), staged, self.connection(), into, columns,
+        loaded = copy_into(self._loader(staged), staged, self.connection(), into, columns,
                            self.where)
         if loaded != rows:
             raise DiffcdcError(f"{self.where}: COPY loaded {loaded} rows into "
                                f"{into[0]}.{into[1]}, the version has {rows}",
                                table=self.table.name,
                                hint="run again (nothing of the version was committed)")
+
+    @staticmethod
+    def _loader(staged: str) -> SparkSession | None:
+        """Where staged rows are COPYed from: small inputs from this process (publishing needs
+        no Spark, as the other sinks': a Spark Connect server gone after the commit does not
+        stop it), larger ones from the executors in parallel."""
+        from diffcdc.staged_files import IN_PROCESS_BYTES
+        from diffcdc.storage import paths
+
+        if sum(f.size for f in paths.data_file_infos(staged)) <= IN_PROCESS_BYTES:
+            return None
+        return SparkSession.active()
 
     def _full_image(self, conn: Any, version: int, manifest: dict[str, Any], staged: str) -> None:
         """A new table with the image's rows and the primary key takes the target's place in
