@@ -222,11 +222,14 @@ def test_a_user_owning_only_its_schema_can_publish(spark, postgres, tmp_path, mo
         "b1,b2,b3,b4,b5"
 
 
+@pytest.mark.parametrize("cut", ["terminate_before_commit", "crash_after_copy"])
 def test_a_connection_cut_before_the_commit_fails_in_one_line_and_the_next_run_publishes_once(
-        spark, postgres, tmp_path):
+        spark, postgres, tmp_path, cut):
     """pg_terminate_backend on the sink's session while its version's transaction is open (the
-    rows applied, the bookkeeping row inserted, no COMMIT yet): the run fails in one line,
-    nothing of the version is in the table, and the next run applies it exactly once."""
+    rows applied, the bookkeeping row inserted, no COMMIT yet), or the server crashed and
+    restarted between the COPY and the apply (crash recovery empties the UNLOGGED staging
+    table): the run fails in one line, nothing of the version is in the table, and the next
+    run applies it exactly once."""
     import time
 
     root = str(tmp_path)
@@ -239,7 +242,8 @@ def test_a_connection_cut_before_the_commit_fails_in_one_line_and_the_next_run_p
         handle.write(table_toml(table, state))
     pause = os.path.join(root, "paused")
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
-    env.update(DIFFCDC_PAUSE_AT="postgres_before_commit@pg", DIFFCDC_PAUSE_FILE=pause)
+    point = "postgres_before_commit" if cut == "terminate_before_commit" else "postgres_copied"
+    env.update(DIFFCDC_PAUSE_AT=f"{point}@pg", DIFFCDC_PAUSE_FILE=pause)
     run = subprocess.Popen([sys.executable, "-m", "diffcdc.cli", "run", "--quiet", "--config",
                             config, "--master", "local[1]"], env=env, stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, text=True)
@@ -249,9 +253,13 @@ def test_a_connection_cut_before_the_commit_fails_in_one_line_and_the_next_run_p
             time.sleep(0.2)
         assert os.path.exists(pause), run.communicate()[1][-2000:]
         schema = pg_schema_of(root)
-        cut = postgres.sql("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE "
-                           "application_name = 'diffcdc' AND state = 'idle in transaction'")
-        assert cut == "1"
+        if cut == "terminate_before_commit":
+            assert postgres.sql("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                                "WHERE application_name = 'diffcdc' AND state = "
+                                "'idle in transaction'") == "1"
+        else:
+            postgres.stop("immediate")
+            postgres.start()
         os.unlink(pause)
         _, err = run.communicate(timeout=240)
     finally:
