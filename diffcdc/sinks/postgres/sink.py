@@ -423,17 +423,21 @@ class PostgresSink(Sink):
                                "pg_attribute WHERE attrelid = {} AND attnum > 0 AND NOT "
                                "attisdropped").format(sql.Literal(oid)))
         found = {str(name): str(kind) for name, kind in cursor.fetchall()}
+        away = (" (a history cannot get its past values back: move the history table away, "
+                "e.g. ALTER TABLE … RENAME, then reload the sink: a new history starts)"
+                if self.history else "")
         for f in schema.fields:
             if f.name not in found:
                 if f.name in earlier:
-                    raise self.checks.mismatch(f"column {f.name!r} was dropped from the table")
+                    raise self.checks.mismatch(
+                        f"column {f.name!r} was dropped from the table{away}")
                 continue
             allowed = {_type_text(cursor, pg_type(t, f"{self._where_table}, column {f.name}"))
                        for t in [*earlier.get(f.name, []), f.dataType]}
             if found[f.name] not in allowed:
                 raise self.checks.mismatch(
                     f"column {f.name!r} is {found[f.name]}, the sink made it "
-                    f"{' or '.join(sorted(allowed))} (retyped by another writer)")
+                    f"{' or '.join(sorted(allowed))} (retyped by another writer){away}")
 
     def _follow_types(self, cursor: Any, oid: int, stage: Target, version: int) -> None:
         """A column whose type the version changes (an all-NULL column typed at last, or a
