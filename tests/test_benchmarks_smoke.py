@@ -22,13 +22,13 @@ from benchmarks.run import run_matrix
 BENCHMARKS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks")
 #: Every module of the suite; a new script must be added here (and get a smoke test below).
 MODULES = ("avro_encode", "baselines", "chart", "diffcdc_runner", "floor", "generate", "goals",
-           "jdbc", "measure", "processes", "report", "run", "sinks", "sparkjobs", "state_growth",
-           "text_encode", "verify")
+           "jdbc", "measure", "postgres", "processes", "report", "run", "sinks", "sparkjobs",
+           "state_growth", "text_encode", "verify")
 #: Those that are commands: ``python -m benchmarks.<name> --help`` answers.
 #: Commands that are also shared modules: the generator, the result files' table and chart.
 SHARED_COMMANDS = {"chart", "generate", "report"}
-COMMANDS = ("avro_encode", "chart", "floor", "generate", "goals", "jdbc", "report", "run",
-            "sinks", "state_growth", "text_encode")
+COMMANDS = ("avro_encode", "chart", "floor", "generate", "goals", "jdbc", "postgres", "report",
+            "run", "sinks", "state_growth", "text_encode")
 
 
 def _rows(path: str) -> dict[int, tuple]:

@@ -131,7 +131,8 @@ def test_history_sql_keeps_the_delta_history_rules(postgres, variant):
                 full = version in (1, 3, 6)
                 rows = ([(*k, *v, OP_INSERT) for k, v in after.items()] if full
                         else _changes(snapshots[-1], after))
-                _apply(c, layout, version, rows, initial=full)
+                # the first load into the empty history by its one INSERT
+                _apply(c, layout, version, rows, initial=full, target_empty=version == 1)
                 snapshots.append(after)
             rows = _history(c)
             check_history(rows, KEYS, names=names)
@@ -163,3 +164,32 @@ def test_untracked_changes_are_restated_and_a_bad_version_is_found(postgres):
                                         dt.datetime(2026, 1, 2, tzinfo=UTC))).fetchone()
         assert tuple(found) == (1, 1, 1)
         c.rollback()
+
+
+def test_a_column_the_snapshots_no_longer_have_is_null_in_new_rows(postgres):
+    """The history keeps a column the staged versions lack: an update opens a row with it NULL
+    (listed as changed), a tombstone keeps its last value, a full image restates nothing else."""
+    layout = HistoryLayout(deleted="deleted")
+    wide = T.StructType([*SCHEMA.fields, T.StructField("old col", T.LongType())])
+    compared = ["Name", "score", "tags", "old col"]
+    with connect(_conn(postgres), "test") as c:
+        c.execute("DROP TABLE IF EXISTS public.hist")
+        c.execute(history_create(("public", "hist"), wide, KEYS, layout))
+        _apply(c, layout, 1, [(1, "a", "n", 1.0, None, OP_INSERT),
+                              (2, "a", "m", 1.0, None, OP_INSERT),
+                              (3, "a", "k", 1.0, None, OP_INSERT)], initial=True)
+        c.execute('UPDATE public.hist SET "old col" = 7')  # written when the snapshots had it
+        c.commit()
+        _apply(c, layout, 2, [(1, "a", "n2", 1.0, None, OP_UPDATE),
+                              (2, "a", None, None, None, OP_DELETE)], initial=False,
+               compared=compared)
+        _apply(c, layout, 3, [(1, "a", "n2", 1.0, None, OP_INSERT),
+                              (3, "a", "k", 1.0, None, OP_INSERT)], initial=True,
+               compared=compared)
+        rows = _history(c)
+    got = sorted((r["id"], r["__START_AT"], r["__END_AT"], r["Name"], r["old col"],
+                  r["__CHANGED_COLUMNS"], r["deleted"]) for r in rows)
+    assert got == [
+        (1, 1, 2, "n", 7, None, False), (1, 2, None, "n2", None, ["Name", "old col"], False),
+        (2, 1, 2, "m", 7, None, False), (2, 2, None, "m", 7, None, True),
+        (3, 1, 3, "k", 7, None, False), (3, 3, None, "k", None, ["old col"], False)]

@@ -49,6 +49,7 @@ def test_types_and_copy_text():
         "boolean", "smallint", "smallint", "integer", "bigint", "real", "double precision",
         "numeric(38, 10)", "text", "bytea", "date", "timestamptz", "timestamp",
         "numeric(5, 2)[]", "jsonb", "jsonb", "jsonb"]
+    assert _type(T.TimeType()) == "time"  # Spark 4.1's TIME
     for refused in (T.DayTimeIntervalType(), T.YearMonthIntervalType(),
                     T.StructType([T.StructField("a", T.LongType()),
                                   T.StructField("a", T.StringType())]),
@@ -62,6 +63,7 @@ def test_types_and_copy_text():
         check_identifier("é" * 32, "table t")
     batch = pa.record_batch({
         "day": pa.array([-1, -719163, 0, None], pa.int32()).cast(pa.date32()),
+        "t": pa.array([1, 86399999999, None, 0], pa.time64("us")),
         "ts": pa.array([-62135596800000001, 0, None, 1], pa.timestamp("us", "UTC")),
         "f": pa.array([float("nan"), float("inf"), -0.0, None]),
         "s": pa.array(["", None, 'a"b', "x"]),
@@ -71,10 +73,10 @@ def test_types_and_copy_text():
     })
     lines = csv_batch(batch, batch.schema.names, "table t").decode().splitlines()
     assert lines == [
-        '"1969-12-31","0001-12-31 23:59:59.999999Z BC","nan","","{""x,y"",NULL}","[[10,1.0],[3,2.5]]"',
-        '"0001-12-31 BC","1970-01-01 00:00:00.000000Z","inf",,"{}","[]"',
-        '"1970-01-01",,"-0","a""b",,',
-        ',"1970-01-01 00:00:00.000001Z",,"x","{""\\""""}","[[2,""-Infinity""]]"',
+        '"1969-12-31","00:00:00.000001","0001-12-31 23:59:59.999999Z BC","nan","","{""x,y"",NULL}","[[10,1.0],[3,2.5]]"',
+        '"0001-12-31 BC","23:59:59.999999","1970-01-01 00:00:00.000000Z","inf",,"{}","[]"',
+        '"1970-01-01",,,"-0","a""b",,',
+        ',"00:00:00.000000","1970-01-01 00:00:00.000001Z",,"x","{""\\""""}","[[2,""-Infinity""]]"',
     ]
     with pytest.raises(InputRefused, match="column 's'.*NUL") as err:
         csv_batch(pa.record_batch({"s": ["a\x00b"]}), ["s"], "sink pg, table t")
@@ -170,8 +172,15 @@ def test_a_value_postgres_cannot_hold_is_refused_with_nothing_kept(postgres, tmp
     text = str(err.value)
     assert "sink pg" in text and "column 'v'" in text and "NUL" in text and "\n" not in text
     assert postgres.sql("SELECT count(*) FROM public.refused") == "0"
+    postgres.sql('ALTER TABLE public.refused ADD COLUMN "not staged" text')
+    broken = pgcopy._Load(load.conn, load.target, ("k", "v", "not staged"), "sink pg")
+    done = list(pgcopy._load_parts(broken, iter([(0, path)])))  # a file not as staged
+    assert [(d.rows, d.kind) for d in done] == [(0, "DiffcdcError")]
+    assert "reading staged rows" in done[0].error and "\n" not in done[0].error
 
 
+@pytest.mark.slow
+@pytest.mark.connect
 def test_copy_into_through_a_spark_connect_server(postgres, connect_server, tmp_path):
     """A client without Java stages the awkward rows through the server and loads them (the
     server's executors run the COPY): psql reads back every value."""

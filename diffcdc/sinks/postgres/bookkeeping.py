@@ -38,10 +38,18 @@ def _table(schema: str) -> sql.Composed:
     return sql.SQL("{}.{}").format(sql.Identifier(schema), sql.Identifier(TABLE))
 
 
-def create_statements(schema: str) -> list[sql.Composed]:
-    """The schema and the bookkeeping table, when missing."""
+def schema_query(schema: str) -> sql.Composed:
+    """Whether the schema exists: ``CREATE SCHEMA IF NOT EXISTS`` needs CREATE on the database
+    even when the schema exists, which a user owning only its schema lacks."""
+    return sql.SQL("SELECT count(*) FROM pg_namespace WHERE nspname = {}").format(
+        sql.Literal(schema))
+
+
+def create_statements(schema: str, *, schema_exists: bool = False) -> list[sql.Composed]:
+    """The schema (unless ``schema_exists``) and the bookkeeping table, when missing."""
     return [
-        sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)),
+        *([] if schema_exists else [
+            sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema))]),
         sql.SQL(
             "CREATE TABLE IF NOT EXISTS {} (target_table text NOT NULL, version bigint NOT NULL, "
             "incarnation text NOT NULL, sink_id text NOT NULL, diffcdc_table text NOT NULL, "

@@ -48,6 +48,15 @@ def identifier_problem(name: str) -> str | None:
     return None
 
 
+def own_table_problem(name: str) -> str | None:
+    """Why ``name`` cannot be a target table: the sink's own tables (its bookkeeping table,
+    its staging tables) are named ``_diffcdc_*`` next to the target."""
+    if name.lower().startswith("_diffcdc_"):
+        return ("starts with _diffcdc_, the prefix of the sink's own tables (its bookkeeping "
+                "table _diffcdc_versions, its staging tables)")
+    return None
+
+
 class PostgresSinkConfig(BaseModel):
     """A PostgreSQL table kept equal to the snapshots (or a history of them), one transaction
     per diffcdc version."""
@@ -178,6 +187,13 @@ class PostgresSinkConfig(BaseModel):
     @classmethod
     def _identifier(cls, value: str | None) -> str | None:
         if value is not None and (problem := identifier_problem(value)) is not None:
+            raise ValueError(problem)
+        return value
+
+    @field_validator("table")
+    @classmethod
+    def _not_the_sinks_own(cls, value: str | None) -> str | None:
+        if value is not None and (problem := own_table_problem(value)) is not None:
             raise ValueError(problem)
         return value
 

@@ -44,7 +44,9 @@ class PgConnection:
         found: dict[str, Any] = {
             "host": self.host, "port": self.port, "dbname": self.dbname,
             "connect_timeout": max(1, int(round(self.connect_timeout))),
-            "application_name": self.application_name, "options": options, **self.ssl}
+            "application_name": self.application_name, "options": options, **self.ssl,
+            # the COPY text is UTF-8: PGCLIENTENCODING or a role's setting would garble it
+            "client_encoding": "UTF8"}
         if self.user is not None:
             found["user"] = self.user
         if self.password is not None:

@@ -132,6 +132,7 @@ def history_apply(
     snapshot_time: dt.datetime,
     *,
     initial: bool = False,
+    target_empty: bool = False,
     compared: Sequence[str] | None = None,
     track_only: Sequence[str] | None = None,
     track_except: Sequence[str] = (),
@@ -141,12 +142,17 @@ def history_apply(
 
     ``columns``: the staged data columns (the keys among them); the staging table also has
     :data:`OP`. ``initial``: the staging holds a full image (every row an insert), applied as
-    what differs from the history's open rows. ``compared``: the columns whose changes are
-    listed (default: every staged column but the keys); ``track_only`` / ``track_except``:
+    what differs from the history's open rows; with ``target_empty`` (a history just created,
+    a first load) every staged row is opened by one INSERT, without the actions table.
+    ``compared``: the columns whose changes are
+    listed (default: every staged column but the keys; one the staging lacks is NULL in the
+    version's rows, its last value kept by a tombstone); ``track_only`` / ``track_except``:
     the history's tracked columns (a change of untracked columns only is restated in place),
     compared case-insensitively as the Delta history does.
     """
     cols = list(columns)
+    if initial and target_empty:
+        return [_open_all(target, staging, cols, layout, version, snapshot_time)]
     index = {c: i for i, c in enumerate(cols)}
     compared = sorted(set(compared if compared is not None
                           else [c for c in cols if c not in set(keys)]))
@@ -156,13 +162,19 @@ def history_apply(
     def tracked(name: str) -> bool:
         return name.lower() in only if only is not None else name.lower() not in but
 
+    # compared columns the staging lacks (the history has them, the snapshots no longer):
+    # NULL in the version's rows, so a value they held is a change
+    gone = [c for c in compared if c not in index]
+    gone_index = {c: i for i, c in enumerate(gone)}
+
     def n(c: str) -> sql.Identifier:
         return sql.Identifier(f"n{index[c]}")
 
     def o(c: str) -> sql.Identifier:
-        return sql.Identifier(f"o{index[c]}")
+        return sql.Identifier(f"o{index[c]}" if c in index else f"x{gone_index[c]}")
 
-    differs = {c: sql.SQL("j.{} IS DISTINCT FROM j.{}").format(o(c), n(c)) for c in compared}
+    differs = {c: (sql.SQL("j.{} IS DISTINCT FROM j.{}").format(o(c), n(c)) if c in index
+                   else sql.SQL("j.{} IS NOT NULL").format(o(c))) for c in compared}
     changed = (sql.SQL("array_remove(ARRAY[{}]::text[], NULL)").format(sql.SQL(", ").join(
         sql.SQL("CASE WHEN {} THEN {} END").format(differs[c], sql.Literal(c))
         for c in compared)) if compared else sql.SQL("ARRAY[]::text[]"))
@@ -193,7 +205,7 @@ def history_apply(
         new=sql.SQL(", ").join(sql.SQL("s.{} AS {}").format(sql.Identifier(c), n(c))
                                for c in cols),
         old=sql.SQL(", ").join(sql.SQL("h.{} AS {}").format(sql.Identifier(c), o(c))
-                               for c in cols),
+                               for c in [*cols, *gone]),
         op=sql.Identifier(OP), start=sql.Identifier(layout.start_at), tomb=tomb,
         s=_id(staging), join=join, t=_id(target), open=_open(layout, "h"),
         on=_keys_match(keys, "h", [sql.Identifier("s", k) for k in keys]))
@@ -212,7 +224,9 @@ def history_apply(
         vto=sql.Identifier(layout.valid_to), at=at, a=actions, match=match,
         open=_open(layout, "t"), d=sql.Literal(OP_DELETE), u=sql.Literal(OP_UPDATE),
         i=sql.Literal(OP_INSERT))
-    statements = [sql.SQL("DROP TABLE IF EXISTS {}").format(actions), create, close]
+    # statistics of the new actions table: the joins below pick index lookups or a hash join
+    statements = [sql.SQL("DROP TABLE IF EXISTS {}").format(actions), create,
+                  sql.SQL("ANALYZE {}").format(actions), close]
     data = [c for c in cols if c not in set(keys)]
     if data:
         statements.append(sql.SQL(
@@ -220,7 +234,8 @@ def history_apply(
             "NOT a.tracked").format(
             t=_id(target), a=actions, match=match, open=_open(layout, "t"),
             u=sql.Literal(OP_UPDATE), sets=sql.SQL(", ").join(
-                sql.SQL("{} = a.{}").format(sql.Identifier(c), n(c)) for c in data)))
+                [*(sql.SQL("{} = a.{}").format(sql.Identifier(c), n(c)) for c in data),
+                 *(sql.SQL("{} = NULL").format(sql.Identifier(c)) for c in gone)])))
     names = [*cols, *layout.columns]
     end = layout.open_end
     flag = [sql.Literal(False)] if layout.deleted is not None else []
@@ -237,9 +252,24 @@ def history_apply(
         statements.append(sql.SQL(
             "INSERT INTO {t} ({names}) SELECT {old}, {v}, {end}::bigint, {at}, "
             "{vto}::timestamptz, NULL, true FROM {a} a WHERE a.op = {d}").format(
-            t=_id(target), names=sql.SQL(", ").join(map(sql.Identifier, names)),
-            old=sql.SQL(", ").join(sql.SQL("a.{}").format(o(c)) for c in cols), v=v,
+            t=_id(target), names=sql.SQL(", ").join(map(sql.Identifier, [*cols, *gone,
+                                                                        *layout.columns])),
+            old=sql.SQL(", ").join(sql.SQL("a.{}").format(o(c)) for c in [*cols, *gone]), v=v,
             end=sql.Literal(end.end_at), at=at, vto=sql.Literal(end.valid_to),
             a=actions, d=sql.Literal(OP_DELETE)))
     statements.append(sql.SQL("DROP TABLE {}").format(actions))
     return statements
+
+
+def _open_all(target: tuple[str, str], staging: tuple[str, str], cols: Sequence[str],
+              layout: HistoryLayout, version: int, snapshot_time: dt.datetime) -> sql.Composed:
+    """Every staged row opened at ``version``: a first load into an empty history."""
+    end = layout.open_end
+    flag = sql.SQL(", false") if layout.deleted is not None else sql.SQL("")
+    return sql.SQL(
+        "INSERT INTO {t} ({names}) SELECT {data}, {v}, {end}::bigint, {at}, {vto}::timestamptz, "
+        "NULL{flag} FROM {s} s").format(
+        t=_id(target), names=sql.SQL(", ").join(map(sql.Identifier, [*cols, *layout.columns])),
+        data=sql.SQL(", ").join(sql.SQL("s.{}").format(sql.Identifier(c)) for c in cols),
+        v=sql.Literal(version), end=sql.Literal(end.end_at), at=sql.Literal(snapshot_time),
+        vto=sql.Literal(end.valid_to), flag=flag, s=_id(staging))

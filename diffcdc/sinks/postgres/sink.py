@@ -36,7 +36,11 @@ from diffcdc.sinks.base import ChangeSet, Sink, SinkHistory, SinkTable
 from diffcdc.sinks.postgres import apply_sql, bookkeeping
 from diffcdc.sinks.postgres import replay as pg_replay
 from diffcdc.sinks.postgres.apply_sql import Target
-from diffcdc.sinks.postgres.config import PostgresSinkConfig, identifier_problem
+from diffcdc.sinks.postgres.config import (
+    PostgresSinkConfig,
+    identifier_problem,
+    own_table_problem,
+)
 from diffcdc.sinks.postgres.connection import PgConnection, connect, database_error
 from diffcdc.sinks.postgres.copy import copy_into
 from diffcdc.sinks.postgres.target_check import (
@@ -58,6 +62,31 @@ def applies(manifest: dict[str, Any]) -> bool:
     return bool(manifest.get("rows")) or bool(manifest.get("initial"))
 
 
+_TYPE_NAMES = {"timestamptz": "timestamp with time zone",
+               "timestamp": "timestamp without time zone", "time": "time without time zone"}
+
+
+def _type_text(cursor: Any, kind: sql.Composable) -> str:
+    """A type as :func:`pg_type` makes it, spelled as the server's ``format_type`` shows it."""
+    text = kind.as_string(cursor).replace(", ", ",")
+    base, brackets = (text[:-2], "[]") if text.endswith("[]") else (text, "")
+    return _TYPE_NAMES.get(base, base) + brackets
+
+
+def _columns_since_image(history: SinkHistory, version: int) -> dict[str, list[T.DataType]]:
+    """The columns (and their types) of the versions the sink applied since its last full
+    image, before ``version``: the ones the target table must hold as the sink made them."""
+    applied = [m for v, m in history.manifests if v < version and applies(m)]
+    starts = [i for i, m in enumerate(applied) if m.get("initial")]
+    out: dict[str, list[T.DataType]] = {}
+    for manifest in applied[starts[-1] if starts else 0:]:
+        if "schema" not in manifest:
+            continue
+        for f in T.StructType.fromJson(json.loads(manifest["schema"])).fields:
+            out.setdefault(f.name, []).append(f.dataType)
+    return out
+
+
 class PostgresSink(Sink):
     """The table ``schema.table`` on the configured server."""
 
@@ -72,7 +101,7 @@ class PostgresSink(Sink):
         if self.history:
             self.reserved_columns = self.layout.columns
         name = config.table_name(table.name)
-        problem = identifier_problem(name)
+        problem = identifier_problem(name) or own_table_problem(name)
         if problem is not None:
             raise ConfigError(f"sink {sink_id}: the PostgreSQL table name {name!r} {problem}",
                               table=table.name,
@@ -187,13 +216,17 @@ class PostgresSink(Sink):
                 done = applied_version(cursor, self.target, version)
             conn.commit()
             if done is not None and done.incarnation == manifest.get("incarnation"):
-                return  # applied before a kill: nothing twice
+                # applied before a kill: nothing twice; the staging table a kill after the
+                # COMMIT left is dropped
+                self._drop(conn, self._work_table("stage", version, manifest))
+                return
             if manifest.get("initial") and not self.history:
                 self._full_image(conn, version, manifest, staged)
             else:
                 self._changes(conn, version, manifest, staged,
                               None if manifest.get("initial")
-                              else self._expected(history, before=version))
+                              else self._expected(history, before=version),
+                              _columns_since_image(history, version))
 
     def _schema(self, manifest: dict[str, Any]) -> T.StructType:
         return T.StructType.fromJson(json.loads(manifest["schema"]))
@@ -266,7 +299,9 @@ class PostgresSink(Sink):
         (``expected`` None) refused onto a table that is not ours, a later version onto a
         table that is not where the sink left it (its row count waits for the transaction).
         Whether the target table exists."""
-        for statement in bookkeeping.create_statements(self.target[0]):
+        cursor.execute(bookkeeping.schema_query(self.target[0]))
+        for statement in bookkeeping.create_statements(
+                self.target[0], schema_exists=bool(cursor.fetchone()[0])):
             cursor.execute(statement)
         exists = table_oid(cursor, self.target) is not None
         if expected is None:
@@ -325,7 +360,8 @@ class PostgresSink(Sink):
         conn.commit()
 
     def _changes(self, conn: Any, version: int, manifest: dict[str, Any], staged: str,
-                 expected: Expected | None) -> None:
+                 expected: Expected | None,
+                 earlier: dict[str, list[T.DataType]] | None = None) -> None:
         """One version's change rows (a history: also a full image, as what differs from its
         open rows) applied in one transaction with its bookkeeping row."""
         import psycopg
@@ -353,6 +389,7 @@ class PostgresSink(Sink):
                 oid = table_oid(cursor, self.target)
                 assert oid is not None
                 present = table_columns(cursor, oid)
+                self._refuse_changed_columns(cursor, oid, schema, manifest, earlier or {})
                 added = [(f.name, pg_type(f.dataType, f"{self._where_table}, column {f.name}"))
                          for f in schema.fields if f.name not in present]
                 for statement in apply_sql.add_column_statements(self.target, added):
@@ -375,6 +412,32 @@ class PostgresSink(Sink):
                 f"({' '.join(str(exc).split())[:300]})") from None
         crash_point("postgres_committed", scope=self.id)
         self._drop(conn, stage)
+
+    def _refuse_changed_columns(self, cursor: Any, oid: int, schema: T.StructType,
+                                manifest: dict[str, Any],
+                                earlier: dict[str, list[T.DataType]]) -> None:
+        """A column of the snapshots a DBA dropped (ADD COLUMN would bring it back NULL in every
+        row the version does not touch) or retyped (a narrower type would cut the values) is
+        refused: the table is not where the sink left it."""
+        cursor.execute(sql.SQL("SELECT attname, format_type(atttypid, atttypmod) FROM "
+                               "pg_attribute WHERE attrelid = {} AND attnum > 0 AND NOT "
+                               "attisdropped").format(sql.Literal(oid)))
+        found = {str(name): str(kind) for name, kind in cursor.fetchall()}
+        away = (" (a history cannot get its past values back: move the history table away, "
+                "e.g. ALTER TABLE … RENAME, then reload the sink: a new history starts)"
+                if self.history else "")
+        for f in schema.fields:
+            if f.name not in found:
+                if f.name in earlier:
+                    raise self.checks.mismatch(
+                        f"column {f.name!r} was dropped from the table{away}")
+                continue
+            allowed = {_type_text(cursor, pg_type(t, f"{self._where_table}, column {f.name}"))
+                       for t in [*earlier.get(f.name, []), f.dataType]}
+            if found[f.name] not in allowed:
+                raise self.checks.mismatch(
+                    f"column {f.name!r} is {found[f.name]}, the sink made it "
+                    f"{' or '.join(sorted(allowed))} (retyped by another writer){away}")
 
     def _follow_types(self, cursor: Any, oid: int, stage: Target, version: int) -> None:
         """A column whose type the version changes (an all-NULL column typed at last, or a
