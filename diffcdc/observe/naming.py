@@ -153,6 +153,14 @@ def jdbc_dataset(url: str, table: str | None) -> DatasetName:
     return DatasetName(naming.get_namespace(), naming.get_name())
 
 
+def postgres_dataset(host: str, port: int | str, database: str, schema: str, table: str) -> DatasetName:
+    """A PostgreSQL table (a sink's target): ``postgres://host:port`` and ``database.schema.table``."""
+    from openlineage.client.naming.dataset import Postgres
+
+    naming = Postgres(host=host, port=str(port), database=database, schema=schema, table=table)
+    return DatasetName(naming.get_namespace(), naming.get_name())
+
+
 def source_dataset(table: SourceTable) -> DatasetName:
     """A table's source as a dataset: its folder, its JDBC table, or (a DataFrame handed over
     in Python) ``spark`` + its description."""

@@ -12,6 +12,7 @@ from diffcdc.sinks.postgres.config import PostgresSinkConfig
 from diffcdc.sinks.table import SinkTable
 
 if TYPE_CHECKING:
+    from diffcdc.observe.naming import DatasetName
     from diffcdc.sinks.base import Sink
     from diffcdc.state.store import TableState
 
@@ -29,6 +30,15 @@ class PostgresPlugin(SinkPlugin):
         from diffcdc.sinks.postgres.sink import PostgresSink  # psycopg loads only when used
 
         return PostgresSink(config.sink_id, table, config)
+
+    @classmethod
+    def lineage_dataset(cls, config: PostgresSinkConfig, table: SinkTable) -> DatasetName | None:
+        """The target table, named per OpenLineage's naming spec for PostgreSQL."""
+        from diffcdc.observe.naming import postgres_dataset
+
+        host, port, dbname, _ = config.server()
+        return postgres_dataset(host.lower(), port, dbname, config.db_schema,
+                                config.table_name(table.name))
 
     @classmethod
     def check_secrets(cls, config: PostgresSinkConfig, table: str) -> None:

@@ -179,8 +179,9 @@ def _nul_refusal(where: str, column: str) -> InputRefused:
     return InputRefused(
         f"{where}, column {column!r}: a value holds a NUL character (\\x00), which PostgreSQL "
         "text and jsonb cannot store",
-        hint="remove it in the snapshot (e.g. a normalizer replacing \\x00), or cast the column "
-             "to binary")
+        hint="remove it from the source or cast the column to binary (a normalizer does not "
+             "change published values); a version already committed with it stays unpublished in "
+             "this sink until `diffcdc reload --table T --sink NAME` with a snapshot without it")
 
 
 def _bc(text: str) -> str:
