@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from diffcdc.errors import ConfigError
+from diffcdc.secrets import env_password
 
 #: Connection settings that carry a secret: never on a URL (it is recorded and printed).
 _SECRET_ON_URL = re.compile(r"[?&;:](password|pwd|passwd|secret|token|sslpassword)=", re.I)
@@ -168,17 +168,7 @@ class JdbcSourceConfig(BaseModel):
 
     def password(self, table: str) -> str | None:
         """The password from the variable ``password_env`` names (None: no password_env)."""
-        env = self.password_env
-        if env is None:
-            return None
-        value = os.environ.get(env)
-        if value is None:
-            raise ConfigError(
-                f"environment variable {env} (password_env) is not set",
-                table=table,
-                hint=f"export {env} with the database password before the run",
-            )
-        return value
+        return env_password(self.password_env, table)
 
     def describe(self) -> str:
         """Where the rows come from, without any secret (recorded as the snapshot's path)."""

@@ -9,7 +9,6 @@ bounded: connecting (``connect_timeout``), a lock (``lock_timeout``), one statem
 
 from __future__ import annotations
 
-import os
 import re
 from typing import Literal
 from urllib.parse import parse_qsl, unquote, urlsplit
@@ -17,7 +16,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from diffcdc.core import history_layout as hl
-from diffcdc.errors import ConfigError
+from diffcdc.secrets import env_password
 from diffcdc.sinks.delta.config import (
     HistoryColumns,
     OpenEndConfig,
@@ -131,15 +130,7 @@ class PostgresSinkConfig(BaseModel):
 
     def password(self, table: str) -> str | None:
         """The password from the variable ``password_env`` names (None: no password_env)."""
-        env = self.password_env
-        if env is None:
-            return None
-        value = os.environ.get(env)
-        if value is None:
-            raise ConfigError(f"sink {self.sink_id}: environment variable {env} (password_env) "
-                              "is not set", table=table,
-                              hint=f"export {env} with the database password before the run")
-        return value
+        return env_password(self.password_env, table, f"sink {self.sink_id}: ")
 
     def targets(self, table: str, schema_name: str | None = None) -> list[SinkTarget]:
         """The database table, on its server."""
