@@ -396,7 +396,8 @@ class PostgresSink(Sink):
                     cursor.execute(statement)
                 self._follow_types(cursor, oid, stage, version)
                 if self.history:
-                    self._apply_history(cursor, stage, schema, keys, version, manifest, initial)
+                    self._apply_history(cursor, stage, schema, keys, version, manifest, initial,
+                                        created=not exists)
                     after = self._row_count(cursor)
                 else:
                     self._apply_current(cursor, stage, columns, present, keys, manifest)
@@ -464,7 +465,9 @@ class PostgresSink(Sink):
 
     def _apply_history(self, cursor: Any, stage: Target, schema: T.StructType,
                        keys: list[str], version: int, manifest: dict[str, Any],
-                       initial: bool) -> None:
+                       initial: bool, *, created: bool = False) -> None:
+        """``created``: the history was made empty in this transaction (a first load: every
+        staged row opens by one INSERT instead of being compared with open rows)."""
         history_sql = self._history()
         at = read_time(str(manifest["valid_from"]))
         # a column of the history the version lacks (removed_columns = "null", a re-created
@@ -490,7 +493,7 @@ class PostgresSink(Sink):
         compared = [c for c in names if c.lower() not in skip]
         for statement in history_sql.history_apply(
                 self.target, stage, names, keys, self.layout, version, at,
-                initial=initial, compared=compared):
+                initial=initial, compared=compared, target_empty=initial and created):
             cursor.execute(statement)
 
     def _row_count(self, cursor: Any) -> int:
