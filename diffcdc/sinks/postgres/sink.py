@@ -390,6 +390,8 @@ class PostgresSink(Sink):
                 assert oid is not None
                 present = table_columns(cursor, oid)
                 self._refuse_changed_columns(cursor, oid, schema, manifest, earlier or {})
+                if self.history:
+                    self._refuse_case_renames(present, schema, version)
                 added = [(f.name, pg_type(f.dataType, f"{self._where_table}, column {f.name}"))
                          for f in schema.fields if f.name not in present]
                 for statement in apply_sql.add_column_statements(self.target, added):
@@ -439,6 +441,23 @@ class PostgresSink(Sink):
                 raise self.checks.mismatch(
                     f"column {f.name!r} is {found[f.name]}, the sink made it "
                     f"{' or '.join(sorted(allowed))} (retyped by another writer){away}")
+
+    def _refuse_case_renames(self, present: list[str], schema: T.StructType, version: int) -> None:
+        """A history keeps every row it was given, so a column keeps its name there: a version
+        (a re-creation under ``schema_policy = "recreate"``) spelling a column the history holds
+        in another case only would be a second column beside it — the key's old spelling then
+        holds every open row the new image cannot match (they would stay open) — so it is
+        refused, as the Delta history refuses it."""
+        held = {str(name).lower(): str(name) for name in present}
+        renamed = [(held[f.name.lower()], f.name) for f in schema.fields
+                   if f.name.lower() in held and held[f.name.lower()] != f.name]
+        if renamed:
+            said = ", ".join(f"{old!r} → {new!r}" for old, new in renamed)
+            raise self.checks.mismatch(
+                f"version {version} re-creates the table with columns the history cannot hold "
+                f"({said}): it keeps every row it was given, so a column keeps its name there; "
+                "move the history table away, e.g. ALTER TABLE … RENAME, then run again: a new "
+                f"history starts with version {version}")
 
     def _follow_types(self, cursor: Any, oid: int, stage: Target, version: int) -> None:
         """A column whose type the version changes (an all-NULL column typed at last, or a
