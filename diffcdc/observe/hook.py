@@ -192,17 +192,7 @@ class RunObservers(RunObserver):
         and its push."""
         for report in reports:
             self._lineage("ended", report)
-        if self.lineage is not None:
-            self.lineage.emitter.close()
-        settings = self.config.metrics
-        gateway = settings.pushgateway if settings is not None else None
-        if self.metrics_file is None and gateway is None:
-            return
-        try:
-            self._metrics(reports, exit_code, seconds, gateway)
-        except Exception as exc:  # noqa: BLE001 - metrics never change the run's result
-            log.warning("the run's metrics were not written (%s: %s); the run's result "
-                        "stands", type(exc).__name__, without_credentials(exc)[:200])
+        self._close(reports, exit_code, seconds)
 
     def crashed(self, exc: BaseException, seconds: float) -> None:
         """The run was ended by ``exc`` before its tables' reports (Spark would not start, a
@@ -217,6 +207,13 @@ class RunObservers(RunObserver):
         code = exc.exit_code if isinstance(exc, DiffcdcError) else \
             130 if isinstance(exc, KeyboardInterrupt) else \
             lost.exit_code if lost is not None else 1  # as diffcdc.cli.main maps them
+        self._close([], code, seconds, [TableExit(t.name, code, exit_class(code))
+                                         for t in self.config.tables])
+
+    def _close(self, reports: list[TableReport], exit_code: int, seconds: float,
+               ended: list[Any] | None = None) -> None:
+        """Every event sent (a bounded wait), then the metrics file and its push, if asked
+        for; a failure there is one warning line (metrics never change the run's result)."""
         if self.lineage is not None:
             self.lineage.emitter.close()
         settings = self.config.metrics
@@ -224,11 +221,10 @@ class RunObservers(RunObserver):
         if self.metrics_file is None and gateway is None:
             return
         try:
-            self._metrics([], code, seconds, gateway, [TableExit(t.name, code, exit_class(code))
-                                                        for t in self.config.tables])
-        except Exception as failed:  # noqa: BLE001 - metrics never change the run's result
+            self._metrics(reports, exit_code, seconds, gateway, ended)
+        except Exception as exc:  # noqa: BLE001 - metrics never change the run's result
             log.warning("the run's metrics were not written (%s: %s); the run's result "
-                        "stands", type(failed).__name__, without_credentials(failed)[:200])
+                        "stands", type(exc).__name__, without_credentials(exc)[:200])
 
     def _metrics(self, reports: list[TableReport], exit_code: int, seconds: float,
                  gateway: str | None, ended: list[Any] | None = None) -> None:
