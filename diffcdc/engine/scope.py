@@ -25,7 +25,7 @@ from diffcdc.core.scope import (
     fill_where,
     plan_slots,
 )
-from diffcdc.core.sql import quote
+from diffcdc.core.sql import has_map, quote
 from diffcdc.errors import ConfigError, InputRefused
 from diffcdc.state.commit import CommitRecord
 
@@ -114,7 +114,7 @@ def plan_scope(
         assert then is not None
         where = f"{enclosed(then)} OR {enclosed(where)}"
     slots = plan_slots(df.columns, keys, [names[c.lower()] for c in scope.columns], where)
-    maps = [c for c in slots.stored if _holds_map(df.schema[c].dataType)]
+    maps = [c for c in slots.stored if has_map(df.schema[c].dataType)]
     if maps:
         raise ConfigError(
             f"the scope reads column(s) {', '.join(maps)}, which hold a map: Spark cannot "
@@ -162,16 +162,6 @@ def check_scope_columns(df: DataFrame, table: TableConfig, snapshot: str, path: 
             f"{', '.join(df.columns)})", table=table.name, snapshot=snapshot, path=path,
             hint="a scoped snapshot must hold its scope columns: fix the extract, or the "
             f"scope's columns in [tables.{table.name}.scope]")
-
-
-def _holds_map(dtype: T.DataType) -> bool:
-    if isinstance(dtype, T.MapType):
-        return True
-    if isinstance(dtype, T.ArrayType):
-        return _holds_map(dtype.elementType)
-    if isinstance(dtype, T.StructType):
-        return any(_holds_map(f.dataType) for f in dtype.fields)
-    return False
 
 
 def _where(scope: ScopeConfig, as_of: dt.datetime | None, table: str) -> str | None:
