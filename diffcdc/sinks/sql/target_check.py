@@ -64,7 +64,7 @@ class TargetCheck:
         if expected.version is None:
             return identity
         if last is None:
-            return self._refuse_without_row(identity, expected.version)
+            raise self._without_row(identity, expected.version)
         if (last.version, last.incarnation) != (expected.version, expected.incarnation):
             what = (f"its bookkeeping row is at version {last.version} of "
                     f"{'another incarnation' if last.incarnation != expected.incarnation else 'it'}"
@@ -82,9 +82,9 @@ class TargetCheck:
                                     "(rows added, deleted or truncated by another writer)")
         return identity
 
-    def _refuse_without_row(self, identity: TableIdentity | None, version: int) -> None:
+    def _without_row(self, identity: TableIdentity | None, version: int) -> TargetMismatch:
         if identity is None:
-            raise self.mismatch(f"the table and its bookkeeping rows are gone (the sink "
-                                f"published version {version} last)")
-        raise self.mismatch(f"its bookkeeping row of version {version} is missing from "
-                            f"{self.target[0]}.{bookkeeping.TABLE}")
+            return self.mismatch(f"the table and its bookkeeping rows are gone (the sink "
+                                 f"published version {version} last)")
+        return self.mismatch(f"its bookkeeping row of version {version} is missing from "
+                             f"{self.target[0]}.{bookkeeping.TABLE}")
