@@ -33,6 +33,7 @@ from diffcdc.core.history_layout import HistoryLayout
 from diffcdc.errors import ConfigError, DiffcdcError, InputRefused
 from diffcdc.faults import crash_point
 from diffcdc.sinks.base import ChangeSet, Sink, SinkHistory, SinkTable
+from diffcdc.sinks.history_settings import Tracking, refuse_tracked_columns
 from diffcdc.sinks.postgres import apply_sql, bookkeeping
 from diffcdc.sinks.postgres import replay as pg_replay
 from diffcdc.sinks.postgres.apply_sql import Target
@@ -152,6 +153,10 @@ class PostgresSink(Sink):
             raise InputRefused("the snapshot has no as-of time for the history sink",
                                table=self.table.name, snapshot=changes.snapshot_id,
                                hint="give run_dataframe a snapshot_time")
+        if self.history:
+            refuse_tracked_columns(self.id, self.config.tracking(), changes.columns,
+                                   self.table.keys, table=self.table.name,
+                                   snapshot=changes.snapshot_id)
         where = f"sink {self.id}, table {self.target[0]}.{self.target[1]}"
         for field in changes.schema.fields:
             check_identifier(field.name, where)
@@ -193,7 +198,7 @@ class PostgresSink(Sink):
         if self.history:
             assert changes.snapshot_time is not None  # accept() refused a version without
             manifest.update(valid_from=format_time(changes.snapshot_time),
-                            layout=self.layout.record())
+                            layout=self.layout.record(), **self.config.tracking().record())
         return manifest
 
     # -- publishing ---------------------------------------------------------------------
@@ -510,9 +515,11 @@ class PostgresSink(Sink):
                 raise self.checks.mismatch(f"before version {version}: {'; '.join(found)}")
         skip = {c.lower() for c in (*keys, *self.table.exclude, *self.layout.columns, OP)}
         compared = [c for c in names if c.lower() not in skip]
+        tracking = Tracking.from_manifest(manifest)  # the one it was staged with
         for statement in history_sql.history_apply(
                 self.target, stage, names, keys, self.layout, version, at,
-                initial=initial, compared=compared, target_empty=initial and created):
+                initial=initial, compared=compared, target_empty=initial and created,
+                track_only=tracking.only, track_except=tracking.but):
             cursor.execute(statement)
 
     def _row_count(self, cursor: Any) -> int:
