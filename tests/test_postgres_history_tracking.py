@@ -318,3 +318,56 @@ def test_both_sinks_refuse_a_tracked_column_the_snapshot_lacks_in_the_same_words
             sink.accept(changes)
         messages.append(str(refused.value))
     assert messages[0] == messages[1] and "['gone'] are not columns" in messages[0], messages
+
+
+def test_a_version_is_published_with_the_tracking_it_was_staged_with(spark, postgres, tmp_path,
+                                                                      monkeypatch):
+    """Version 2 (a change of the untracked ``b`` only, and one of ``a``) is committed while
+    a lock keeps the PostgreSQL sink from publishing it; the tracking is then taken out of the
+    config. The next run publishes version 2 as it was staged (``b`` restated in place), as the
+    Delta history did at once; version 3 follows the new config (every column tracked)."""
+    import psycopg
+
+    monkeypatch.setenv(PG_PASSWORD_ENV, postgres.password)
+    root = str(tmp_path)
+    schema = pg_schema_of(root)
+
+    def table(**tracking: Any) -> TableConfig:
+        common = {"mode": "scd2", **tracking}
+        return TableConfig(name="T", source=ws.source, keys=KEYS, snapshot_time="id:%Y-%m-%d",
+                           sinks=[{"type": "delta", "name": "delta", "path": f"{root}/lake/h",
+                                   **common},
+                                  {"type": "postgres", "name": "pg", "url": postgres.jdbc_url,
+                                   "user": postgres.user, "password_env": PG_PASSWORD_ENV,
+                                   "schema": schema, "table": "h", "lock_timeout": 1,
+                                   **common}])
+
+    ws = Workspace(root)
+    ws.table = table(track_history_columns=["a"])
+    columns = ["k1", "Sub Key", "a", "b"]
+
+    def write(day: int, values: list[tuple[Any, Any]]) -> None:
+        rows = {(i, "s"): {"a": a, "b": b} for i, (a, b) in enumerate(values)}
+        ws.write(f"2026-01-{day:02d}.parquet", _table(rows, columns))
+
+    write(1, [("x", 1), ("y", 1)])
+    ws.run(spark)
+    write(2, [("x", 2), ("z", 1)])  # key 0: only b (untracked); key 1: a (tracked)
+    holder = psycopg.connect(host="127.0.0.1", port=postgres.port, dbname=postgres.database,
+                             user=postgres.user, password=postgres.password)
+    try:
+        holder.execute(f'LOCK TABLE "{schema}"."h" IN SHARE MODE')
+        with pytest.raises(Exception, match="lock"):
+            ws.run(spark)
+    finally:
+        holder.rollback()
+        holder.close()
+    assert TableState(ws.state, "T").head().unpublished == ["pg"]
+    ws.table = table()  # every column tracked from now on
+    ws.run(spark)  # version 2 published with the tracking it was staged with
+    write(3, [("x", 3), ("z", 1)])
+    ws.run(spark)
+    delta, pg = history_rows(f"{root}/lake/h"), _pg_rows(postgres, schema, "h")
+    assert canonical(pg) == canonical(delta)
+    key0 = sorted((r["__START_AT"], r["b"], r["__CHANGED_COLUMNS"]) for r in pg if r["k1"] == 0)
+    assert key0 == [(1, 2, None), (3, 3, ["b"])]  # b restated at 2, a new row at 3
