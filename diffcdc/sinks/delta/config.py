@@ -8,6 +8,12 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from diffcdc.core import history_layout as hl
+from diffcdc.sinks.history_settings import (
+    TrackColumns,
+    TrackExceptColumns,
+    Tracking,
+    tracking_settings_problem,
+)
 from diffcdc.sinks.targets import SinkTarget, folder_location
 
 
@@ -95,16 +101,8 @@ class DeltaSinkConfig(BaseModel):
         description="`current`: the table's image, its change data feed the diff; `scd2`: a "
         "history table, every version of every row with its validity (docs/delta.md).",
     )
-    track_history_columns: list[str] | None = Field(
-        default=None,
-        description="scd2: only a change in these columns opens a new history row; a change "
-        "in the others is written into the open row.",
-    )
-    track_history_except_columns: list[str] | None = Field(
-        default=None,
-        description="scd2: a change in these columns alone is written into the open row; "
-        "every other column opens a new history row.",
-    )
+    track_history_columns: TrackColumns = None
+    track_history_except_columns: TrackExceptColumns = None
     deletes: Literal["close", "row"] = Field(
         default="close",
         description="scd2: `close`: a delete closes the key's open row; `row`: it also opens "
@@ -133,6 +131,10 @@ class DeltaSinkConfig(BaseModel):
         """The history's layout these settings give (``mode = "scd2"``)."""
         return history_layout(self.deletes, self.history_columns, self.open_end)
 
+    def tracking(self) -> Tracking:
+        """Which columns' changes open a new history row (``mode = "scd2"``)."""
+        return Tracking.of(self.track_history_columns, self.track_history_except_columns)
+
     @model_validator(mode="after")
     def _layout_settings(self) -> DeltaSinkConfig:
         problem = layout_settings_problem(self.mode, self.deletes, self.history_columns,
@@ -143,16 +145,10 @@ class DeltaSinkConfig(BaseModel):
 
     @model_validator(mode="after")
     def _history_settings(self) -> DeltaSinkConfig:
-        tracking = self.track_history_columns is not None or self.track_history_except_columns
-        if self.mode == "current" and tracking:
-            raise ValueError("track_history_columns / track_history_except_columns need "
-                             "mode = \"scd2\"")
-        if self.track_history_columns is not None and self.track_history_except_columns:
-            raise ValueError("give track_history_columns or track_history_except_columns, "
-                             "not both")
-        if self.track_history_columns is not None and not self.track_history_columns:
-            raise ValueError("track_history_columns is empty: name at least one column, or "
-                             "leave it out to track every column")
+        problem = tracking_settings_problem(self.mode, self.track_history_columns,
+                                            self.track_history_except_columns)
+        if problem is not None:
+            raise ValueError(problem)
         if self.mode == "scd2" and self.changelog_path:
             raise ValueError("changelog_path is for mode = \"current\": a history table "
                              "keeps every version itself")

@@ -46,6 +46,7 @@ from diffcdc.core.column_changes import changed_columns, key_rows, partners
 from diffcdc.core.history_layout import HistoryLayout
 from diffcdc.core.sql import quote
 from diffcdc.sinks.delta.feed import files_dataset, unsliced
+from diffcdc.sinks.history_settings import Tracking
 
 #: The default layout (a history made before layouts were configurable has it).
 DEFAULT = HistoryLayout()
@@ -101,22 +102,6 @@ def merge_key(i: int) -> str:
 def is_history(table: DeltaTable) -> bool:
     """Whether a Delta table is a history table (has a layout's validity columns)."""
     return table_layout(table) is not None
-
-
-@dataclass(frozen=True)
-class Tracking:
-    """Which columns open a new row when they change (the rest are restated in place)."""
-
-    only: tuple[str, ...] | None = None  #: track_history_columns
-    but: tuple[str, ...] = ()  #: track_history_except_columns
-
-    def tracked(self, changed: Sequence[str]) -> bool:
-        """Whether a change in ``changed`` columns opens a new row."""
-        lower = [c.lower() for c in changed]
-        if self.only is not None:
-            return any(c.lower() in lower for c in self.only)
-        but = {c.lower() for c in self.but}
-        return any(c not in but for c in lower)
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,7 @@ from diffcdc.sinks.delta.feed import (
     unsliced,
 )
 from diffcdc.sinks.delta.target_check import DeltaTarget, commits
+from diffcdc.sinks.history_settings import Tracking, refuse_tracked_columns
 from diffcdc.sources.snapshot_time import format_time, read_time
 from diffcdc.spark.paths import spark_path
 from diffcdc.storage import paths
@@ -97,20 +98,9 @@ class DeltaSink(Sink):
             raise InputRefused("the snapshot has no as-of time for the history sink",
                                table=self.table.name, snapshot=changes.snapshot_id,
                                hint="give run_dataframe a snapshot_time")
-        columns = {c.lower() for c in changes.columns}
-        named = [*(self.config.track_history_columns or ()),
-                 *(self.config.track_history_except_columns or ())]
-        missing = [c for c in named if c.lower() not in columns]
-        keys = [c for c in named if c.lower() in {k.lower() for k in self.table.keys}]
-        if missing or keys:
-            raise ConfigError(
-                f"sink {self.id}: tracked history columns "
-                + (f"{missing} are not columns of the snapshot" if missing
-                   else f"{keys} are key columns"),
-                table=self.table.name, snapshot=changes.snapshot_id,
-                hint="name non-key columns of the table in track_history_columns / "
-                     "track_history_except_columns",
-            )
+        refuse_tracked_columns(self.id, self.config.tracking(), changes.columns,
+                               self.table.keys, table=self.table.name,
+                               snapshot=changes.snapshot_id)
         self._accept_open_end(changes)
         if self._target_refused and not changes.initial:
             # this run's check refused the table already (the sink publishes nothing in this
@@ -214,9 +204,7 @@ class DeltaSink(Sink):
         if self.history:
             assert changes.snapshot_time is not None  # accept() refused a version without
             manifest.update(mode="scd2", valid_from=format_time(changes.snapshot_time),
-                            track=self.config.track_history_columns,
-                            track_except=self.config.track_history_except_columns or [],
-                            layout=self.layout.record())
+                            **self.config.tracking().record(), layout=self.layout.record())
         return manifest
 
     def publish(
@@ -328,9 +316,7 @@ class DeltaSink(Sink):
         skip = {c.lower() for c in (*keys, *self.table.exclude, *layout.columns, OP)}
         compared = [c for c in dict.fromkeys([*data.column_names, *target])
                     if c.lower() not in skip]
-        tracking = scd2.Tracking(
-            tuple(manifest["track"]) if manifest.get("track") is not None else None,
-            tuple(manifest.get("track_except") or ()))
+        tracking = Tracking.from_manifest(manifest)
         if manifest.get("initial"):  # a full image onto the history: what differs from it
             image = data.drop_columns([OP])
             current = plain_types(scd2.open_rows(table, keys, None, options, layout))

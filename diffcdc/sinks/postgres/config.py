@@ -23,6 +23,12 @@ from diffcdc.sinks.delta.config import (
     history_layout,
     layout_settings_problem,
 )
+from diffcdc.sinks.history_settings import (
+    TrackColumns,
+    TrackExceptColumns,
+    Tracking,
+    tracking_settings_problem,
+)
 from diffcdc.sinks.postgres.connection import PgConnection
 from diffcdc.sinks.targets import SinkTarget
 
@@ -89,6 +95,8 @@ class PostgresSinkConfig(BaseModel):
         default=None, description="scd2: the metadata columns' names (default __START_AT ...).")
     open_end: OpenEndConfig | None = Field(
         default=None, description="scd2: sentinels the open row holds instead of NULL.")
+    track_history_columns: TrackColumns = None
+    track_history_except_columns: TrackExceptColumns = None
     connect_timeout: float = Field(default=10, gt=0, le=3600,
                                    description="Seconds to wait for a connection.")
     lock_timeout: float = Field(default=30, gt=0, le=86_400,
@@ -144,6 +152,10 @@ class PostgresSinkConfig(BaseModel):
         """The history's layout these settings give (``mode = "scd2"``)."""
         return history_layout(self.deletes, self.history_columns, self.open_end)
 
+    def tracking(self) -> Tracking:
+        """Which columns' changes open a new history row (``mode = "scd2"``)."""
+        return Tracking.of(self.track_history_columns, self.track_history_except_columns)
+
     @field_validator("url")
     @classmethod
     def _url(cls, value: str | None) -> str | None:
@@ -196,6 +208,14 @@ class PostgresSinkConfig(BaseModel):
             raise ValueError("give both host and dbname (or url)")
         problem = layout_settings_problem(self.mode, self.deletes, self.history_columns,
                                           self.open_end)
+        if problem is not None:
+            raise ValueError(problem)
+        return self
+
+    @model_validator(mode="after")
+    def _history_settings(self) -> PostgresSinkConfig:
+        problem = tracking_settings_problem(self.mode, self.track_history_columns,
+                                            self.track_history_except_columns)
         if problem is not None:
             raise ValueError(problem)
         return self

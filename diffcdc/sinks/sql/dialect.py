@@ -21,6 +21,7 @@ from pyspark.sql import types as T
 from diffcdc.core.compare import Replayed
 from diffcdc.core.history_layout import HistoryLayout
 from diffcdc.errors import DiffcdcError
+from diffcdc.sinks.history_settings import Tracking
 from diffcdc.sinks.sql.records import Applied, Statement, TableIdentity, Target
 
 #: A statement as the dialect composes it (PostgreSQL: ``psycopg.sql.Composed``).
@@ -57,6 +58,10 @@ class SqlSinkSettings(Protocol):
     def where(self) -> str: ...
 
     def history_layout(self) -> HistoryLayout: ...
+
+    def tracking(self) -> Tracking:
+        """Which columns' changes open a new history row (``mode = "scd2"``)."""
+        ...
 
 
 class Dialect(Protocol):

@@ -35,6 +35,7 @@ from diffcdc.core.history_layout import HistoryLayout
 from diffcdc.errors import ConfigError, DiffcdcError, InputRefused
 from diffcdc.faults import crash_point
 from diffcdc.sinks.base import ChangeSet, Sink, SinkHistory, SinkTable
+from diffcdc.sinks.history_settings import Tracking, refuse_tracked_columns
 from diffcdc.sinks.sql import bookkeeping
 from diffcdc.sinks.sql.dialect import Dialect, SqlSinkSettings
 from diffcdc.sinks.sql.records import Applied, Expected, Target
@@ -127,6 +128,10 @@ class SqlSink(Sink):
             raise InputRefused("the snapshot has no as-of time for the history sink",
                                table=self.table.name, snapshot=changes.snapshot_id,
                                hint="give run_dataframe a snapshot_time")
+        if self.history:
+            refuse_tracked_columns(self.id, self.config.tracking(), changes.columns,
+                                   self.table.keys, table=self.table.name,
+                                   snapshot=changes.snapshot_id)
         # a name the server would not keep, or a type it cannot hold losslessly: refused
         self.dialect.check_columns(changes.schema, self._where_table)
 
@@ -166,7 +171,7 @@ class SqlSink(Sink):
         if self.history:
             assert changes.snapshot_time is not None  # accept() refused a version without
             manifest.update(valid_from=format_time(changes.snapshot_time),
-                            layout=self.layout.record())
+                            layout=self.layout.record(), **self.config.tracking().record())
         return manifest
 
     # -- publishing ---------------------------------------------------------------------
@@ -462,10 +467,11 @@ class SqlSink(Sink):
                 raise self.checks.mismatch(f"before version {version}: {'; '.join(found)}")
         skip = {c.lower() for c in (*keys, *self.table.exclude, *self.layout.columns, OP)}
         compared = [c for c in names if c.lower() not in skip]
+        tracking = Tracking.from_manifest(manifest)  # the one it was staged with
         for statement in self.dialect.history_apply(
                 self.target, stage, names, keys, self.layout, version, at,
                 initial=initial, compared=compared, target_empty=initial and created,
-                track_only=None, track_except=()):
+                track_only=tracking.only, track_except=tracking.but):
             cursor.execute(statement)
 
     def _apply_current(self, cursor: Any, stage: Target, columns: list[str],
