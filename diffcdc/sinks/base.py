@@ -53,6 +53,8 @@ commits was added later: the engine hands it a full image (``changes.initial``).
 from __future__ import annotations
 
 import datetime as dt
+import os
+import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -63,6 +65,7 @@ from pyspark.sql import types as T
 
 from diffcdc.core.compare import Replayed
 from diffcdc.sinks.table import SinkTable
+from diffcdc.spark.paths import spark_path
 
 
 @dataclass(frozen=True)
@@ -103,6 +106,12 @@ class ChangeSet:
     def columns(self) -> list[str]:
         return self.schema.fieldNames()
 
+    def write_staged(self, staging_dir: str) -> None:
+        """The change rows as Parquet in the version's staging folder (``<dir>/changes``), for
+        a sink that publishes them after the commit."""
+        self.frame.write.mode("error").parquet(
+            spark_path(self.frame.sparkSession, os.path.join(staging_dir, "changes")))
+
 
 @dataclass(frozen=True)
 class SinkHistory:
@@ -113,6 +122,13 @@ class SinkHistory:
     @property
     def last(self) -> tuple[int, dict[str, Any]] | None:
         return self.manifests[-1] if self.manifests else None
+
+    def incarnation(self, changes: ChangeSet) -> str:
+        """The incarnation of the sink's output ``changes`` go to: a new one with a full image
+        (or the sink's first version), else the one its last version recorded."""
+        if changes.initial or self.last is None:
+            return uuid.uuid4().hex[:16]
+        return self.last[1].get("incarnation")
 
 
 class Sink(ABC):

@@ -20,7 +20,6 @@ the same change set, exactly once the same way, merged as closed and opened rows
 from __future__ import annotations
 
 import os
-import uuid
 from typing import Any
 
 import pyarrow as pa
@@ -49,7 +48,6 @@ from diffcdc.sinks.delta.feed import (
 from diffcdc.sinks.delta.target_check import DeltaTarget, commits
 from diffcdc.sinks.history_settings import Tracking, refuse_tracked_columns
 from diffcdc.sources.snapshot_time import format_time, read_time
-from diffcdc.spark.paths import spark_path
 from diffcdc.storage import paths
 
 CDF = {"delta.enableChangeDataFeed": "true"}
@@ -184,13 +182,8 @@ class DeltaSink(Sink):
         # table is emptied (a history: every open row closed), not left with its old rows
         empty_image = changes.initial and not changes.rows
         if changes.rows or empty_image:
-            frame = changes.frame
-            frame.write.mode("error").parquet(
-                spark_path(frame.sparkSession, os.path.join(staging_dir, "changes")))
-        if changes.initial or history.last is None:
-            incarnation = uuid.uuid4().hex[:16]
-        else:
-            incarnation = history.last[1].get("incarnation")
+            changes.write_staged(staging_dir)
+        incarnation = history.incarnation(changes)
         try:  # the table this version continues (recorded while it is there)
             table = self.target.open()
         except DiffcdcError:  # unreachable: the sink fails on its own at publish

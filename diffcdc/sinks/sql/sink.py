@@ -21,7 +21,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -41,7 +40,6 @@ from diffcdc.sinks.sql.dialect import Dialect, SqlSinkSettings
 from diffcdc.sinks.sql.records import Applied, Expected, Target
 from diffcdc.sinks.sql.target_check import TargetCheck
 from diffcdc.sources.snapshot_time import format_time, read_time
-from diffcdc.spark.paths import spark_path
 
 
 def applies(manifest: dict[str, Any]) -> bool:
@@ -155,13 +153,8 @@ class SqlSink(Sink):
 
     def stage(self, changes: ChangeSet, staging_dir: str, history: SinkHistory) -> dict[str, Any]:
         if changes.rows:
-            frame = changes.frame
-            frame.write.mode("error").parquet(
-                spark_path(frame.sparkSession, os.path.join(staging_dir, "changes")))
-        if changes.initial or history.last is None:
-            incarnation = uuid.uuid4().hex[:16]
-        else:
-            incarnation = history.last[1].get("incarnation")
+            changes.write_staged(staging_dir)
+        incarnation = history.incarnation(changes)
         manifest = {"target": f"{self.target[0]}.{self.target[1]}",
                     "server": self.config.where(), "mode": self.config.mode,
                     "keys": list(changes.table.keys), "incarnation": incarnation,
