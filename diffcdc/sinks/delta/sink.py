@@ -355,11 +355,13 @@ class DeltaSink(Sink):
             self._refuse_missing_rows(version, updates, data.filter(pc.equal(op, OP_DELETE)),
                                       current, keys, layout)
             # An update may repeat the open row's values: a scoped table's kept key next held
-            # after a re-fingerprint is an update (docs/normalizers.md), whatever its values.
+            # after a re-fingerprint is an update (docs/normalizers.md), whatever its values;
+            # so is a row whose excluded columns alone changed, in the version that excludes
+            # them. Restated in place (no row opened), as the current mode applies it.
             source = scd2.merge_source(
                 data.filter(pc.not_equal(op, OP_DELETE)).drop_columns([OP]),
                 data.filter(pc.equal(op, OP_DELETE)).select(keys), current, keys, compared,
-                tracking, at, unchanged_possible=True, layout=layout)
+                tracking, at, unchanged_possible=True, layout=layout, restate_unchanged=True)
         if source.num_rows:
             scd2.merge(table, source, keys, at, props, layout)
         else:  # nothing differs: the version is still recorded, by an empty commit
