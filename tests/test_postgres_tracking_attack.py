@@ -75,3 +75,46 @@ def test_an_update_published_for_a_new_exclude_reaches_both_histories_open_rows(
     expected = {1: ("x", 1, "t2"), 2: ("y", 5, "t2")}  # the snapshot, as a current sink holds it
     assert _open_rows(delta) == expected and _open_rows(pg) == expected
     assert len(delta) == 2  # restated in place: no row opened
+
+
+def test_both_history_sinks_refuse_tracking_a_column_the_table_excludes(tmp_path):
+    """``track_history_columns = ["Price"]`` beside the table's ``exclude = ["price"]``: a
+    change of Price alone is no update, and one beside another column's is restated in place,
+    so the history never opens a row for Price — it was taken, and the history silently kept
+    no past Price. Refused at accept, before anything is staged, in the same words by both
+    sinks; an except-list naming an excluded column stays taken (it asks for nothing more)."""
+    import datetime as dt
+
+    import pytest
+    from pyspark.sql import types as T
+
+    from diffcdc.errors import ConfigError
+    from diffcdc.sinks.base import ChangeSet, SinkTable
+    from diffcdc.sinks.delta.config import DeltaSinkConfig
+    from diffcdc.sinks.delta.sink import DeltaSink
+    from diffcdc.sinks.postgres.config import PostgresSinkConfig
+    from diffcdc.sinks.postgres.sink import PostgresSink
+
+    table = SinkTable("T", ("id",), exclude=("price",))
+    schema = T.StructType([T.StructField("id", T.LongType()),
+                           T.StructField("Price", T.DoubleType()),
+                           T.StructField("Note", T.StringType())])
+    changes = ChangeSet(table, 1, "s1", schema, None, True, 0, 0, 0,  # type: ignore[arg-type]
+                        snapshot_time=dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc))
+
+    def sinks(**tracking: Any) -> list[Any]:
+        return [DeltaSink("h", table, DeltaSinkConfig(path=str(tmp_path / "h"), mode="scd2",
+                                                      **tracking)),
+                PostgresSink("h", table, PostgresSinkConfig(host="h", dbname="d", mode="scd2",
+                                                            **tracking))]
+
+    messages = []
+    for sink in sinks(track_history_columns=["Note", "Price"]):
+        with pytest.raises(ConfigError) as refused:
+            sink.accept(changes)
+        messages.append(str(refused.value))
+    assert messages[0] == messages[1], messages
+    assert "['Price'] are excluded" in messages[0] and "sink h" in messages[0], messages
+    assert "table T" in messages[0] and len(messages[0].splitlines()) == 1
+    for sink in sinks(track_history_except_columns=["Price"]):
+        sink.accept(changes)

@@ -100,7 +100,7 @@ class DeltaSink(Sink):
                                hint="give run_dataframe a snapshot_time")
         refuse_tracked_columns(self.id, self.config.tracking(), changes.columns,
                                self.table.keys, table=self.table.name,
-                               snapshot=changes.snapshot_id)
+                               snapshot=changes.snapshot_id, exclude=self.table.exclude)
         self._accept_open_end(changes)
         if self._target_refused and not changes.initial:
             # this run's check refused the table already (the sink publishes nothing in this

@@ -156,7 +156,7 @@ class PostgresSink(Sink):
         if self.history:
             refuse_tracked_columns(self.id, self.config.tracking(), changes.columns,
                                    self.table.keys, table=self.table.name,
-                                   snapshot=changes.snapshot_id)
+                                   snapshot=changes.snapshot_id, exclude=self.table.exclude)
         where = f"sink {self.id}, table {self.target[0]}.{self.target[1]}"
         for field in changes.schema.fields:
             check_identifier(field.name, where)
