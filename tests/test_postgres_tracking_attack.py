@@ -26,7 +26,7 @@ def _sinks(root: str, postgres: Any, **common: Any) -> list[dict[str, Any]]:
              **common},
             {"type": "postgres", "name": "pg", "url": postgres.jdbc_url, "user": postgres.user,
              "password_env": PG_PASSWORD_ENV, "schema": pg_schema_of(root), "table": "h",
-             "mode": "scd2", **common}]
+             "mode": "scd2", "lock_timeout": 1, **common}]
 
 
 def _table(ws: Workspace, root: str, postgres: Any, exclude: list[str], **common: Any
@@ -118,3 +118,40 @@ def test_both_history_sinks_refuse_tracking_a_column_the_table_excludes(tmp_path
     assert "table T" in messages[0] and len(messages[0].splitlines()) == 1
     for sink in sinks(track_history_except_columns=["Price"]):
         sink.accept(changes)
+
+
+def test_a_version_is_compared_without_the_columns_excluded_when_it_was_staged(
+        spark, postgres, tmp_path, monkeypatch):
+    """Version 2 (key 1: ``ts`` and ``b`` changed) is committed while a lock keeps the
+    PostgreSQL sink from publishing it; then the table's ``exclude`` gets ``ts``. The next run
+    published version 2 comparing without ``ts``: ``b`` (untracked) alone changed, restated in
+    place, where the Delta history (published at once) opened a row for the change of ``ts``
+    — the exclude a version is compared with is the one it was staged with, as its tracking."""
+    import psycopg
+    import pytest
+
+    from diffcdc.state.store import TableState
+
+    monkeypatch.setenv(PG_PASSWORD_ENV, postgres.password)
+    root = str(tmp_path)
+    ws = Workspace(root)
+    ws.table = _table(ws, root, postgres, [], track_history_except_columns=["b"])
+    _write(ws, 1, [(1, "x", 1, "t1"), (2, "y", 1, "t1")])
+    ws.run(spark)
+    _write(ws, 2, [(1, "x", 2, "t2"), (2, "y", 1, "t1")])
+    holder = psycopg.connect(host="127.0.0.1", port=postgres.port, dbname=postgres.database,
+                             user=postgres.user, password=postgres.password)
+    try:
+        holder.execute(f'LOCK TABLE "{pg_schema_of(root)}"."h" IN SHARE MODE')
+        with pytest.raises(Exception, match="lock"):
+            ws.run(spark)
+    finally:
+        holder.rollback()
+        holder.close()
+    assert TableState(ws.state, "T").head().unpublished == ["pg"]
+    ws.table = _table(ws, root, postgres, ["ts"], track_history_except_columns=["b"])
+    ws.run(spark)  # version 2 published as it was staged
+    delta, pg = history_rows(f"{root}/lake/h"), _pg_rows(postgres, root)
+    assert canonical(pg) == canonical(delta)
+    key1 = sorted((r["__START_AT"], r["ts"], r["__CHANGED_COLUMNS"]) for r in pg if r["id"] == 1)
+    assert key1 == [(1, "t1", None), (2, "t2", ["b", "ts"])]

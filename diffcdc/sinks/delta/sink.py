@@ -204,7 +204,8 @@ class DeltaSink(Sink):
         if self.history:
             assert changes.snapshot_time is not None  # accept() refused a version without
             manifest.update(mode="scd2", valid_from=format_time(changes.snapshot_time),
-                            **self.config.tracking().record(), layout=self.layout.record())
+                            **self.config.tracking().record(), layout=self.layout.record(),
+                            exclude=list(self.table.exclude))
         return manifest
 
     def publish(
@@ -313,7 +314,10 @@ class DeltaSink(Sink):
                 f"'{self.reload_command()}'",
             )
         target = [f.name for f in table.schema().fields]
-        skip = {c.lower() for c in (*keys, *self.table.exclude, *layout.columns, OP)}
+        # compared without the columns excluded when it was staged (an older manifest: the
+        # table's), with the tracking it was staged with
+        excluded = manifest.get("exclude", self.table.exclude)
+        skip = {c.lower() for c in (*keys, *excluded, *layout.columns, OP)}
         compared = [c for c in dict.fromkeys([*data.column_names, *target])
                     if c.lower() not in skip]
         tracking = Tracking.from_manifest(manifest)

@@ -198,7 +198,8 @@ class PostgresSink(Sink):
         if self.history:
             assert changes.snapshot_time is not None  # accept() refused a version without
             manifest.update(valid_from=format_time(changes.snapshot_time),
-                            layout=self.layout.record(), **self.config.tracking().record())
+                            layout=self.layout.record(), **self.config.tracking().record(),
+                            exclude=list(self.table.exclude))
         return manifest
 
     # -- publishing ---------------------------------------------------------------------
@@ -513,9 +514,12 @@ class PostgresSink(Sink):
                 (later, f"{later} row(s) are valid from after its as-of time")) if count]
             if found:
                 raise self.checks.mismatch(f"before version {version}: {'; '.join(found)}")
-        skip = {c.lower() for c in (*keys, *self.table.exclude, *self.layout.columns, OP)}
+        # compared without the columns excluded when it was staged, with the tracking it was
+        # staged with (an older manifest: the table's exclude)
+        excluded = manifest.get("exclude", self.table.exclude)
+        skip = {c.lower() for c in (*keys, *excluded, *self.layout.columns, OP)}
         compared = [c for c in names if c.lower() not in skip]
-        tracking = Tracking.from_manifest(manifest)  # the one it was staged with
+        tracking = Tracking.from_manifest(manifest)
         for statement in history_sql.history_apply(
                 self.target, stage, names, keys, self.layout, version, at,
                 initial=initial, compared=compared, target_empty=initial and created,
