@@ -10,9 +10,11 @@ from __future__ import annotations
 from typing import Any
 
 import pyarrow as pa
+import pytest
 
 from diffcdc.config import TableConfig
 from tests.support.history import canonical, history_rows
+from tests.support.killed_runs import killed_at
 from tests.support.sink_kinds import PG_PASSWORD_ENV, pg_history_rows, pg_schema_of
 from tests.support.workspace import Workspace
 
@@ -85,7 +87,6 @@ def test_both_history_sinks_refuse_tracking_a_column_the_table_excludes(tmp_path
     sinks; an except-list naming an excluded column stays taken (it asks for nothing more)."""
     import datetime as dt
 
-    import pytest
     from pyspark.sql import types as T
 
     from diffcdc.errors import ConfigError
@@ -128,7 +129,6 @@ def test_a_version_is_compared_without_the_columns_excluded_when_it_was_staged(
     place, where the Delta history (published at once) opened a row for the change of ``ts``
     — the exclude a version is compared with is the one it was staged with, as its tracking."""
     import psycopg
-    import pytest
 
     from diffcdc.state.store import TableState
 
@@ -155,3 +155,37 @@ def test_a_version_is_compared_without_the_columns_excluded_when_it_was_staged(
     assert canonical(pg) == canonical(delta)
     key1 = sorted((r["__START_AT"], r["ts"], r["__CHANGED_COLUMNS"]) for r in pg if r["id"] == 1)
     assert key1 == [(1, "t1", None), (2, "t2", ["b", "ts"])]
+
+
+@pytest.mark.parametrize("point", ["postgres_copied", "postgres_before_commit"])
+def test_a_version_killed_in_its_publish_is_republished_with_its_staged_tracking(
+        spark, postgres, tmp_path, monkeypatch, point):
+    """Killed (``kill -9``) after the COPY into the staging table, or inside the version's
+    transaction before its COMMIT; the config's tracking then switched from
+    ``track_history_columns = ["a"]`` to ``track_history_except_columns = ["a"]``. The next
+    run publishes the version once, as it was staged (key 1's change of ``b`` restated in
+    place, key 2's of ``a`` a new row), as the Delta history did before the kill, leaves no
+    staging table, and applies the next version with the new tracking."""
+    monkeypatch.setenv(PG_PASSWORD_ENV, postgres.password)
+    root = str(tmp_path)
+    ws = Workspace(root)
+    ws.table = _table(ws, root, postgres, [], track_history_columns=["a"], deletes="row")
+    _write(ws, 1, [(1, "x", 1, "t1"), (2, "y", 1, "t1"), (3, "z", 1, "t1")])
+    ws.run(spark)
+    _write(ws, 2, [(1, "x", 2, "t1"), (2, "Y", 1, "t1"), (4, "n", 1, "t")])  # 3 deleted
+    killed_at(ws.table, ws.state, root, f"{point}@pg", {"snapshot_time": "id:%Y-%m-%d"})
+    ws.table = _table(ws, root, postgres, [], track_history_except_columns=["a"],
+                      deletes="row")
+    ws.run(spark)
+    _write(ws, 3, [(1, "x", 5, "t1"), (2, "Y", 1, "t1"), (4, "m", 1, "t")])
+    ws.run(spark)
+    delta, pg = history_rows(f"{root}/lake/h"), _pg_rows(postgres, root)
+    assert canonical(pg) == canonical(delta)
+    key1 = sorted((r["__START_AT"], r["b"], r["__CHANGED_COLUMNS"]) for r in pg if r["id"] == 1)
+    assert key1 == [(1, 2, None), (3, 5, ["b"])]  # b restated at 2 (staged), a row at 3
+    key4 = sorted((r["__START_AT"], r["a"]) for r in pg if r["id"] == 4)
+    assert key4 == [(2, "m")]  # a untracked at 3: restated
+    schema = pg_schema_of(root)
+    assert postgres.sql(f"SELECT count(*) FROM pg_tables WHERE schemaname = '{schema}' AND "
+                        "tablename LIKE '\\_diffcdc\\_%' AND tablename <> '_diffcdc_versions'"
+                        ) == "0"
