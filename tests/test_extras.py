@@ -39,7 +39,7 @@ EXTRA_USERS = {
     "diffcdc.sinks.kafka.replay": "fastavro",
     "diffcdc.sinks.kafka.sink": "confluent_kafka",
     **{f"diffcdc.sinks.postgres.{m}": "psycopg" for m in (
-        "apply_sql", "bookkeeping", "copy", "history_sql", "replay", "sink", "target_check",
+        "apply_sql", "bookkeeping", "catalog", "copy", "dialect", "history_sql", "replay", "sink",
         "types")},
     "diffcdc.storage.adls": "azure",
     "diffcdc.storage.adls_credentials": "azure",

@@ -18,13 +18,11 @@ the key columns is exact. A full image is loaded into a new table that is swappe
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from psycopg import sql
 
 from diffcdc.core.changeset import OP, OP_DELETE, OP_INSERT, OP_UPDATE
-
-Target = tuple[str, str]
+from diffcdc.sinks.sql.records import Statement, Target
 
 
 def table_id(target: Target) -> sql.Composed:
@@ -37,15 +35,6 @@ def _key_match(keys: Sequence[str], left: str, right: str) -> sql.Composed:
         sql.SQL("{}.{} = {}.{}").format(sql.Identifier(left), sql.Identifier(k),
                                        sql.Identifier(right), sql.Identifier(k))
         for k in keys)
-
-
-@dataclass(frozen=True)
-class Statement:
-    """One statement of a version's apply and the row count it must affect (None: any)."""
-
-    query: sql.Composed
-    rows: int | None
-    what: str
 
 
 def apply_statements(target: Target, staging: Target, columns: Sequence[str],

@@ -1,37 +1,20 @@
-"""The sink's bookkeeping table: one row per diffcdc version applied to a target table.
+"""The PostgreSQL SQL of the sink's bookkeeping table (its rules and record:
+:mod:`diffcdc.sinks.sql.bookkeeping`).
 
 ``<schema>._diffcdc_versions`` (in the target's schema) holds, per target table and version,
 the sink's incarnation (a new one with every full image), the version's row counts, the
 target's row count after it and the target's ``pg_class`` oid. Its primary key
 ``(target_table, version)`` makes a second apply of a version fail inside the transaction
 that applies it, so a version is in the target once or not at all; the last row is what the
-target checks compare the table with (:mod:`diffcdc.sinks.postgres.target_check`).
+target checks compare the table with (:mod:`diffcdc.sinks.sql.target_check`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
-
 from psycopg import sql
 
-TABLE = "_diffcdc_versions"
-
-
-@dataclass(frozen=True)
-class Applied:
-    """One row of the bookkeeping table: a version the sink applied to its target."""
-
-    version: int
-    incarnation: str
-    sink_id: str
-    inserted: int
-    updated: int
-    deleted: int
-    #: The target's row count right after the version (current mode; a history: its rows).
-    row_count: int
-    #: The target table's ``pg_class`` oid (a re-created table has another one).
-    table_oid: int
+from diffcdc.sinks.sql.bookkeeping import TABLE
+from diffcdc.sinks.sql.records import Applied
 
 
 def _table(schema: str) -> sql.Composed:
@@ -76,14 +59,6 @@ def version_query(schema: str, target_table: str, version: int) -> sql.Composed:
     return sql.SQL("SELECT {cols} FROM {t} WHERE target_table = {name} AND version = {v}").format(
         cols=sql.SQL(", ").join(map(sql.Identifier, _COLUMNS)), t=_table(schema),
         name=sql.Literal(target_table), v=sql.Literal(version))
-
-
-def applied(row: tuple[Any, ...] | None) -> Applied | None:
-    """A fetched row as an :class:`Applied` (None: none)."""
-    if row is None:
-        return None
-    return Applied(int(row[0]), str(row[1]), str(row[2]), int(row[3]), int(row[4]), int(row[5]),
-                   int(row[6]), int(row[7]))
 
 
 def insert(schema: str, target_table: str, diffcdc_table: str, row: Applied) -> sql.Composed:

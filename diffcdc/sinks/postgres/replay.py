@@ -21,8 +21,9 @@ from pyspark.sql import types as T
 
 from diffcdc.core.compare import Replayed
 from diffcdc.core.history_layout import HistoryLayout
-from diffcdc.sinks.postgres.apply_sql import Target, table_id
+from diffcdc.sinks.postgres.apply_sql import table_id
 from diffcdc.sinks.postgres.types import is_json, json_value
+from diffcdc.sinks.sql.records import Target
 
 _EXACT = decimal.Context(prec=80)
 
