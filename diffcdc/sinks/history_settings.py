@@ -77,9 +77,11 @@ class Tracking:
 
 
 def tracked_columns_problem(tracking: Tracking, columns: Sequence[str],
-                            keys: Sequence[str]) -> str | None:
+                            keys: Sequence[str], exclude: Sequence[str] = ()) -> str | None:
     """What is wrong with the columns the tracking names for a snapshot of ``columns`` with
-    ``keys``: each must be a non-key column of it (case-insensitively); None: nothing."""
+    ``keys``: each must be a non-key column of it (case-insensitively), and one
+    ``track_history_columns`` names must not be among the table's ``exclude`` (a change there
+    is no change: the history would never open a row for it); None: nothing."""
     present = {c.lower() for c in columns}
     named = tracking.named
     missing = [c for c in named if c.lower() not in present]
@@ -89,17 +91,25 @@ def tracked_columns_problem(tracking: Tracking, columns: Sequence[str],
     named_keys = [c for c in named if c.lower() in key_names]
     if named_keys:
         return f"tracked history columns {named_keys} are key columns"
+    excluded = {c.lower() for c in exclude}
+    untracked = [c for c in tracking.only or () if c.lower() in excluded]
+    if untracked:
+        return (f"tracked history columns {untracked} are excluded from the table's "
+                "fingerprint (exclude): a change only there is no update, so it would never "
+                "open a history row")
     return None
 
 
 def refuse_tracked_columns(sink_id: str, tracking: Tracking, columns: Sequence[str],
-                           keys: Sequence[str], *, table: str, snapshot: str) -> None:
+                           keys: Sequence[str], *, table: str, snapshot: str,
+                           exclude: Sequence[str] = ()) -> None:
     """Raise :class:`ConfigError` when :func:`tracked_columns_problem` finds something (a
     sink's ``accept``)."""
-    problem = tracked_columns_problem(tracking, columns, keys)
+    problem = tracked_columns_problem(tracking, columns, keys, exclude)
     if problem is not None:
         raise ConfigError(
             f"sink {sink_id}: {problem}", table=table, snapshot=snapshot,
             hint="name non-key columns of the table in track_history_columns / "
-                 "track_history_except_columns",
+                 "track_history_except_columns (in track_history_columns: columns the table "
+                 "does not exclude)",
         )

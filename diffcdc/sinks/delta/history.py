@@ -231,12 +231,16 @@ def merge_source(
     *,
     unchanged_possible: bool,
     layout: HistoryLayout = DEFAULT,
+    restate_unchanged: bool = False,
 ) -> pa.Table:
     """One row per action of ``version``: close each key of ``gone``; for each row of
     ``new_rows`` open it (no current row), or close the current row and open it (a tracked
     change), or restate the current row in place (an untracked change; nothing when
     ``unchanged_possible`` and no column changed, as in a full image). ``current`` holds the
-    open rows of (at least) the keys of ``new_rows``.
+    open rows of (at least) the keys of ``new_rows``. ``restate_unchanged``: a row of
+    ``new_rows`` in which no compared column changed is restated in place all the same (an
+    update the version publishes: its excluded columns may differ, as after a re-fingerprint
+    for a new ``exclude``).
 
     With tombstones (``layout.deleted``) ``current`` also holds the open rows of ``gone``'s
     keys: each gone key's live row is closed and its tombstone opened (the row's values, the
@@ -260,6 +264,9 @@ def merge_source(
         closed_keys += [i for i, j in zip(opened, back) if j is not None]
     for i, changed in zip(matched, changes):
         if not changed:
+            if restate_unchanged:
+                restated.append(i)
+                continue
             if unchanged_possible:
                 continue
             raise ValueError(f"row {i} is an update with no changed column")

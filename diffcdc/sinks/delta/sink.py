@@ -98,7 +98,7 @@ class DeltaSink(Sink):
                                hint="give run_dataframe a snapshot_time")
         refuse_tracked_columns(self.id, self.config.tracking(), changes.columns,
                                self.table.keys, table=self.table.name,
-                               snapshot=changes.snapshot_id)
+                               snapshot=changes.snapshot_id, exclude=self.table.exclude)
         self._accept_open_end(changes)
         if self._target_refused and not changes.initial:
             # this run's check refused the table already (the sink publishes nothing in this
@@ -197,7 +197,8 @@ class DeltaSink(Sink):
         if self.history:
             assert changes.snapshot_time is not None  # accept() refused a version without
             manifest.update(mode="scd2", valid_from=format_time(changes.snapshot_time),
-                            **self.config.tracking().record(), layout=self.layout.record())
+                            **self.config.tracking().record(), layout=self.layout.record(),
+                            exclude=list(self.table.exclude))
         return manifest
 
     def publish(
@@ -306,7 +307,10 @@ class DeltaSink(Sink):
                 f"'{self.reload_command()}'",
             )
         target = [f.name for f in table.schema().fields]
-        skip = {c.lower() for c in (*keys, *self.table.exclude, *layout.columns, OP)}
+        # compared without the columns excluded when it was staged (an older manifest: the
+        # table's), with the tracking it was staged with
+        excluded = manifest.get("exclude", self.table.exclude)
+        skip = {c.lower() for c in (*keys, *excluded, *layout.columns, OP)}
         compared = [c for c in dict.fromkeys([*data.column_names, *target])
                     if c.lower() not in skip]
         tracking = Tracking.from_manifest(manifest)
@@ -348,11 +352,13 @@ class DeltaSink(Sink):
             self._refuse_missing_rows(version, updates, data.filter(pc.equal(op, OP_DELETE)),
                                       current, keys, layout)
             # An update may repeat the open row's values: a scoped table's kept key next held
-            # after a re-fingerprint is an update (docs/normalizers.md), whatever its values.
+            # after a re-fingerprint is an update (docs/normalizers.md), whatever its values;
+            # so is a row whose excluded columns alone changed, in the version that excludes
+            # them. Restated in place (no row opened), as the current mode applies it.
             source = scd2.merge_source(
                 data.filter(pc.not_equal(op, OP_DELETE)).drop_columns([OP]),
                 data.filter(pc.equal(op, OP_DELETE)).select(keys), current, keys, compared,
-                tracking, at, unchanged_possible=True, layout=layout)
+                tracking, at, unchanged_possible=True, layout=layout, restate_unchanged=True)
         if source.num_rows:
             scd2.merge(table, source, keys, at, props, layout)
         else:  # nothing differs: the version is still recorded, by an empty commit

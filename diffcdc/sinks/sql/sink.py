@@ -129,7 +129,7 @@ class SqlSink(Sink):
         if self.history:
             refuse_tracked_columns(self.id, self.config.tracking(), changes.columns,
                                    self.table.keys, table=self.table.name,
-                                   snapshot=changes.snapshot_id)
+                                   snapshot=changes.snapshot_id, exclude=self.table.exclude)
         # a name the server would not keep, or a type it cannot hold losslessly: refused
         self.dialect.check_columns(changes.schema, self._where_table)
 
@@ -164,7 +164,8 @@ class SqlSink(Sink):
         if self.history:
             assert changes.snapshot_time is not None  # accept() refused a version without
             manifest.update(valid_from=format_time(changes.snapshot_time),
-                            layout=self.layout.record(), **self.config.tracking().record())
+                            layout=self.layout.record(), **self.config.tracking().record(),
+                            exclude=list(self.table.exclude))
         return manifest
 
     # -- publishing ---------------------------------------------------------------------
@@ -458,9 +459,12 @@ class SqlSink(Sink):
                 (later, f"{later} row(s) are valid from after its as-of time")) if count]
             if found:
                 raise self.checks.mismatch(f"before version {version}: {'; '.join(found)}")
-        skip = {c.lower() for c in (*keys, *self.table.exclude, *self.layout.columns, OP)}
+        # compared without the columns excluded when it was staged, with the tracking it was
+        # staged with (an older manifest: the table's exclude)
+        excluded = manifest.get("exclude", self.table.exclude)
+        skip = {c.lower() for c in (*keys, *excluded, *self.layout.columns, OP)}
         compared = [c for c in names if c.lower() not in skip]
-        tracking = Tracking.from_manifest(manifest)  # the one it was staged with
+        tracking = Tracking.from_manifest(manifest)
         for statement in self.dialect.history_apply(
                 self.target, stage, names, keys, self.layout, version, at,
                 initial=initial, compared=compared, target_empty=initial and created,
