@@ -191,14 +191,16 @@ class DeltaSink(Sink):
         manifest = {"target": self.config.path, "changelog": self.config.changelog_path,
                     "recreate": changes.recreate is not None, "keys": list(changes.table.keys),
                     "incarnation": incarnation,
-                    "table_id": table.metadata().id if table is not None else None}
+                    "table_id": table.metadata().id if table is not None else None,
+                    # the columns a change is not listed for (the history: not compared), as
+                    # they were when the version was staged
+                    "exclude": list(self.table.exclude)}
         if empty_image:  # recorded: a manifest staged before it had no commit for it
             manifest["empty_image"] = True
         if self.history:
             assert changes.snapshot_time is not None  # accept() refused a version without
             manifest.update(mode="scd2", valid_from=format_time(changes.snapshot_time),
-                            **self.config.tracking().record(), layout=self.layout.record(),
-                            exclude=list(self.table.exclude))
+                            **self.config.tracking().record(), layout=self.layout.record())
         return manifest
 
     def publish(
@@ -449,7 +451,8 @@ class DeltaSink(Sink):
             append_changelog(table, version, self.config.changelog_path or "", app,
                              self.config.storage_options,
                              incarnation=str(manifest.get("incarnation") or ""), image=image,
-                             keys=list(manifest["keys"]), exclude=self.table.exclude)
+                             keys=list(manifest["keys"]),
+                             exclude=manifest.get("exclude", self.table.exclude))
         except Exception as exc:  # noqa: BLE001 - delta-rs raises bare Exception too
             raise self.target.error(f"changelog append of version {version} failed: {exc}",
                               self.config.changelog_path) from None
