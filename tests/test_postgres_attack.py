@@ -20,6 +20,7 @@ from diffcdc.config import TableConfig
 from diffcdc.engine.run import RunOptions, RunRequest, run_table
 from diffcdc.errors import TargetMismatch
 from tests.support.config_text import table_toml
+from tests.support.killed_runs import killed_at
 from tests.support.sink_kinds import PG_PASSWORD_ENV, pg_schema_of
 from tests.support.workspace import PERMISSIVE
 
@@ -177,19 +178,6 @@ def test_a_second_config_naming_the_same_table_is_refused(spark, postgres, tmp_p
         "a0,a1,a2,a3,a4"
 
 
-def _killed_at(root: str, table: TableConfig, state: str, point: str) -> None:
-    config = os.path.join(root, "diffcdc.toml")
-    with open(config, "w", encoding="utf-8") as handle:
-        handle.write(table_toml(table, state))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
-    env["DIFFCDC_CRASH_AT"] = point
-    crashed = subprocess.run(
-        [sys.executable, "-m", "diffcdc.cli", "run", "--quiet", "--config", config,
-         "--master", "local[1]"], env=env, capture_output=True, text=True, timeout=300,
-        check=False)
-    assert crashed.returncode == 137, crashed.stderr[-2000:]
-
-
 def test_a_run_killed_after_the_commit_leaves_no_staging_table(spark, postgres, tmp_path):
     """Killed between the version's COMMIT and the staging table's DROP: the next run finds
     the version applied (nothing twice) and drops the staging table the kill left (before, it
@@ -199,7 +187,7 @@ def test_a_run_killed_after_the_commit_leaves_no_staging_table(spark, postgres, 
     _write(root, "1.parquet", _rows(range(6), "a"))
     run_table(spark, table, state, RunOptions(quality=PERMISSIVE))
     _write(root, "2.parquet", _rows(range(2, 9), "b"))
-    _killed_at(root, table, state, "postgres_committed@pg")
+    killed_at(table, state, root, "postgres_committed@pg")
     run_table(spark, table, state, RunOptions(quality=PERMISSIVE))
     schema = pg_schema_of(root)
     left = postgres.sql(f"SELECT count(*) FROM pg_tables WHERE schemaname = '{schema}' AND "

@@ -326,7 +326,6 @@ def test_a_version_is_published_with_the_tracking_it_was_staged_with(spark, post
     a lock keeps the PostgreSQL sink from publishing it; the tracking is then taken out of the
     config. The next run publishes version 2 as it was staged (``b`` restated in place), as the
     Delta history did at once; version 3 follows the new config (every column tracked)."""
-    import psycopg
 
     monkeypatch.setenv(PG_PASSWORD_ENV, postgres.password)
     root = str(tmp_path)
@@ -353,15 +352,8 @@ def test_a_version_is_published_with_the_tracking_it_was_staged_with(spark, post
     write(1, [("x", 1), ("y", 1)])
     ws.run(spark)
     write(2, [("x", 2), ("z", 1)])  # key 0: only b (untracked); key 1: a (tracked)
-    holder = psycopg.connect(host="127.0.0.1", port=postgres.port, dbname=postgres.database,
-                             user=postgres.user, password=postgres.password)
-    try:
-        holder.execute(f'LOCK TABLE "{schema}"."h" IN SHARE MODE')
-        with pytest.raises(Exception, match="lock"):
-            ws.run(spark)
-    finally:
-        holder.rollback()
-        holder.close()
+    with postgres.locked(schema, "h"), pytest.raises(Exception, match="lock"):
+        ws.run(spark)
     assert TableState(ws.state, "T").head().unpublished == ["pg"]
     ws.table = table()  # every column tracked from now on
     ws.run(spark)  # version 2 published with the tracking it was staged with

@@ -152,7 +152,6 @@ def test_types_round_trip_an_added_column_and_the_bookkeeping(spark, postgres, t
 
 def test_a_lock_not_granted_fails_the_sink_in_one_line_and_the_next_run_publishes_it_once(
         spark, postgres, tmp_path):
-    import psycopg
 
     root = str(tmp_path)
     entry = _entry(postgres, root, lock_timeout=1)
@@ -161,19 +160,13 @@ def test_a_lock_not_granted_fails_the_sink_in_one_line_and_the_next_run_publishe
     run_table(spark, table, state, RunOptions(quality=PERMISSIVE))
     _write(root, "2.parquet", [_row(i, "b") for i in range(3, 12)])
     schema = pg_schema_of(root)
-    holder = psycopg.connect(host="127.0.0.1", port=postgres.port, dbname=postgres.database,
-                             user=postgres.user, password=postgres.password)
-    try:
-        # readers go on (the check before the commit counts the rows), writers wait: the
-        # publish's lock is not granted
-        holder.execute(f'LOCK TABLE "{schema}"."orders" IN SHARE MODE')
-        with pytest.raises(Exception, match="lock") as failed:
-            run_table(spark, table, state, RunOptions(quality=PERMISSIVE))
-        text = str(failed.value)
-        assert len(text.splitlines()) == 1 and "sink pg" in text and "lock_timeout" in text, text
-    finally:
-        holder.rollback()
-        holder.close()
+    # readers go on (the check before the commit counts the rows), writers wait: the
+    # publish's lock is not granted
+    with postgres.locked(schema, "orders"), \
+            pytest.raises(Exception, match="lock") as failed:
+        run_table(spark, table, state, RunOptions(quality=PERMISSIVE))
+    text = str(failed.value)
+    assert len(text.splitlines()) == 1 and "sink pg" in text and "lock_timeout" in text, text
     assert TableState(state, "T").head().unpublished == ["pg"]
     assert run_table(spark, table, state, RunOptions(quality=PERMISSIVE)).outcome == "ok"
     _verify(spark, table, state, "2.parquet")

@@ -128,7 +128,6 @@ def test_a_version_is_compared_without_the_columns_excluded_when_it_was_staged(
     published version 2 comparing without ``ts``: ``b`` (untracked) alone changed, restated in
     place, where the Delta history (published at once) opened a row for the change of ``ts``
     — the exclude a version is compared with is the one it was staged with, as its tracking."""
-    import psycopg
 
     from diffcdc.state.store import TableState
 
@@ -139,15 +138,8 @@ def test_a_version_is_compared_without_the_columns_excluded_when_it_was_staged(
     _write(ws, 1, [(1, "x", 1, "t1"), (2, "y", 1, "t1")])
     ws.run(spark)
     _write(ws, 2, [(1, "x", 2, "t2"), (2, "y", 1, "t1")])
-    holder = psycopg.connect(host="127.0.0.1", port=postgres.port, dbname=postgres.database,
-                             user=postgres.user, password=postgres.password)
-    try:
-        holder.execute(f'LOCK TABLE "{pg_schema_of(root)}"."h" IN SHARE MODE')
-        with pytest.raises(Exception, match="lock"):
-            ws.run(spark)
-    finally:
-        holder.rollback()
-        holder.close()
+    with postgres.locked(pg_schema_of(root), "h"), pytest.raises(Exception, match="lock"):
+        ws.run(spark)
     assert TableState(ws.state, "T").head().unpublished == ["pg"]
     ws.table = _table(ws, root, postgres, ["ts"], track_history_except_columns=["b"])
     ws.run(spark)  # version 2 published as it was staged

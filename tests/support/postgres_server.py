@@ -14,6 +14,8 @@ import os
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from tests.support.kafka_broker import free_port
 
@@ -92,6 +94,24 @@ class PostgresServer:
         if done.returncode != 0:
             raise RuntimeError(f"psql failed: {done.stderr.strip()}")
         return done.stdout.strip()
+
+    @contextmanager
+    def locked(self, schema: str, table: str) -> Iterator[None]:
+        """``schema.table`` held in SHARE mode by another session while the block runs:
+        readers go on, a writer waits for its lock (a sink's publish then ends at its
+        ``lock_timeout``)."""
+        import psycopg
+        from psycopg import sql
+
+        holder = psycopg.connect(host="127.0.0.1", port=self.port, dbname=self.database,
+                                 user=self.user, password=self.password)
+        try:
+            holder.execute(sql.SQL("LOCK TABLE {}.{} IN SHARE MODE").format(
+                sql.Identifier(schema), sql.Identifier(table)))
+            yield
+        finally:
+            holder.rollback()
+            holder.close()
 
     def popen_sql(self, script: str) -> subprocess.Popen[str]:
         """A psql process running ``script`` from stdin, in the background (a concurrent writer).
