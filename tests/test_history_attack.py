@@ -15,8 +15,16 @@ import pytest
 
 from diffcdc.cli.main import main
 from diffcdc.state.store import TableState
+from tests.support.cli_runs import one_stderr_line
 from tests.support.config_text import toml_value
-from tests.support.history import Names, as_of, canonical, check_history, history_rows
+from tests.support.history import (
+    Names,
+    as_of,
+    canonical,
+    check_history,
+    history_rows,
+    published_outputs,
+)
 
 pytestmark = pytest.mark.slow
 UTC = dt.timezone.utc
@@ -58,24 +66,6 @@ def _write(base, day: str, rows=None) -> None:
     pq.write_table(pa.Table.from_pylist(data, SCHEMA), str(base / "src" / f"{day}.parquet"))
 
 
-def _published(base) -> tuple:
-    """What runs published: the state's head, the history's Delta version, landing files."""
-    from deltalake import DeltaTable
-
-    head = TableState(str(base / "state"), "T").head()
-    lake = str(base / "lake" / "h")
-    files = sorted(os.path.relpath(os.path.join(d, f), base / "landing")
-                   for d, _, names in os.walk(base / "landing") for f in names)
-    return (head.version if head else None, head.published if head else None,
-            DeltaTable(lake).version() if os.path.isdir(lake) else None, files)
-
-
-def _error(capsys) -> str:
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1, err
-    return err
-
-
 def _exact(base, names: Names) -> list[dict]:
     """The history checked by the independent checker: every rule, and as of every version
     of the state the snapshot it committed."""
@@ -112,7 +102,7 @@ def test_each_single_layout_change_is_refused_and_a_reload_rebuilds_it_exactly(
         assert _run(config) == 0
     _exact(base, ROWS_NAMES)
     _write(base, "2026-01-04")
-    before = _published(base)
+    before = published_outputs(base)
     changes = [
         {"deletes": "close", "open_end": ROWS["open_end"]},
         {**ROWS, "history_columns": {"deleted": "__deleted"}},
@@ -123,10 +113,10 @@ def test_each_single_layout_change_is_refused_and_a_reload_rebuilds_it_exactly(
     for i, change in enumerate(changes):
         capsys.readouterr()
         assert _run(_config(base, f"c{i}.toml", **change)) == 2, change
-        error = _error(capsys)
+        error = one_stderr_line(capsys)
         assert "an existing history keeps its layout" in error, error
         assert "'diffcdc reload --table T --sink history --config " in error, error
-        assert _published(base) == before, change
+        assert published_outputs(base) == before, change
     # the same instant in another zone is the same sentinel: no change, the run goes on
     same = _config(base, "same.toml", deletes="row",
                    open_end={"valid_to": "9999-12-31T01:00:00+01:00"})
@@ -139,7 +129,7 @@ def test_each_single_layout_change_is_refused_and_a_reload_rebuilds_it_exactly(
                    open_end={"end_at": MAX})
     capsys.readouterr()
     assert _run(last) == 2
-    words = _error(capsys).split("'")[-2].split()
+    words = one_stderr_line(capsys).split("'")[-2].split()
     assert words[:2] == ["diffcdc", "reload"] and "--yes" in words
     assert main([*words[1:], "--quiet"]) == 0
     assert _run(last) == 0
@@ -172,7 +162,7 @@ def test_a_sentinel_outside_the_years_1_to_9999_in_utc_is_refused_naming_it(base
     OverflowError blamed on the Delta sink plug-in ("fix the sink plug-in")."""
     _write(base, "2026-01-01")
     assert _run(_config(base, open_end={"valid_to": sentinel})) == 2
-    error = _error(capsys)
+    error = one_stderr_line(capsys)
     assert f"'{sentinel}' is outside the years 1 to 9999 in UTC" in error, error
     assert "table T" in error and "plug-in" not in error, error
     assert not os.path.exists(base / "state") and not os.path.exists(base / "lake")
@@ -292,11 +282,11 @@ def test_a_layout_record_removed_by_another_writer_is_named_as_that_writer(spark
     # a sentinel the version reaches is refused still, the target refused or not: a version
     # staged with it would be published so later
     reached = _config(base, "reached.toml", **{**settings, "open_end": {"end_at": 4}})
-    before = _published(base)
+    before = published_outputs(base)
     capsys.readouterr()
     assert _run(reached) == 2
-    assert "open_end.end_at 4 is not above version 4" in _error(capsys)
-    assert _published(base) == before
+    assert "open_end.end_at 4 is not above version 4" in one_stderr_line(capsys)
+    assert published_outputs(base) == before
     assert _run(config) == 1  # the history failed on its own
     error = capsys.readouterr().err
     assert "the Delta table was changed by another writer" in error, error
@@ -399,11 +389,11 @@ def test_a_current_table_whose_columns_are_named_like_a_history_goes_on(spark, b
     pq.write_table(pa.Table.from_pylist([], schema), str(base / "src" / "2026-01-04.parquet"))
     scd2 = base / "scd2.toml"
     scd2.write_text(head + entry + "mode = 'scd2'\n")
-    before = _published(base)
+    before = published_outputs(base)
     capsys.readouterr()
     assert _run(str(scd2)) == 3  # (its columns are the history's own)
-    assert "'__START_AT' clashes with a column diffcdc adds" in _error(capsys)
-    assert _published(base) == before
+    assert "'__START_AT' clashes with a column diffcdc adds" in one_stderr_line(capsys)
+    assert published_outputs(base) == before
 
 
 def test_a_sink_switched_to_the_other_mode_is_refused_by_the_mode_its_versions_made(tmp_path):
@@ -433,7 +423,7 @@ def test_an_end_at_sentinel_past_the_bigint_range_is_refused_at_load(base, capsy
     first commit then failed after the state had committed the version (exit 1)."""
     _write(base, "2026-01-01")
     assert _run(_config(base, open_end={"end_at": MAX + 1})) == 2
-    error = _error(capsys)
+    error = one_stderr_line(capsys)
     assert f"open_end.end_at {MAX + 1} does not fit the bigint version column" in error, error
     assert "table T" in error, error
     assert not os.path.exists(base / "state") and not os.path.exists(base / "lake")
@@ -490,12 +480,12 @@ def test_a_rebuild_onto_a_column_the_history_still_holds_is_refused_before_the_c
     assert _run(config) == 0
     new = _null_columns(_config(base, "new.toml", deletes="row",
                                 history_columns={"deleted": "N"}))
-    before = _published(base)
+    before = published_outputs(base)
     capsys.readouterr()
     assert _run(new, "reload", "--table", "T", "--sink", "history", "--yes") == 2
-    error = _error(capsys)
+    error = one_stderr_line(capsys)
     assert "the history holds column(s) ['n'] that the new layout names" in error, error
-    assert _published(base) == before
+    assert published_outputs(base) == before
 
 
 def test_a_reload_of_a_history_publishes_the_versions_it_left_unpublished_first(spark, base,

@@ -12,9 +12,16 @@ import pytest
 
 from diffcdc.cli.main import main
 from diffcdc.state.store import TableState
-from tests.support.cli_runs import one_line_error
+from tests.support.cli_runs import one_line_error, one_stderr_line
 from tests.support.config_text import toml_value
-from tests.support.history import Names, as_of, canonical, check_history, history_rows
+from tests.support.history import (
+    Names,
+    as_of,
+    canonical,
+    check_history,
+    history_rows,
+    published_outputs,
+)
 
 SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.string())])
 SNAPSHOTS = {"2026-01-01": [(1, "a"), (2, "b"), (3, "c")],
@@ -49,25 +56,6 @@ def _write(base, day: str, rows=None, schema=SCHEMA) -> str:
     return path
 
 
-def _refusal(capsys) -> str:
-    """A refused ``run --quiet``'s error as the user saw it: exactly one line on stderr."""
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1, err
-    return err
-
-
-def _published(base) -> tuple:
-    """What the run published: the state's head, the history's Delta version, landing files."""
-    from deltalake import DeltaTable
-
-    head = TableState(str(base / "state"), "T").head()
-    lake = str(base / "lake" / "h")
-    files = sorted(os.path.relpath(os.path.join(d, f), base / "landing")
-                   for d, _, names in os.walk(base / "landing") for f in names)
-    return (head.version if head else None, head.published if head else None,
-            DeltaTable(lake).version() if os.path.isdir(lake) else None, files)
-
-
 DBT = {"deletes": "row",
        "history_columns": {"valid_from": "dbt_valid_from", "valid_to": "dbt_valid_to",
                            "deleted": "dbt_is_deleted"},
@@ -82,15 +70,15 @@ def test_a_changed_layout_is_refused_until_a_reload_rebuilds_the_history(spark, 
         _write(base, day)
         assert main(["run", "--config", default, "--quiet"]) == 0
     _write(base, "2026-01-03")
-    before = _published(base)
+    before = published_outputs(base)
     changed = _config(base, "dbt.toml", **DBT)
     capsys.readouterr()
     assert main(["run", "--config", changed, "--quiet"]) == 2
-    error = _refusal(capsys)
+    error = one_stderr_line(capsys)
     assert "sink history: the history was made with deletes=\"close\"" in error
     assert "an existing history keeps its layout" in error
     assert "'diffcdc reload --table T --sink history --config " in error
-    assert _published(base) == before  # nothing committed, nothing published anywhere
+    assert published_outputs(base) == before  # nothing committed, nothing published anywhere
     # the way out, as printed: the history rebuilt in the new layout, every version kept
     words = error.split("'")[-2].split()
     assert words[:2] == ["diffcdc", "reload"] and "--yes" in words
@@ -109,11 +97,11 @@ def test_a_changed_layout_is_refused_until_a_reload_rebuilds_the_history(spark, 
     capsys.readouterr()
     assert main(["run", "--config", default, "--quiet"]) == 0  # nothing new: nothing checked
     _write(base, "2026-01-04", [{"id": 1, "v": "a3"}])
-    before = _published(base)
+    before = published_outputs(base)
     capsys.readouterr()
     assert main(["run", "--config", default, "--quiet"]) == 2
-    assert "an existing history keeps its layout" in _refusal(capsys)
-    assert _published(base) == before
+    assert "an existing history keeps its layout" in one_stderr_line(capsys)
+    assert published_outputs(base) == before
 
 
 @pytest.mark.parametrize("clash", ["dbt_valid_from", "DBT_VALID_FROM", "dbt_is_deleted"])
@@ -121,15 +109,15 @@ def test_a_history_column_named_like_a_snapshot_column_is_refused(spark, base, c
     config = _config(base, **DBT)
     _write(base, "2026-01-01")
     assert main(["run", "--config", config, "--quiet"]) == 0
-    before = _published(base)
+    before = published_outputs(base)
     schema = SCHEMA.append(pa.field(clash, pa.string()))
     _write(base, "2026-01-02", [{"id": 1, "v": "a", clash: "x"}], schema)
     capsys.readouterr()
     assert main(["run", "--config", config, "--quiet"]) == 3
-    error = _refusal(capsys)
+    error = one_stderr_line(capsys)
     assert f"column {clash!r} clashes with a column diffcdc adds" in error
     assert "2026-01-02.parquet" in error
-    assert _published(base) == before
+    assert published_outputs(base) == before
 
 
 @pytest.mark.parametrize(("settings", "message"), [
@@ -154,10 +142,10 @@ def test_open_end_sentinels_the_history_reaches_are_refused(spark, base, capsys)
     _write(base, "2026-01-01")
     config = _config(base, open_end={"end_at": 1})
     assert main(["run", "--config", config, "--quiet"]) == 2
-    assert "open_end.end_at 1 is not above version 1" in _refusal(capsys)
-    assert _published(base) == (None, None, None, [])
+    assert "open_end.end_at 1 is not above version 1" in one_stderr_line(capsys)
+    assert published_outputs(base) == (None, None, None, [])
     config = _config(base, open_end={"valid_to": "2026-01-01T00:00:00Z"})
     capsys.readouterr()
     assert main(["run", "--config", config, "--quiet"]) == 2
-    assert "is not after the snapshot's time" in _refusal(capsys)
-    assert _published(base) == (None, None, None, [])
+    assert "is not after the snapshot's time" in one_stderr_line(capsys)
+    assert published_outputs(base) == (None, None, None, [])

@@ -26,8 +26,16 @@ def run_args(base, *extra):
             "--landing", str(base / "landing"), "--state", str(base / "state"), *extra]
 
 
+def one_stderr_line(capsys) -> str:
+    """A refused run's error as the user saw it: exactly one line on stderr (a run's own
+    errors start with their time, the CLI's with ``diffcdc: error: ``)."""
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    return err
+
+
 def one_line_error(capsys) -> str:
     """The CLI's error as the user saw it: exactly one line on stderr, ``diffcdc: error: ...``."""
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and err.startswith("diffcdc: error: "), err
+    err = one_stderr_line(capsys)
+    assert err.startswith("diffcdc: error: "), err
     return err

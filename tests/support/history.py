@@ -13,6 +13,7 @@ as :class:`Names`; nothing of diffcdc's layout code is used.
 from __future__ import annotations
 
 import datetime as dt
+import os
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -123,3 +124,19 @@ def check_history(rows: list[dict[str, Any]], keys: Sequence[str], *,
         assert versions[0][n.changed] is None, ("changed columns of an insert", key)
         if n.deleted:
             assert not versions[0][n.deleted], ("a key's first row is a tombstone", key)
+
+
+def published_outputs(base: Any) -> tuple[Any, ...]:
+    """What runs under ``base`` (a table ``T``: ``state``, the history ``lake/h``, the
+    ``landing`` folder) published: the state's head version and published sinks, the
+    history's Delta version, the landing files."""
+    from deltalake import DeltaTable
+
+    from diffcdc.state.store import TableState
+
+    head = TableState(str(base / "state"), "T").head()
+    lake = str(base / "lake" / "h")
+    files = sorted(os.path.relpath(os.path.join(d, f), base / "landing")
+                   for d, _, names in os.walk(base / "landing") for f in names)
+    return (head.version if head else None, head.published if head else None,
+            DeltaTable(lake).version() if os.path.isdir(lake) else None, files)
